@@ -26,15 +26,15 @@ def import_object(path: str) -> Any:
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        close = did_you_mean(exc.name or "", _modules_beside(exc.name or ""))
-        raise ConfigError(f"cannot import {path!r}: no module named {exc.name!r}{close}") from exc
+        missing = exc.name or ""
+        if not _on_the_path(missing, module_name):  # an import of the module's own
+            raise ConfigError(_raised(path, module_name, exc)) from exc
+        close = did_you_mean(missing, _modules_beside(missing))
+        raise ConfigError(f"cannot import {path!r}: no module named {missing!r}{close}") from exc
     except (Exception, SystemExit) as exc:  # the module itself failed while importing
         # SystemExit too: a module that exits as it is imported (a script's argparse
         # at its top level) is a configuration's mistake, not the process's wish.
-        raise ConfigError(
-            f"cannot import {path!r}: importing {module_name!r} raised "
-            f"{type(exc).__name__}: {exc}{_where(exc, module_name)}"
-        ) from exc
+        raise ConfigError(_raised(path, module_name, exc)) from exc
     for part in attr_path.split("."):
         try:
             obj = getattr(obj, part)
@@ -45,6 +45,20 @@ def import_object(path: str) -> Any:
                 f"{did_you_mean(part, names)}"
             ) from exc
     return obj
+
+
+def _on_the_path(missing: str, module_name: str) -> bool:
+    """Whether the module ``missing`` is ``module_name`` or a package it is in: the
+    path is misspelt, rather than the module importing one that is not installed."""
+    return module_name == missing or module_name.startswith(f"{missing}.")
+
+
+def _raised(path: str, module_name: str, exc: BaseException) -> str:
+    """What ``exc``, raised as ``module_name`` was imported, says of ``path``."""
+    return (
+        f"cannot import {path!r}: importing {module_name!r} raised "
+        f"{type(exc).__name__}: {exc}{_where(exc, module_name)}"
+    )
 
 
 def _modules_beside(name: str) -> list[str]:

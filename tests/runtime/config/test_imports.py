@@ -35,6 +35,12 @@ async def untyped(city):
             "x = 1\nraise RuntimeError('no config')\n",
             "RuntimeError: no config (refusing_tools.py, line 2)",
         ),
+        (
+            # It said "no module named 'requestz'" as if the path were misspelt, and
+            # not which file imports it, nor where.
+            "import os\nimport requestz\n",
+            "ModuleNotFoundError: No module named 'requestz' (refusing_tools.py, line 2)",
+        ),
     ],
 )
 def test_a_module_that_fails_as_it_is_imported_is_named_with_its_line(
