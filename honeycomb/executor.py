@@ -64,6 +64,7 @@ from runtime import (
 from runtime.concurrency import LoopLock, LoopSlots, OneLoop, require_asyncio
 from runtime.events import event_handlers
 from runtime.model import held, missing_key
+from runtime.models.layers.cost_cap import price_of, unpriced_called
 from runtime.secrets import masked, masked_errors
 from runtime.tools.approvals import Approver, PendingApproval
 from runtime.tools.mcp import McpServer
@@ -132,7 +133,8 @@ class Executor:
         ConfigErrors: naming every unknown model, role or tool.
         ConfigError: when ``output_type`` is given and the aggregator is ``concat``
             (named, or the default), which makes text; when an ``on_event`` handler is
-            an ``async def`` function.
+            an ``async def`` function; when a budget in dollars is set and none of
+            the models (or of a hive called as a tool) has a price.
     """
 
     def __init__(
@@ -221,6 +223,7 @@ class Executor:
             ),
             backend,
         )
+        self._check_called_prices()
 
     async def __aenter__(self) -> Self:
         """Share the MCP servers and the models' own servers (llama.cpp) between the
@@ -466,6 +469,39 @@ class Executor:
         errors = self._missing_keys(set())
         if errors:
             raise ConfigErrors(errors)
+
+    def _check_called_prices(self) -> None:
+        """Refuse a budget in dollars that a hive its roles call as a tool (or one that
+        calls) would spend at 0 a call: none of its models has a price.
+
+        Raises:
+            ConfigError: naming the budget, the hive tool and how to price its models.
+        """
+        limits = self.shared.policy.budgets
+        if limits.cost is None and limits.cost_per_call is None:
+            return
+        called, seen = list(self._called()), {id(self)}
+        while called:
+            name, sub = called.pop()
+            if id(sub) in seen:
+                continue
+            seen.add(id(sub))
+            priced = any(price_of(model) is not None for model in sub.models.values())
+            problem = unpriced_called(limits, f"the hive tool {name!r}", priced)
+            if problem is not None:
+                raise ConfigError(problem[1], field=f"policy.budgets.{problem[0]}")
+            called += sub._called()
+
+    def _called(self) -> list[tuple[str, Executor]]:
+        """The Executors its roles call as tools (:meth:`as_tool`), by tool name."""
+        crew = self.shared.crew
+        found: list[tuple[str, Executor]] = []
+        for role in crew.roles.values():
+            for made in crew.setup_for(role, None).tools:
+                sub = getattr(made.fn, "__self__", None)  # an as_tool's Executor
+                if isinstance(sub, Executor):
+                    found.append((made.name, sub))
+        return found
 
     def _missing_keys(self, seen: set[int]) -> list[ConfigError]:
         """What :meth:`check_keys` reports, each model and Executor once (``seen``)."""

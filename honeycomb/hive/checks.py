@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import pydantic
 
@@ -22,7 +22,7 @@ from honeycomb.hive.specs import HiveSpec, PlannerSpec
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import ConfigError, YamlDocument, did_you_mean
 from runtime.config.yaml_config import YamlPath, YamlPlace
-from runtime.models.layers.cost_cap import unpriced_problem
+from runtime.models.layers.cost_cap import unpriced_called, unpriced_problem
 from runtime.models.openai.request import Api, settings_problems
 from workers import Role
 from workers.compaction import compaction_models, context_problem
@@ -30,7 +30,10 @@ from workers.guards import guard_problem
 from workers.nesting import nesting_problems
 from workers.role import guard_problems
 
-__all__ = ["check_across_fields", "role_error"]
+if TYPE_CHECKING:
+    from honeycomb.hive.hive import Hive
+
+__all__ = ["check_across_fields", "check_called_prices", "role_error"]
 
 
 def check_across_fields(
@@ -290,6 +293,43 @@ def _check_budget_prices(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigE
     if problem is not None:
         limit, message = problem
         errors.append(doc.error(("policy", "budgets", limit), message))
+
+
+def check_called_prices(
+    doc: YamlDocument,
+    spec: HiveSpec,
+    roles: Mapping[str, Role],
+    places: Mapping[str, YamlPlace],
+    hives: Mapping[str, Hive],
+    errors: list[ConfigError],
+) -> None:
+    """A hive tool (``hive:PATH``) of a hive with a budget in dollars calls a priced
+    model, and so does each hive it calls: their calls spend the budget (as an Executor
+    of the hive would refuse it), told at the tool's line."""
+    for name, role in roles.items():
+        for index, ref in enumerate(role.tools):
+            called = hives.get(ref)
+            chain = _unpriced(called, ()) if called is not None else None
+            if chain is None:
+                continue
+            which = " → ".join(hive.file.name for hive in chain)
+            problem = unpriced_called(spec.policy.budgets, f"{ref!r} ({which})", False)
+            if problem is not None:
+                errors.append(role_error(doc, places, name, ("tools", index), problem[1]))
+
+
+def _unpriced(hive: Hive, chain: tuple[Hive, ...]) -> tuple[Hive, ...] | None:
+    """The hives from the one called down to one none of whose models has a price
+    (None: each has one), ``chain`` the hives that call it."""
+    chain = (*chain, hive)
+    if not any(model.price is not None for model in hive.spec.models.values()):
+        return chain
+    for called in hive.hives.values():
+        if called not in chain:
+            found = _unpriced(called, chain)
+            if found is not None:
+                return found
+    return None
 
 
 def _check_policy_rules(doc: YamlDocument, errors: list[ConfigError]) -> None:

@@ -16,10 +16,17 @@ from typing import Any
 
 from honeycomb.hive.backend import BackendSpec
 from honeycomb.hive.budgets import budget_warnings
-from honeycomb.hive.checks import check_across_fields, role_error
+from honeycomb.hive.checks import check_across_fields, check_called_prices, role_error
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
-from honeycomb.hive.specs import DEFAULT_MEMORY, HiveSpec, MemorySpec, ModelSpec, salvaged
+from honeycomb.hive.specs import (
+    DEFAULT_MEMORY,
+    HiveSpec,
+    LlamaServers,
+    MemorySpec,
+    ModelSpec,
+    salvaged,
+)
 from honeycomb.run.planner import RolePlanner, nobody_to_plan_for
 from honeycomb.run.policy import Policy
 from runtime import (
@@ -197,8 +204,9 @@ class Hive:
                     for name in unknown
                 ]
             )
+        servers: LlamaServers = {}  # models of one GGUF file share its server
         return {
-            name: given[name] if name in given else spec.build(self.folder)
+            name: given[name] if name in given else spec.build(self.folder, servers)
             for name, spec in self.spec.models.items()
         }
 
@@ -392,6 +400,7 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
         places = {name: place for name, (place, _) in read.items()}  # where each is written
         check_across_fields(doc, spec, roles, places, models, errors)  # its guards' imports
     hives = _sub_hives(doc, spec, roles, places, file, (*chain, file.resolve()), errors)
+    check_called_prices(doc, spec, roles, places, hives, errors)  # their calls spend its budget
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
     hive = Hive(file, spec, roles, registry, doc, hives, places)

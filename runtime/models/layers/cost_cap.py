@@ -35,7 +35,14 @@ from runtime.models.tokens import quarter_tokens
 if TYPE_CHECKING:
     from runtime.limits import Limits
 
-__all__ = ["CostCap", "Pricing", "check_priced", "price_of", "unpriced_problem"]
+__all__ = [
+    "CostCap",
+    "Pricing",
+    "check_priced",
+    "price_of",
+    "unpriced_called",
+    "unpriced_problem",
+]
 
 
 class Pricing(Protocol):
@@ -133,4 +140,21 @@ def unpriced_problem(limits: Limits, priced: bool) -> tuple[str, str] | None:
         "prices (price: {input_per_mtok: ..., output_per_mtok: ...} in the hive, "
         "PricedModel(model, Price(...)) in Python), or bound the run by total_tokens or "
         "model_calls instead"
+    )
+
+
+def unpriced_called(limits: Limits, called: str, priced: bool) -> tuple[str, str] | None:
+    """The budget in dollars of ``limits`` that the calls of ``called`` (a hive called as
+    a tool, in words), none of whose models has a price (not ``priced``), would spend
+    uncounted, and what is wrong (None: nothing). Its calls spend the caller's budget,
+    each at 0: what a hive with no priced model is refused for, nested."""
+    named = [name for name in ("cost", "cost_per_call") if getattr(limits, name) is not None]
+    if not named or priced:
+        return None
+    return named[0], (
+        f"{called} calls models none of which has a price: its calls would spend this "
+        f"run's budgets.{named[0]} at 0 each, and the budget would never count them; give "
+        "its models their prices (price: {input_per_mtok: ..., output_per_mtok: ...} in "
+        "its hive, PricedModel(model, Price(...)) in Python), or bound the run by "
+        "total_tokens or model_calls instead"
     )

@@ -228,7 +228,7 @@ FACTS_HIVE = """
 name: facts
 description: Checks the facts of a claim.
 models:
-  offline: {provider: offline, latency: 0}
+  offline: {provider: offline, latency: 0, price: {input_per_mtok: 1.0, output_per_mtok: 2.0}}
 roles:
   planner: {description: Gives the claim to the checker.}
   checker:

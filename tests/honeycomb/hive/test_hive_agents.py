@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy
+from honeycomb import BudgetExceeded, ConfigError, ConfigErrors, Executor, Policy, Role
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
 from honeycomb.run.policy import Budgets
 from runtime import Event, ModelCallFinished
+from runtime.models.pricing import Price, PricedModel
 from runtime.testing import ScriptedModel, call
 
 CYCLE = """\
@@ -136,3 +137,42 @@ def test_hive_tools_that_make_a_cycle_or_name_no_file_are_told(tmp_path: Path) -
     with pytest.raises(ConfigErrors) as caught:
         load_hive(path)
     assert "'hive:sub/fact.yaml': no hive file" in str(caught.value)
+
+
+PRICED = "models: {default: {provider: offline, price: {input_per_mtok: 1, output_per_mtok: 2}}}\n"
+
+
+async def test_a_hive_tool_whose_models_have_no_price_is_refused_under_a_budget_in_dollars(
+    tmp_path: Path,
+) -> None:
+    outer = OUTER.replace("models: {default: offline}\n", PRICED) + "policy: {budgets: {cost: 1}}\n"
+    path = hives(tmp_path, outer=outer)
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    [error] = caught.value.errors
+    assert str(error).startswith(f"{path}:6:")  # the tool's line: its calls spend at 0
+    assert "'hive:sub/facts.yaml' (facts.yaml) calls models none of which has a price" in str(error)
+    assert "budgets.cost at 0 each" in str(error)
+
+    (tmp_path / "sub" / "facts.yaml").write_text(
+        INNER.replace("models: {default: offline}\n", PRICED)
+    )
+    result = await Executor.from_hive(load_hive(path)).run("bees", subtasks=LEAD_TASK)
+    spent = result.usage  # the sub-run's calls counted at its price
+    assert spent.cost == pytest.approx((spent.input_tokens + 2 * spent.output_tokens) / 1e6)
+
+
+async def test_an_executor_whose_hive_tool_has_no_priced_model_refuses_a_budget_in_dollars(
+    tmp_path: Path,
+) -> None:
+    sub = Executor.from_hive(load_hive(hives(tmp_path)))  # offline, unpriced
+    paid = PricedModel(ScriptedModel(["done"]), Price(input_per_mtok=1, output_per_mtok=2))
+    with pytest.raises(ConfigError) as refused:
+        Executor(
+            [Role(name="lead", tools=("facts",))],
+            paid,
+            tools=[sub.as_tool("facts")],
+            policy=Policy(budgets=Budgets(cost_per_call=0.1)),
+        )
+    assert refused.value.field == "policy.budgets.cost_per_call"
+    assert "the hive tool 'facts' calls models none of which has a price" in str(refused.value)
