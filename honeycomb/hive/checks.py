@@ -72,7 +72,8 @@ def _check_references(
         errors.append(
             doc.error(
                 ("default_model",),
-                f"unknown model {spec.default_model!r}{did_you_mean(spec.default_model, models)}",
+                f"unknown model {spec.default_model!r}{did_you_mean(spec.default_model, models)}"
+                f"; models: {', '.join(models)}",
             )
         )
     summarizer = spec.policy.sessions.context.model  # what summarizes sessions' turns

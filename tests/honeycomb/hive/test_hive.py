@@ -416,6 +416,13 @@ def test_a_roles_unknown_model_is_reported_beside_its_field_errors(tmp_path: Pat
     ), errors
 
 
+def test_an_unknown_default_model_is_told_with_the_models_there_are(tmp_path: Path) -> None:
+    # A role's unknown model named the hive's models; the default_model, the first a
+    # newcomer changes, named none when none was close to it.
+    path = hive(tmp_path, GOOD + "default_model: claude\n")
+    assert one_error(path).endswith("default_model: unknown model 'claude'; models: default, gpt")
+
+
 def test_a_roles_max_repeats_is_read_and_checked(tmp_path: Path) -> None:
     counting = "    tools: [tests.support.role_tools:word_count]\n"
     loaded = load_hive(hive(tmp_path, GOOD.replace(counting, f"{counting}    max_repeats: 5\n")))
