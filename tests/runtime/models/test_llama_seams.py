@@ -133,6 +133,23 @@ async def test_a_call_in_flight_keeps_the_server_up_through_aclose() -> None:
     assert not model.server.running
 
 
+async def test_a_call_of_another_model_on_the_server_keeps_it_up_past_the_last_holder() -> None:
+    """Two models on one server (a hive's of one file): the one that made it stopped it
+    as its last holder let go, under the other's call."""
+    model = small()
+    other = LlamaModel(
+        server=model.server, settings={"ignore_eos": True}, retry=RetryPolicy(attempts=1)
+    )
+    writing = asyncio.Event()
+    async with asyncio.TaskGroup() as group:
+        call = group.create_task(other.stream(LONG, lambda _text: writing.set()))
+        async with model.held():
+            await writing.wait()
+        assert model.server.running  # the other model's call is in flight
+    assert call.result().usage.output_tokens == LONG.max_output_tokens
+    assert not model.server.running  # it stopped as that call ended
+
+
 async def test_a_retry_goes_to_the_server_as_it_runs_not_to_the_port_of_one_stopped() -> None:
     server = start_server(parallel=1, context=256)
     try:
