@@ -299,25 +299,27 @@ class Judge:
             raise ConfigError(f"the judge role {role_name!r} is not defined")
         model = self.model_for(role)
         prompt = f"{role.system_prompt}\n\n{JUDGE_INSTRUCTIONS.format(what=_WHAT[check.kind])}"
+        limit = role.max_output_tokens or VERDICT_TOKENS
         request = ModelRequest(
             messages=(SystemMessage(content=prompt), UserMessage(content=_shown(check))),
             tool_choice="none",
             timeout=role.model_timeout,
-            max_output_tokens=role.max_output_tokens or VERDICT_TOKENS,
+            max_output_tokens=limit,
         )
         # Named with the worker it judges, as the calls in flight are reported: one
         # judge role may be checking several workers' answers at once.
         who = role_name if check.worker is None else f"{role_name} of {check.worker}"
-        response = await model_calls(model, self.budget, who, kind="judge").complete(request)
+        call = model_calls(model, self.budget, who, kind="judge").open(request)
+        try:
+            answer = await call.made()
+        except BaseException as failure:
+            raise call.failed(failure)  # noqa: B904 (its cause is the layer's to set)
+        response = call.answered(answer)
         text = (response.message.content or "").strip()
         if not text:  # no verdict: no answer of the worker's could pass it
-            limit = request.max_output_tokens
-            why = (
-                f"cut off at its output limit of {limit} tokens (give the role {role_name!r} "
-                "a higher max_output_tokens)"
-                if response.finish_reason == "length"
-                else "empty"
-            )
+            why = "empty"
+            if response.finish_reason == "length":
+                why = _cut_off(role_name, limit, call.request.max_output_tokens or limit)
             raise ModelResponseError(
                 f"the judge {role_name!r} gave no verdict: its answer was {why}"
             )
@@ -325,6 +327,16 @@ class Judge:
         first = text.split(maxsplit=1)[0].strip(_AROUND_A_WORD).upper()
         verdict = None if first == "PASS" else text
         return verdict, response.usage, response.model
+
+
+def _cut_off(role_name: str, asked: int, sent: int) -> str:
+    """How a judge's answer was cut off at ``sent``, the output limit its call was sent
+    with (a cost cap may have lowered the one it ``asked`` for), and what to raise."""
+    if sent < asked:
+        fix = ", the limit budgets.cost_per_call left the call at its model's price (raise the cap)"
+    else:
+        fix = f" (give the role {role_name!r} a higher max_output_tokens)"
+    return f"cut off at its output limit of {sent} tokens{fix}"
 
 
 _AROUND_A_WORD = ".!:,;*_`\"'"

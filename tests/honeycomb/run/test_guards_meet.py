@@ -29,6 +29,7 @@ from honeycomb import (
 from honeycomb.planning import RolePlanner
 from honeycomb.testing import FunctionModel
 from runtime import ModelTimeout
+from runtime.models.pricing import Price, PricedModel
 
 
 class Lead:
@@ -173,3 +174,33 @@ async def test_a_judge_that_gives_no_verdict_trips_at_once_saying_why(
         f"the guard raised ModelResponseError: the judge 'reviewer' gave no verdict: {said}"
     )
     assert answers == 1
+
+
+async def test_a_judge_cut_off_at_the_limit_the_cost_cap_left_says_so() -> None:
+    limits: list[int | None] = []
+
+    def answer(request: ModelRequest) -> ModelResponse | str:
+        if "You are a guard" not in (request.messages[0].content or ""):
+            return "found"
+        limits.append(request.max_output_tokens)  # as the cap left it
+        return ModelResponse(message=AssistantMessage(content=""), finish_reason="length")
+
+    price = Price(input_per_mtok=1000.0, output_per_mtok=1000.0)  # $0.001 a token
+    executor = Executor(
+        [Role(name="w", guards=Guards(output=("reviewer",))), Role(name="reviewer")],
+        PricedModel(FunctionModel(answer), price),
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(cost_per_call=0.3)),  # leaves under 256 to answer
+    )
+    with pytest.raises(RunFailed) as caught:
+        await executor.run("task", subtasks=[("w", "a")])
+    [limit] = limits
+    assert limit is not None
+    assert limit < 256
+    failed = caught.value.partial.subtasks["s1"].worker
+    assert isinstance(failed.exception, GuardrailTripped)
+    assert failed.exception.reason == (
+        "the guard raised ModelResponseError: the judge 'reviewer' gave no verdict: its "
+        f"answer was cut off at its output limit of {limit} tokens, the limit "
+        "budgets.cost_per_call left the call at its model's price (raise the cap)"
+    )
