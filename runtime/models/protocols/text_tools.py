@@ -49,10 +49,12 @@ class ProtocolModel(WrapperModel):
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
         """The request streamed through the inner model, when its text is the answer;
         answered in one go (:meth:`complete`) when it may be calls, not an answer, and
-        then its text shown whole once it is read as an answer (no calls)."""
+        then its text shown whole once it is read: its prose, without the actions (as
+        a model with function calling streams the text beside its calls, which is the
+        answer of a wrap-up that may call none)."""
         if self._in_one_go(request):
             response = await self.complete(request)
-            if response.message.content and not response.message.tool_calls:
+            if response.message.content:
                 on_text(response.message.content)
             return response
         answer = await call_model(self.inner, self._written(request), on_text)

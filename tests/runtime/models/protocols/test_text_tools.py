@@ -498,6 +498,27 @@ async def test_a_wrap_up_answer_in_the_response_format_is_the_answer_not_a_call(
     assert model.requests[1].output is not None  # the response format was sent
 
 
+async def test_the_prose_of_a_wrap_up_that_still_writes_an_action_is_streamed() -> None:
+    """A wrap-up answer of prose and an action: the action is dropped and the prose is
+    the answer, whose text never reached a listener (only a reply without actions
+    was shown), so a streamed run's deltas did not join to its answer."""
+    from honeycomb import Executor, Role
+    from runtime import TextDelta
+
+    prose = "Paris is warm."
+    model = ScriptedModel([block("fetch", key="a"), f"{prose}\n{block('fetch', key='b')}"])
+    executor = Executor(
+        [Role(name="w", tools=("fetch",), max_turns=1)],
+        TextToolModel(model),
+        tools=[fetch],
+        aggregator="concat",
+    )
+    async with executor.stream("t", subtasks=[("w", "Is Paris warm?")]) as events:
+        shown = [(e.turn, e.text) async for e in events if isinstance(e, TextDelta)]
+    assert events.result.subtasks["s1"].text == prose
+    assert shown == [(2, prose)]
+
+
 async def test_the_wrap_up_call_reads_the_conversation_as_text_and_refuses_actions() -> None:
     model = ScriptedModel([block("fetch", key="a"), block("fetch", key="b")])
     result = await loop_on(model, max_turns=1).run("t")
