@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, Protocol, get_args
 
 import pydantic
 
@@ -29,9 +29,6 @@ from workers.compaction import compaction_models, context_problem
 from workers.guards import guard_problem
 from workers.nesting import nesting_problems
 from workers.role import guard_problems
-
-if TYPE_CHECKING:
-    from honeycomb.hive.hive import Hive
 
 __all__ = ["check_across_fields", "check_called_prices", "role_error"]
 
@@ -296,12 +293,25 @@ def _check_budget_prices(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigE
         errors.append(doc.error(("policy", "budgets", limit), message))
 
 
+class _Called(Protocol):
+    """A hive called as a tool, as loaded (a :class:`~honeycomb.hive.Hive`)."""
+
+    @property
+    def file(self) -> Path: ...
+
+    @property
+    def spec(self) -> HiveSpec: ...
+
+    @property
+    def hives(self) -> Mapping[str, _Called]: ...
+
+
 def check_called_prices(
     doc: YamlDocument,
     spec: HiveSpec,
     roles: Mapping[str, Role],
     places: Mapping[str, YamlPlace],
-    hives: Mapping[str, Hive],
+    hives: Mapping[str, _Called],
     errors: list[ConfigError],
 ) -> None:
     """A hive tool (``hive:PATH``) of a hive with a budget in dollars calls a priced
@@ -319,7 +329,7 @@ def check_called_prices(
                 errors.append(role_error(doc, places, name, ("tools", index), problem[1]))
 
 
-def _unpriced(hive: Hive, chain: tuple[Hive, ...]) -> tuple[Hive, ...] | None:
+def _unpriced(hive: _Called, chain: tuple[_Called, ...]) -> tuple[_Called, ...] | None:
     """The hives from the one called down to one none of whose models has a price
     (None: each has one), ``chain`` the hives that call it."""
     chain = (*chain, hive)
