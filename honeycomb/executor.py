@@ -37,6 +37,7 @@ from pydantic import BaseModel
 
 from honeycomb.run.agents import Instruction, current_run
 from honeycomb.run.aggregator import AggregatorLike, as_aggregator
+from honeycomb.run.conversation import shown_the_conversation
 from honeycomb.run.crew import Crew
 from honeycomb.run.mcp import McpTools
 from honeycomb.run.plan import Plan
@@ -167,7 +168,13 @@ class Executor:
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         kept_memory = open_memory(memory)
         mcp = McpTools(mcp_servers)
-        kept_policy = (policy or Policy()).within(model_map.values())
+        phases = Phases(
+            planner=as_planner(planner, by_name),
+            aggregator=as_aggregator(aggregator, by_name, output_type),
+            output_type=output_type,
+        )
+        readers = shown_the_conversation(role_list, phases.leads)
+        kept_policy = (policy or Policy()).within(model_map.values(), readers)
         setups, run_guards = resolve_setups(
             role_list,
             model_map,
@@ -200,11 +207,7 @@ class Executor:
         self.shared = Shared(
             Crew(by_name, limited_models, default, setups, mcp),
             kept_policy,
-            Phases(
-                planner=as_planner(planner, by_name),
-                aggregator=as_aggregator(aggregator, by_name, output_type),
-                output_type=output_type,
-            ),
+            phases,
             Services(
                 locks=LockTable(),
                 tool_slots=self._slots(kept_policy.tool_concurrency),

@@ -11,7 +11,7 @@ next turn starts from them and a resumed turn does not fold again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import msgspec
@@ -27,6 +27,7 @@ from workers.state import LoopState
 
 if TYPE_CHECKING:
     from honeycomb.run.result import RunResult
+    from workers.role import Role
 
 __all__ = [
     "CONVERSATION_HEADER",
@@ -37,6 +38,7 @@ __all__ = [
     "TurnResult",
     "fit_conversation",
     "sessions_within",
+    "shown_the_conversation",
     "turn_text",
     "with_conversation",
 ]
@@ -87,26 +89,50 @@ class SessionPolicy(SettingsModel):
     max_sessions: int | None = Field(default=None, ge=1)
 
 
-def sessions_within(policy: SessionPolicy, models: Iterable[Model]) -> SessionPolicy:
+def shown_the_conversation(roles: Iterable[Role], leads: Collection[str]) -> list[Role]:
+    """The ``roles`` whose workers a session's conversation is shown: those whose
+    ``session:`` says so, and the planner's and the aggregator's (``leads``, shown it
+    unless theirs says ``none``)."""
+    return [r for r in roles if (r.session or ("full" if r.name in leads else "none")) != "none"]
+
+
+def sessions_within(
+    policy: SessionPolicy, models: Iterable[Model], readers: Iterable[Role] = ()
+) -> SessionPolicy:
     """``policy`` with a conversation that fits the smallest context among ``models``
-    (a local model's; one that does not say its context is not counted): the default
-    budget is lowered to half that context, so that a request keeps room for its
-    prompt and its answer beside the conversation.
+    (a local model's; one that does not say its context is not counted) and the
+    compaction budgets of ``readers``, the roles shown it
+    (:func:`shown_the_conversation`): the default budget is lowered to half that
+    context, so that a request keeps room for its prompt and its answer beside the
+    conversation.
 
     Raises:
         ConfigError: when the budget given fills that context on its own.
     """
-    sizes = [(tokens, model) for model in models if (tokens := context_of(model)) is not None]
+    sizes = [
+        (tokens, f"a call of {model!r}, which holds {tokens}")
+        for model in models
+        if (tokens := context_of(model)) is not None
+    ]
+    sizes += [
+        (
+            role.compaction.budget_tokens,
+            f"a request of role {role.name!r}, shown the conversation, whose compaction "
+            f"budget (roles.{role.name}.compaction.budget_tokens) holds "
+            f"{role.compaction.budget_tokens}",
+        )
+        for role in readers
+        if role.compaction is not None
+    ]
     if not sizes:
         return policy
-    smallest, model = min(sizes, key=lambda size: size[0])
+    smallest, described = min(sizes, key=lambda size: size[0])
     budget = policy.context.budget_tokens
     if "context" in policy.model_fields_set:
         if budget >= smallest:
             raise ConfigError(
-                f"{budget} tokens of conversation leave no room in a call of {model!r}, "
-                f"which holds {smallest}: give a budget below it (half of it leaves "
-                "room for the prompt and the answer)",
+                f"{budget} tokens of conversation leave no room in {described}: give a "
+                "budget below it (half of it leaves room for the prompt and the answer)",
                 field="policy.sessions.context.budget_tokens",
             )
         return policy

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -12,6 +12,9 @@ from runtime import Limits, Model, OnUnknown
 from runtime.models.layers import check_priced
 from runtime.value import SettingsModel
 from workers.state import DEFAULT_OUTPUT_TOKENS
+
+if TYPE_CHECKING:
+    from workers.role import Role
 
 __all__ = ["Budgets", "FailurePolicy", "Policy", "quorum_problem"]
 
@@ -84,9 +87,10 @@ class Policy(SettingsModel):
             raise ValueError(problem)
         return self
 
-    def within(self, models: Iterable[Model]) -> Policy:
+    def within(self, models: Iterable[Model], readers: Iterable[Role] = ()) -> Policy:
         """This policy for an Executor of ``models``: its sessions' conversation fits
-        the smallest context among them (:func:`sessions_within`).
+        the smallest context among them and the compaction budgets of ``readers``, the
+        roles shown it (:func:`sessions_within`).
 
         Raises:
             ConfigError: when the conversation's budget given fills that context; when
@@ -95,7 +99,7 @@ class Policy(SettingsModel):
         """
         models = list(models)
         check_priced(self.budgets, models)
-        sessions = sessions_within(self.sessions, models)
+        sessions = sessions_within(self.sessions, models, readers)
         return self if sessions is self.sessions else self.model_copy(update={"sessions": sessions})
 
 

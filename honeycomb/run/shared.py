@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from honeycomb.run.aggregator import Aggregator
+from honeycomb.run.aggregator import Aggregator, aggregator_role
 from honeycomb.run.crew import Crew
-from honeycomb.run.planner import Planner
+from honeycomb.run.planner import Planner, RolePlanner
 from honeycomb.run.policy import Policy
 from runtime import EventHandler
 from runtime.value import Value
@@ -41,6 +41,13 @@ class Phases(Value, frozen=True, kw_only=True):
     planner: Planner | None
     aggregator: Aggregator
     output_type: type[BaseModel] | None = None
+
+    @property
+    def leads(self) -> tuple[str, ...]:
+        """The roles that plan and merge (a session's conversation is shown to them
+        unless their ``session:`` says otherwise)."""
+        planner = self.planner.role if isinstance(self.planner, RolePlanner) else None
+        return tuple(r for r in (planner, aggregator_role(self.aggregator)) if r is not None)
 
 
 class Reporting(Value, frozen=True, kw_only=True):

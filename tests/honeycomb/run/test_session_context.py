@@ -1,13 +1,23 @@
-"""A session's conversation fits the smallest context among the Executor's models: the
-default budget (2,000 tokens) is lowered to half a local model's context, and a budget
-given that fills it is refused when the Executor is made. On the real model, a
-conversation past a 1,024-token context failed every turn after the first."""
+"""A session's conversation fits the smallest context among the Executor's models and
+the compaction budgets of the roles shown it: the default budget (2,000 tokens) is
+lowered to half a local model's context (or such a role's budget), and a budget given
+that fills it is refused when the Executor is made. On the real model, a conversation
+past a 1,024-token context failed every turn after the first; a role shown it whose
+compaction budget was 1,000 tokens failed every turn from the third."""
 
 from __future__ import annotations
 
 import pytest
 
-from honeycomb import Compaction, ConfigError, Executor, Policy, Role, SessionPolicy
+from honeycomb import (
+    Compaction,
+    ConfigError,
+    Executor,
+    OfflineModel,
+    Policy,
+    Role,
+    SessionPolicy,
+)
 from honeycomb.testing import FunctionModel
 from runtime import WrapperModel
 from runtime.models.llama import LlamaModel
@@ -54,6 +64,59 @@ def test_a_budget_given_is_kept_when_it_fits_and_refused_when_it_fills_the_conte
     assert refused.value.field == "policy.sessions.context.budget_tokens"
     assert "2000 tokens of conversation leave no room" in str(refused.value)
     assert "which holds 1024" in str(refused.value)
+
+
+def _compacting(name: str, tokens: int, session: str | None = None) -> Role:
+    return Role.model_validate(
+        {"name": name, "session": session, "compaction": {"budget_tokens": tokens}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("roles", "budget"),
+    [
+        ([_compacting("researcher", 1000, "full")], 500),  # shown it: half its budget
+        ([_compacting("researcher", 1200, "summary")], 600),
+        ([_compacting("researcher", 1000)], 2000),  # shown none of it, by default
+        ([_compacting("researcher", 1000, "none")], 2000),
+        ([_compacting("aggregator", 1200)], 600),  # shown it, by default
+        ([_compacting("planner", 1400), Role(name="aggregator")], 700),
+        ([_compacting("aggregator", 1200, "none")], 2000),
+    ],
+)
+def test_the_default_conversation_budget_is_half_that_of_a_compacting_role_shown_it(
+    roles: list[Role], budget: int
+) -> None:
+    assert budget_of(Executor(roles, FunctionModel(lambda r: "ok"))) == budget
+
+
+def test_a_budget_given_that_fills_a_compacting_role_shown_it_is_refused() -> None:
+    policy = Policy(sessions=SessionPolicy(context=Compaction(budget_tokens=1000)))
+    with pytest.raises(ConfigError) as refused:
+        Executor([_compacting("writer", 1000, "full")], Local(8192), policy=policy)
+    assert refused.value.field == "policy.sessions.context.budget_tokens"
+    assert "role 'writer', shown the conversation" in str(refused.value)
+    assert "roles.writer.compaction.budget_tokens" in str(refused.value)
+
+
+async def test_a_compacting_role_shown_the_conversation_answers_every_turn() -> None:
+    roles = [
+        Role(name="planner"),
+        Role(
+            name="researcher",
+            description="Finds facts about cities and weather.",
+            session="full",
+            compaction=Compaction(budget_tokens=1000, keep_turns=1),
+        ),
+        Role(name="aggregator"),
+    ]
+    session = Executor(roles, OfflineModel(latency=0)).session("trip")
+    first = " ".join(["Compare the weather in Lisbon and Porto."] * 5)
+    for message in (first, "And Madrid?", "Which is the warmest?", "And Rome?"):
+        result = await session.run(message)
+        # Shown a conversation of up to 2,000 tokens, its worker of the third
+        # message could not hold it (ContextBudgetTooSmall): now it is 500 at most.
+        assert result.status == "ok", result.subtasks
 
 
 @pytest.mark.real_model
