@@ -116,7 +116,11 @@ async def _talk(
     if shown == "json":  # stdout holds the events alone, as `run --json`'s does
         out, events, console = sys.stderr, sys.stdout, Console(stderr=True)
     pool = backend.build(hive.folder)
-    executor = Executor.from_hive(hive, models=models, store=store, backend=pool)
+    try:  # a budget in dollars on an unpriced --model ...: as `honeycomb run` tells it
+        executor = Executor.from_hive(hive, models=models, store=store, backend=pool)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
     chat = Chat(hive, executor, args.session, shown)
     if pool is None:
         return await chat.talk(sys.stdin, out, console, events=events)

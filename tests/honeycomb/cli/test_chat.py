@@ -149,3 +149,21 @@ def test_a_store_that_cannot_be_set_up_exits_2_in_one_line(
     assert said in err
     assert len(err.splitlines()) == 1
     assert out == ""
+
+
+def test_a_hive_its_model_given_cannot_run_exits_2_in_one_line(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hive.write_text(
+        CHATTY.replace(
+            "  offline:\n    provider: offline\n    latency: 0\n",
+            "  gpt:\n    model: gpt-4o-mini\n    api_key: sk-test-not-used\n"
+            "    price: {input_per_mtok: 0.15, output_per_mtok: 0.6}\n",
+        )
+        + "policy:\n  budgets: {cost: 1}\n"
+    )  # priced as written; the offline model stands in for it, and has no price
+    assert chat(monkeypatch, hive, ["Hello."], "--model", "offline") == 2  # as `run` exits
+    out, err = capsys.readouterr()
+    assert err.startswith("policy.budgets.cost: a budget in dollars counts the models' prices")
+    assert len(err.strip().splitlines()) == 1  # no traceback
+    assert "you>" not in out
