@@ -6,12 +6,13 @@ cases on an Executor and returns an :class:`EvalReport`; :func:`compare` tells w
 changed between two reports. In Python, a check is any callable ``fn(answer, run)``.
 """
 
+from honeycomb.evals.budget import EvalBudget
 from honeycomb.evals.cases import Case, Cases, load_cases
 from honeycomb.evals.checks import Check, CheckFn, Score, Verdict
 from honeycomb.evals.compare import CaseChange, Comparison, compare
 from honeycomb.evals.record import CaseRun, Judges, ToolUse
 from honeycomb.evals.report import Attempt, CaseReport, EvalReport, junit
-from honeycomb.evals.runner import EvalBudget, Progress, assert_case, evaluate, new_eval_id
+from honeycomb.evals.runner import Progress, assert_case, evaluate, new_eval_id
 
 __all__ = [
     "Attempt",

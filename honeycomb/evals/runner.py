@@ -2,9 +2,10 @@
 most ``concurrency`` at once, each scored by its checks as it ends; the report kept
 in the Executor's run store by its eval id.
 
-Each case's run is bounded by the hive's own budgets. The eval's :class:`EvalBudget`
-bounds the whole: once what its runs and judges spent reaches it, no more runs start
-(those under way end), and the cases left are told as not run.
+Each case's run is bounded by the hive's own budgets. The eval's
+:class:`~honeycomb.evals.budget.EvalBudget` bounds the whole: a run starts only while
+it can cover it, with the runs under way (:class:`~honeycomb.evals.budget.Starts`), and
+the cases left once it cannot are told as not run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from honeycomb.evals.budget import EvalBudget, Starts
 from honeycomb.evals.cases import Case, Cases
 from honeycomb.evals.checks import Check, Verdict, as_check, verdict
 from honeycomb.evals.kept import interrupted, keep_report
@@ -40,11 +42,9 @@ from runtime import Model, StoreError, Usage
 from runtime.concurrency import run_together, shielded
 from runtime.models.layers.cassette import cassette_case
 from runtime.secrets import masked
-from runtime.value import Value
 from workers import Role
 
 __all__ = [
-    "EvalBudget",
     "Progress",
     "assert_case",
     "evaluate",
@@ -56,27 +56,6 @@ __all__ = [
 Progress = Callable[[str, Attempt, int, int], None]
 """Told of each run as it is scored (or taken from the interrupted eval it goes on
 with): ``(case id, attempt, runs done, runs in all)``."""
-
-
-class EvalBudget(Value, frozen=True, kw_only=True):
-    """What a whole eval may spend, its runs and judges together (None: no bound)."""
-
-    cost: float | None = None
-    tokens: int | None = None
-    model_calls: int | None = None
-
-    def spent_by(self, usage: Usage) -> str | None:
-        """Why ``usage`` has reached the budget, or None if it has not."""
-        if self.cost is not None and usage.cost >= self.cost:
-            return f"the eval's budget of ${self.cost:g} is spent (${usage.cost:.4f})"
-        if self.tokens is not None and usage.total_tokens >= self.tokens:
-            return f"the eval's budget of {self.tokens} tokens is spent ({usage.total_tokens})"
-        if self.model_calls is not None and usage.model_calls >= self.model_calls:
-            return (
-                f"the eval's budget of {self.model_calls} model calls is spent "
-                f"({usage.model_calls})"
-            )
-        return None
 
 
 def new_eval_id() -> str:
@@ -248,12 +227,10 @@ class _Session:
         self.executor = executor
         self.memory = memory
         self.judges = judges
-        self.budget = budget
         self.total = total
         self.on_run = on_run
-        self.spent = Usage()
+        self.starts = Starts(budget)
         self.done = 0
-        self.stopped: str | None = None
         self.found: dict[str, list[Attempt | None]] = {}
         self._side_effects: dict[tuple[str, str], bool] = {}
 
@@ -283,10 +260,12 @@ class _Session:
             for number, attempt in enumerate(found.attempts[: len(slots)]):
                 slots[number] = attempt
                 self.done += 1
-                self.spent = self.spent + Usage(
-                    input_tokens=attempt.tokens + attempt.judge_tokens,
-                    model_calls=attempt.model_calls + attempt.judge_model_calls,
-                    cost=attempt.cost + attempt.judge_cost,
+                self.starts.spent(
+                    Usage(
+                        input_tokens=attempt.tokens + attempt.judge_tokens,
+                        model_calls=attempt.model_calls + attempt.judge_model_calls,
+                        cost=attempt.cost + attempt.judge_cost,
+                    )
                 )
                 if self.on_run is not None:
                     self.on_run(case.id, attempt, self.done, self.total)
@@ -302,7 +281,7 @@ class _Session:
         of them, or those made before it was ``interrupted``. Masked as a run's result
         is: a case's task and its checks' texts are the cases file's, which may quote a
         secret (its attempts are masked as they are scored)."""
-        stopped = self.stopped
+        stopped = self.starts.stopped
         if interrupted:
             stopped = f"the eval was interrupted ({self.done} of {self.total} runs made)"
         made = [(c, self.attempts(c.id)) for c in cases]
@@ -329,11 +308,10 @@ class _Session:
 
     async def _worker(self, queue: Iterator[tuple[Case, int]]) -> None:
         for case, number in queue:
-            if self.budget is not None and self.stopped is None:
-                self.stopped = self.budget.spent_by(self.spent)
-            if self.stopped is not None:
-                continue
-            attempt = await self._attempt(case)
+            if not await self.starts.start():
+                continue  # the eval's budget cannot cover it: told as not run
+            with self.starts.running():
+                attempt = await self._attempt(case)
             self.found[case.id][number] = attempt
             self.done += 1
             if self.on_run is not None:
@@ -383,7 +361,7 @@ class _Session:
         checks = [as_check(c) for c in case.checks] or [_RUN_OK]
         with cassette_case(case.id):  # its judges' calls are the case's too
             verdicts = tuple([await verdict(check, run) for check in checks])
-        self.spent = self.spent + run.usage + judges.spent
+        self.starts.spent(run.usage + judges.spent)
         allowed = any(c.allows_error for c in checks)
         about = tuple(s for c in checks for s in c.statuses)
         # What a check says may quote the case's task or expected answer: masked before

@@ -35,7 +35,7 @@ from honeycomb.evals.spec import CheckSpec
 from honeycomb.hive import load_hive
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
-from runtime import ModelRequest, StoreError
+from runtime import ModelRequest, Price, PricedModel, StoreError
 from runtime.models.cassettes import Cassette
 from runtime.secrets import isolated
 from tests.support import ROOT
@@ -460,3 +460,25 @@ def test_the_models_of_a_hive_called_as_a_tool_are_recorded_and_replayed(
     facts = FACTS.replace("\n  checker_model: {provider: offline, latency: 0}", UNREACHABLE)
     write(tmp_path, "facts.yaml", facts)
     assert main([*eval_, "--replay", "calls.jsonl"]) == ExitStatus.OK, capsys.readouterr().out
+
+
+async def test_an_evals_budget_starts_no_run_it_cannot_cover_however_many_may_run_at_once() -> None:
+    price = Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)  # a dollar a token
+    executor = Executor(
+        [Role(name="writer")],
+        PricedModel(FunctionModel(lambda request: "hello"), price),
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+    )
+    cases = [Case(id=f"c{n}", task="Say hello.") for n in range(6)]
+    every = await evaluate(executor, cases, concurrency=1)
+    one = every.cost / 6  # each run spends as much
+    budget = EvalBudget(cost=one * 2.5)
+    cut = await evaluate(executor, cases, concurrency=6, budget=budget)
+    assert [c.id for c in cut.cases] == ["c0", "c1"]  # a third would pass the budget
+    assert cut.cost == pytest.approx(one * 2)
+    assert cut.not_run == ("c2", "c3", "c4", "c5")
+    assert cut.stopped == (
+        f"the eval's budget of ${one * 2.5:g} cannot cover another run: ${one * 2:.4f} spent, "
+        f"and a run has spent up to ${one:.4f}"
+    )

@@ -1,0 +1,134 @@
+"""What a whole eval may spend (:class:`EvalBudget`), and when it lets a run start
+(:class:`Starts`).
+
+What a run spends is known once it ends, and runs go on at once: a run starts only
+while what is left of the budget covers it and the runs under way, each counted at the
+most one run has spent so far (its cost, tokens and model calls, its judges' included).
+The first run goes alone, to learn that; a run waits while the runs under way may leave
+room for it, and once none is under way and none would fit, the eval stops starting
+runs. So the eval passes its budget only by what a run spends past the most one spent
+before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from runtime import Usage
+from runtime.value import Value
+
+__all__ = ["EvalBudget", "Starts"]
+
+
+class EvalBudget(Value, frozen=True, kw_only=True):
+    """What a whole eval may spend, its runs and judges together (None: no bound)."""
+
+    cost: float | None = None
+    tokens: int | None = None
+    model_calls: int | None = None
+
+    def spent_by(self, usage: Usage) -> str | None:
+        """Why ``usage`` has reached the budget, or None if it has not."""
+        if self.cost is not None and usage.cost >= self.cost:
+            return f"the eval's budget of ${self.cost:g} is spent (${usage.cost:.4f})"
+        if self.tokens is not None and usage.total_tokens >= self.tokens:
+            return f"the eval's budget of {self.tokens} tokens is spent ({usage.total_tokens})"
+        if self.model_calls is not None and usage.model_calls >= self.model_calls:
+            return (
+                f"the eval's budget of {self.model_calls} model calls is spent "
+                f"({usage.model_calls})"
+            )
+        return None
+
+    def short_of(self, spent: Usage, runs: int, most: Usage) -> str | None:
+        """Why what is left after ``spent`` does not cover ``runs`` more runs, each
+        spending ``most`` (the most one run has spent, in each of its counts), or None
+        if it does."""
+        if self.cost is not None and round(spent.cost + runs * most.cost, 6) > self.cost:
+            return _short(f"${self.cost:g}", f"${spent.cost:.4f}", f"${most.cost:.4f}")
+        tokens = spent.total_tokens + runs * most.total_tokens
+        if self.tokens is not None and tokens > self.tokens:
+            return _short(
+                f"{self.tokens} tokens", str(spent.total_tokens), f"{most.total_tokens} tokens"
+            )
+        calls = spent.model_calls + runs * most.model_calls
+        if self.model_calls is not None and calls > self.model_calls:
+            return _short(
+                f"{self.model_calls} model calls",
+                str(spent.model_calls),
+                f"{most.model_calls} model calls",
+            )
+        return None
+
+
+def _short(budget: str, spent: str, most: str) -> str:
+    """Why the eval's budget cannot cover another run, in words."""
+    return (
+        f"the eval's budget of {budget} cannot cover another run: {spent} spent, and a "
+        f"run has spent up to {most}"
+    )
+
+
+class Starts:
+    """When the runs of an eval under ``budget`` (None: none) may start, from what
+    they spent (:meth:`spent`) and how many are under way (:meth:`running`).
+
+    Attributes:
+        used: What the runs that ended (or that an interrupted eval made) spent.
+        stopped: Why no more runs start, once none may.
+    """
+
+    def __init__(self, budget: EvalBudget | None) -> None:
+        self.budget = budget
+        self.used = Usage()
+        self.stopped: str | None = None
+        self._most: Usage | None = None  # the most one run spent, in each count
+        self._running = 0
+        self._ended = asyncio.Event()  # set as a run ends, then made anew
+
+    def spent(self, usage: Usage) -> None:
+        """A run (its judges included) spent ``usage``."""
+        self.used = self.used + usage
+        most = self._most or Usage()
+        self._most = Usage(
+            input_tokens=max(most.input_tokens, usage.input_tokens),
+            output_tokens=max(most.output_tokens, usage.output_tokens),
+            model_calls=max(most.model_calls, usage.model_calls),
+            cost=max(most.cost, usage.cost),
+        )
+
+    async def start(self) -> bool:
+        """Whether a run may start, once it may: False when none may any more (then
+        :attr:`stopped` says why)."""
+        while self.stopped is None:
+            budget = self.budget
+            if budget is None:
+                return True
+            self.stopped = budget.spent_by(self.used)
+            if self.stopped is not None:
+                break
+            if self._most is None and not self._running:
+                return True  # the first run: what a run spends is not known before
+            if self._most is not None:
+                short = budget.short_of(self.used, self._running + 1, self._most)
+                if short is None:
+                    return True
+                if not self._running:  # nothing under way will leave more room
+                    self.stopped = short
+                    break
+            await self._ended.wait()  # a run under way ends: what it spent is known
+        return False
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """The block is a run under way (counted in what :meth:`start` leaves room for
+        until it ends, and what it spent is told)."""
+        self._running += 1
+        try:
+            yield
+        finally:
+            self._running -= 1
+            ended, self._ended = self._ended, asyncio.Event()
+            ended.set()
