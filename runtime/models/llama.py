@@ -23,6 +23,8 @@ that stopped and started again listens at a new port, and a retry goes there.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -139,8 +141,9 @@ class LlamaModel:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Sent to another process (a Ray actor), it is made anew there, from what it
-        # was given: that process starts a server of its own when it first calls.
-        return (_remade, (self._given,))
+        # was given: that process starts a server of its own when it first calls, one
+        # for the models that share one here.
+        return (_remade, (self._given, self.server.uid))
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One call (the server starts first if it is not running).
@@ -297,5 +300,14 @@ def _chat_adapter() -> type[OpenAIModel]:
     return OpenAIModel
 
 
-def _remade(given: dict[str, Any]) -> LlamaModel:
-    return LlamaModel(**given)
+_REMADE: weakref.WeakValueDictionary[str, LlamaServer] = weakref.WeakValueDictionary()
+"""The servers of the models remade in this process, by the uid of the server they
+were on where they were made."""
+_REMADE_LOCK = threading.Lock()  # models may be remade in several threads at once
+
+
+def _remade(given: dict[str, Any], uid: str) -> LlamaModel:
+    with _REMADE_LOCK:
+        model = LlamaModel(**given, server=_REMADE.get(uid))
+        _REMADE.setdefault(uid, model.server)
+    return model

