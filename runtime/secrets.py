@@ -69,6 +69,7 @@ __all__ = [
     "masked_with",
     "shows_secret",
     "url_secrets",
+    "with_mask",
 ]
 
 MIN_LENGTH = 8
@@ -340,6 +341,12 @@ def masked_errors() -> Iterator[None]:
     except Exception as exc:
         mask_error(exc)
         raise
+
+
+def with_mask(mask: str) -> tuple[str, ...]:
+    """The secrets this process knows that are masked as ``mask``
+    (``[password hidden]``): none, one, or several (two passwords)."""
+    return tuple(value for value, shown in _texts if shown == mask)
 
 
 def shows_secret(text: str) -> bool:

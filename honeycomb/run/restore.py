@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 import msgspec
+from msgspec.structs import replace
 from pydantic import BaseModel, ValidationError
 
 from honeycomb.run.plan import Plan
@@ -26,6 +27,7 @@ from runtime import (
     validate_messages,
 )
 from runtime.tools.approvals import ApprovalEntry
+from runtime.tools.unmasking import HiddenSecret, revealed
 from runtime.value import Value, validation_summary
 from workers import LoopState
 
@@ -78,7 +80,7 @@ def restore(stored: StoredRun) -> Resumed:
             continue
         state = _state(worker)
         if state is not None:
-            states[name] = state
+            states[name] = _revealed(name, state, worker)
             by_workers += state.usage
     journals = {name: w.journal for name, w in stored.workers.items() if w.journal}
     approvals = {name: w.approvals for name, w in stored.workers.items() if w.approvals}
@@ -166,6 +168,40 @@ def _state(stored: StoredWorker) -> LoopState | None:
         context_tokens=saved["context_tokens"] or 0,
         context_messages=saved["context_messages"] or 0,
     )
+
+
+def _revealed(name: str, state: LoopState, stored: StoredWorker) -> LoopState:
+    """``state`` whose calls to make (its last answer's, not made yet) have their
+    secrets again, which the store kept masked (:mod:`runtime.tools.unmasking`). A call that
+    will not run (its outcome journaled, or denied) is left as kept.
+
+    Raises:
+        ConfigError: when a call that will run held a secret this process does not
+            know (or several it knows are masked as), naming the call and the mask.
+    """
+    calls = state.pending
+    if not any("hidden]" in c.arguments for c in calls):
+        return state
+    again: list[ToolCall] = []
+    for call in calls:
+        ran = stored.journal.get((state.turn, call.id))
+        asked = stored.approvals.get((state.turn, call.id))
+        denied = asked is not None and asked.decision is not None and not asked.decision.approve
+        if (ran is not None and ran.status is not None) or denied:
+            again.append(call)
+            continue
+        try:
+            again.append(replace(call, arguments=revealed(call.arguments)))
+        except HiddenSecret as exc:
+            raise ConfigError(
+                f"worker {name!r} goes on with call {call.id!r} to {call.name!r}, whose "
+                f"arguments {exc}: a run store keeps secrets only masked, and the call "
+                "would run with the mask. Let this process know the secret (add_secret, or "
+                "the hive that declares it) before it resumes the run"
+            ) from exc
+    last = state.messages[-1]
+    assert isinstance(last, AssistantMessage)
+    return replace(state, messages=(*state.messages[:-1], replace(last, tool_calls=tuple(again))))
 
 
 def _calls_at(index: int, messages: tuple[Message, ...]) -> tuple[ToolCall, ...]:

@@ -6,8 +6,10 @@ person's approval."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
+
+from msgspec.structs import replace
 
 from honeycomb.store import RunStore
 from honeycomb.store.store import STATE_FIELDS, Lease
@@ -23,6 +25,7 @@ from runtime import (
 )
 from runtime.tools.approvals import ApprovalEntry
 from runtime.tools.define import arguments_text
+from runtime.tools.unmasking import kept_apart
 from workers import LoopState
 
 
@@ -90,7 +93,7 @@ class WorkerRecord:
         run_id, worker, messages = self._run.run_id, self._worker, state.messages
         start = self._saved if len(messages) >= self._saved else 0
         # The turn's new messages go in one row: one insert per turn, not per message.
-        new = dump_messages_json(messages[start:])
+        new = dump_messages_json(_kept_apart(messages[start:]))
         self._saved = len(messages)
         row = (
             run_id,
@@ -224,6 +227,27 @@ class _ApprovalLog:
 
     async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
         return await self._record.record_approval(entry)
+
+
+def _kept_apart(messages: Sequence[Message]) -> Sequence[Message]:
+    """``messages`` with their calls' arguments as the store is to keep them: a mask
+    that is their text told apart from the secrets the store masks (a call resumed
+    from the store runs with its secrets again: :mod:`runtime.tools.unmasking`)."""
+    if not any(map(_holds_mask, messages)):  # nearly always: nothing made
+        return messages
+    return [_calls_kept_apart(m) if _holds_mask(m) else m for m in messages]
+
+
+def _holds_mask(message: Message) -> bool:
+    return isinstance(message, AssistantMessage) and any(
+        "hidden]" in c.arguments for c in message.tool_calls
+    )
+
+
+def _calls_kept_apart(message: Message) -> Message:
+    assert isinstance(message, AssistantMessage)
+    calls = tuple(replace(c, arguments=kept_apart(c.arguments)) for c in message.tool_calls)
+    return replace(message, tool_calls=calls)
 
 
 def _index_of(calls: tuple[ToolCall, ...], messages: tuple[Message, ...]) -> int:
