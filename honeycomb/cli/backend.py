@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import AsyncIterator
+import signal
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
 import pydantic
@@ -54,7 +55,8 @@ def chosen_backend(declared: BackendSpec, args: argparse.Namespace) -> BackendSp
 async def pool_running(pool: RayBackend) -> AsyncIterator[str | None]:
     """Start the pool before the run, so that a cluster that cannot be reached is told
     once, before any worker (the block gets what went wrong, or None); after the
-    block, stop its actors, and a Ray this process started."""
+    block, stop its actors, and a Ray this process started, whole: a Ctrl-C or SIGTERM
+    meanwhile waits for that (a second or two), as the command ends anyway."""
     import ray
 
     ours = not ray.is_initialized()
@@ -67,9 +69,24 @@ async def pool_running(pool: RayBackend) -> AsyncIterator[str | None]:
         else:
             yield None
     finally:
-        pool.stop()
-        if ours and ray.is_initialized():
-            ray.shutdown()
+        # Cut short, Ray's shutdown left its core worker half torn down, and Ray ended
+        # the process with status 1 at once: no answer, no 130.
+        with _signals_held():
+            pool.stop()
+            if ours and ray.is_initialized():
+                ray.shutdown()
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """While the block runs, SIGINT and SIGTERM do nothing: the command is stopping."""
+    held = (signal.SIGINT, signal.SIGTERM)
+    before = {number: signal.signal(number, signal.SIG_IGN) for number in held}
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
 
 
 def _reason(exc: BaseException) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -261,6 +262,31 @@ async def test_a_pool_that_does_not_start_is_told_to_the_block_and_stopped(
     assert pool.stopped == 1
 
 
+async def test_a_ctrl_c_as_ray_shuts_down_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut short, Ray's shutdown ended the command with status 1 (see the run below)."""
+    started = [False]
+    shut: list[bool] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: started[0])
+
+    def shutdown() -> None:
+        signal.raise_signal(signal.SIGINT)  # what Ctrl-C sends, as Ray stops
+        shut.append(True)
+
+    monkeypatch.setattr(ray, "shutdown", shutdown)
+    pool = FakePool(started)
+    # The command's, once its run's handler is gone: Ctrl-C raises KeyboardInterrupt.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        async with pool_running(pool) as problem:  # type: ignore[arg-type]
+            assert problem is None
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C cut Ray's shutdown short")
+    finally:
+        handler = signal.signal(signal.SIGINT, before)
+    assert (pool.stopped, shut) == (1, [True])
+    assert handler is signal.default_int_handler  # given back
+
+
 # --- a real run on Ray ----------------------------------------------------------------------
 
 
@@ -289,6 +315,34 @@ def test_a_hive_runs_on_a_local_ray_the_command_starts_and_stops(tmp_path: Path)
     while _alive(int(actor)):
         assert time.monotonic() < deadline, f"the actor {actor} outlived the command"
         time.sleep(0.1)
+
+
+@pytest.mark.xdist_group("ray")
+def test_ctrl_c_as_ray_stops_after_the_run_does_not_fail_the_command(
+    tmp_path: Path,
+) -> None:
+    """As in one process (test_run_seams): the run had ended. Ray's shutdown takes
+    seconds after it, and a Ctrl-C that cut it short ended the command with status 1
+    (Ray's, as its half torn-down driver exits)."""
+    path = hive(tmp_path, "backend: {ray: {actors: 1, num_cpus: 1}}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env |= {"RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(Path.cwd()), "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "honeycomb", "run", str(path), TASK, "--plain", "--no-store"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdout is not None
+    assert child.stderr is not None
+    seen = []
+    for line in child.stdout:  # all of it (what it read ahead, communicate() would not)
+        seen.append(line)
+        if line.startswith("cost "):  # its answer's last line: its Ray is stopping
+            child.send_signal(signal.SIGINT)
+    err = child.stderr.read()
+    # 130 when the Ctrl-C came once Ray had stopped (a slow reader here), as the
+    # command ended: never 1.
+    assert child.wait(timeout=110) in (0, 130), err[-2000:]
+    assert "\nAnswer:\n" in "".join(seen)
 
 
 FATAL_TOOLS = '''\
