@@ -19,6 +19,7 @@ import pydantic
 import runtime.models.llama_server as llama_server
 from honeycomb.hive.backend import backend_problems
 from honeycomb.hive.specs import HiveSpec, PlannerSpec
+from honeycomb.run.conversation import sessions_within, shown_the_conversation
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import ConfigError, YamlDocument, did_you_mean
 from runtime.config.yaml_config import YamlPath, YamlPlace
@@ -50,6 +51,7 @@ def check_across_fields(
     _check_policy_rules(doc, errors)
     _check_local_models(doc, spec, errors)
     _check_compaction_contexts(doc, spec, roles, places, errors)
+    _check_session_readers(doc, spec, roles, errors)
     _check_budget_prices(doc, spec, errors)
     errors.extend(backend_problems(doc, spec.backend))
 
@@ -281,6 +283,19 @@ def _check_compaction_contexts(
                 errors.append(
                     role_error(doc, places, name, ("compaction", "budget_tokens"), message)
                 )
+
+
+def _check_session_readers(
+    doc: YamlDocument, spec: HiveSpec, roles: Mapping[str, Role], errors: list[ConfigError]
+) -> None:
+    """The sessions' conversation budget given fits the compaction budgets of the roles
+    shown it (as an Executor of the hive would refuse it)."""
+    planner = spec.planner.role if spec.planner is not None else "planner"
+    leads = (planner, spec.aggregator or "aggregator")
+    try:
+        sessions_within(spec.policy.sessions, (), shown_the_conversation(roles.values(), leads))
+    except ConfigError as exc:
+        errors.append(doc.error(("policy", "sessions", "context", "budget_tokens"), exc.message))
 
 
 def _check_budget_prices(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> None:

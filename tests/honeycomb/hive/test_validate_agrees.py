@@ -209,3 +209,31 @@ def test_the_model_sessions_summarize_with_must_be_one_of_the_hives(tmp_path: Pa
     ]
     path.write_text(text + "policy: {sessions: {context: {model: default, budget_tokens: 900}}}\n")
     assert builds(path).policy.sessions.context.model == "default"
+
+
+def test_a_conversation_budget_a_compacting_role_shown_it_cannot_hold_is_refused_located(
+    tmp_path: Path,
+) -> None:
+    path = hive(
+        tmp_path,
+        """\
+        models: {default: offline}
+        roles:
+          planner: {description: Plans.}
+          writer:
+            description: Writes the reply.
+            session: summary
+            compaction: {budget_tokens: 1000}
+        policy:
+          sessions: {context: {budget_tokens: 1000}}
+        """,
+    )
+    assert errors_of(path) == [
+        f"{path}:9:24: policy.sessions.context.budget_tokens: 1000 tokens of conversation "
+        "leave no room in a request of role 'writer', shown the conversation, whose "
+        "compaction budget (roles.writer.compaction.budget_tokens) holds 1000: give a "
+        "budget below it (half of it leaves room for the prompt and the answer)"
+    ]
+
+    path.write_text(path.read_text().replace("budget_tokens: 1000}}", "budget_tokens: 500}}"))
+    assert builds(path).policy.sessions.context.budget_tokens == 500
