@@ -356,8 +356,9 @@ class AgentLoop:
             response.usage,
             nudged=state.nudged and not calls,  # a call is a reply: the nudge worked
             wrapped_up=wrap_up,
-            # A budget's window may cut texts too: the report then measures less.
-            whole=not omitted and window.max_tokens is None,
+            # A budget's window may cut texts too: the report then measures less; the
+            # usage of a call its timeout cut an attempt of holds that prompt too.
+            whole=not omitted and window.max_tokens is None and not call.timeouts,
             # Its last call's arguments may be cut short: at that limit, or where a
             # lower one of the model's own stopped it (its settings' max_tokens).
             cut_at=(written if 0 < written < limit else limit) if cut else 0,

@@ -36,6 +36,8 @@ from runtime import (
     dump_messages,
     tool,
 )
+from runtime.limits.budget import timed_out
+from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.testing import FunctionModel, estimate_usage
 from workers import AgentLoop, Final, LoopSettings, LoopState
 from workers.compaction import FOLDED_HEADER, PREVIOUS_HEADER, is_summary_request
@@ -481,6 +483,37 @@ async def test_the_context_is_measured_from_what_the_server_reported_plus_an_est
         summarizer=summarizer(summaries),
     ).run("read the log")  # fmt: skip
     assert summaries  # 900 reported plus a page estimated: over the budget
+
+
+async def test_an_attempt_cut_off_by_its_timeout_counts_in_the_usage_not_in_the_context() -> None:
+    # Each call's answer came after three attempts its timeout cut off: their prompts are
+    # spent (the worker's usage), but the context is what one request holds.
+    def slow(request: ModelRequest) -> ModelResponse:
+        for _ in range(3):
+            timed_out()  # as an endpoint adapter tells it
+        turn = sum(1 for m in request.messages if isinstance(m, ToolMessage)) + 1
+        message = (
+            AssistantMessage(
+                tool_calls=(
+                    ToolCall(id=f"c{turn}", name="read_page", arguments=f'{{"page": {turn}}}'),
+                )
+            )
+            if turn <= 2
+            else AssistantMessage(content="done")
+        )
+        return ModelResponse(message=message, usage=Usage(input_tokens=10))
+
+    model, summaries = FunctionModel(slow), []
+    budget = Budget()
+    result = await loop(
+        model, Compaction(budget_tokens=1000, keep_turns=1), summarizer=summarizer(summaries),
+        budget=budget,
+    ).run("read the log")  # fmt: skip
+    assert isinstance(result, Final)
+    assert summaries == []  # two pages (about 850 tokens) fit: no summary
+    prompts = sum(prompt_tokens(request) for request in model.requests)
+    assert result.state.usage.input_tokens == 3 * 10 + 3 * prompts
+    assert budget.usage.input_tokens == result.state.usage.input_tokens
 
 
 def _text(request: ModelRequest, index: int) -> str:

@@ -12,10 +12,16 @@ prompt and that text (a server that wrote text had read the prompt, and bills bo
 A call cut off otherwise counts no tokens: it may never have been sent (it waited for
 a slot or the rate limit, or could not connect), and nothing says what it cost.
 
+The answer it passes on carries what the call spent in its usage, the attempts its
+timeout cut off included: a worker's, a judge's and a summary's usage count them as
+the budget does.
+
 Inside the cost cap, outside the rest: a call the budget refuses is never made,
 never traced, never waits for a slot."""
 
 from __future__ import annotations
+
+from msgspec.structs import replace
 
 from runtime.messages import Usage
 from runtime.model import ModelResponse
@@ -42,10 +48,13 @@ class Budgeted(ModelLayer):
 
     def answered(self, call: ModelCall, response: ModelResponse) -> ModelResponse:
         budget = call.budget
-        if budget is not None:
-            budget.call_ended(call)
-            lost = unanswered_usage(call, answered=True)
-            budget.charge(response.usage if lost is None else response.usage + lost)
+        if budget is None:
+            return response
+        budget.call_ended(call)
+        lost = unanswered_usage(call, answered=True)
+        if lost is not None:  # the call's usage is what it spent: whoever counts it agrees
+            response = replace(response, usage=response.usage + lost)
+        budget.charge(response.usage)
         return response
 
     def failed(self, call: ModelCall, error: BaseException) -> BaseException:

@@ -75,6 +75,7 @@ async def test_a_call_answered_after_an_attempt_timed_out_counts_that_attempts_p
     usage = result.usage
     assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (1, 11 + prompt, 7)
     assert usage.cost == pytest.approx(PRICE.of(11 + prompt, 7))
+    assert result.subtasks["s1"].worker.usage == usage  # its worker's call: it counts it too
     (finished,) = [e for e in events if isinstance(e, ModelCallFinished)]
     assert (finished.status, finished.attempts) == ("ok", 2)
     assert (finished.input_tokens, finished.output_tokens) == (usage.input_tokens, 7)
