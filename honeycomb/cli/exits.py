@@ -6,10 +6,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import os
 import signal
-from collections.abc import Iterator
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
 
-__all__ = ["MEANINGS", "STOPPED_BY", "ExitStatus", "exit_status_table", "stopped_by_signals"]
+from runtime.tools.threads import still_running
+
+__all__ = [
+    "MEANINGS",
+    "STOPPED_BY",
+    "ExitStatus",
+    "exit_status_table",
+    "stopped_by_signals",
+    "waiting_for_abandoned_calls",
+]
 
 
 class ExitStatus(enum.IntEnum):
@@ -93,3 +105,41 @@ def stopped_by_signals(stopped_by: list[signal.Signals]) -> Iterator[None]:
             loop.remove_signal_handler(number)
         if stopped_by:
             task.uncancel()
+
+
+def waiting_for_abandoned_calls(command: Callable[[], int]) -> int:
+    """Run ``command`` and return its exit status once the calls it abandoned that
+    still run in threads (sync tools past their time limit) have ended, saying so on
+    standard error: Python waits for them anyway before the process exits, and without
+    a word the command seemed to hang after its last line. Ctrl-C leaves them: the
+    process ends at once, by the command's status (its run had ended)."""
+    before = {ended for _, ended in still_running()}
+    code = command()
+    left = [(name, ended) for name, ended in still_running() if ended not in before]
+    if not left:
+        return code
+    try:  # from here on, Ctrl-C leaves them, however soon it comes
+        _say_waiting([name for name, _ in left])
+        for _, ended in left:
+            ended.wait()
+    except KeyboardInterrupt:
+        os._exit(code)  # not waiting for them, as Python would
+    return code
+
+
+def _say_waiting(names: list[str]) -> None:
+    """Say on standard error that the command waits for the abandoned calls of
+    ``names`` (one name a call), after what it printed."""
+    counts = Counter(names)
+    said = ", ".join(name if n == 1 else f"{name} x{n}" for name, n in counts.items())
+    calls, them = ("1 call", "it") if len(names) == 1 else (f"{len(names)} calls", "them")
+    with contextlib.suppress(OSError, ValueError):  # a pipe, a stream closed
+        sys.stdout.flush()
+    print(
+        f"waiting for {calls} that timed out ({said}) to end: the run went on without "
+        f"{them}, but Python cannot stop a thread, and waits for it before the process "
+        "exits; a sync tool should time out by itself, or call check_cancelled(). Ctrl-C "
+        f"leaves {them}.",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -27,7 +27,7 @@ from honeycomb.cli.approve import approve_command
 from honeycomb.cli.cassettes import add_cassette_options
 from honeycomb.cli.chat import add_chat_command
 from honeycomb.cli.evals import add_eval_command, compare_main
-from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.exits import ExitStatus, waiting_for_abandoned_calls
 from honeycomb.cli.init import GUIDE, add_init_parser, version
 from honeycomb.cli.local import add_model_options
 from honeycomb.cli.memory import add_memory_command
@@ -70,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             with keeping():
                 try:
-                    return _command(list(sys.argv[1:] if argv is None else argv))
+                    given = list(sys.argv[1:] if argv is None else argv)
+                    return waiting_for_abandoned_calls(lambda: _command(given))
                 finally:
                     for stream in (sys.stdout, sys.stderr):  # what each held back
                         with contextlib.suppress(OSError, ValueError):  # a pipe, a stream closed

@@ -19,9 +19,49 @@ import anyio.to_thread
 from runtime.concurrency import shielded
 from runtime.tools.define import Tool
 
-__all__ = ["abandoned_when_cancelled", "in_thread", "run_tool", "to_the_end"]
+__all__ = ["abandoned_when_cancelled", "in_thread", "run_tool", "still_running", "to_the_end"]
 
 T = TypeVar("T")
+
+
+class _Abandoned:
+    """One call run by :func:`abandoned_when_cancelled`: once abandoned, it is among
+    :func:`still_running` until its thread ends (or at once, if its thread never
+    takes it up)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.ended = threading.Event()
+        self._began = self._abandoned = False
+
+    def run(self, call: Callable[[], T]) -> T:
+        with _LOCK:
+            self._began = True
+            if self._abandoned:  # its thread took it up after it was abandoned
+                _RUNNING.add(self)
+        try:
+            return call()
+        finally:
+            with _LOCK:
+                self.ended.set()
+                _RUNNING.discard(self)
+
+    def abandon(self) -> None:
+        with _LOCK:
+            self._abandoned = True
+            if self._began and not self.ended.is_set():
+                _RUNNING.add(self)
+
+
+_LOCK = threading.Lock()
+_RUNNING: set[_Abandoned] = set()
+
+
+def still_running() -> list[tuple[str, threading.Event]]:
+    """The calls abandoned when cancelled whose threads still run, each named, with
+    the event set when it ends. Python waits for them before the process exits."""
+    with _LOCK:
+        return [(call.name, call.ended) for call in _RUNNING]
 
 
 def run_tool(
@@ -42,19 +82,22 @@ async def in_thread(
     run = partial(found.fn, **kwargs)
     if found.side_effects:
         return await to_the_end(run, begun)
-    return await abandoned_when_cancelled(run)
+    return await abandoned_when_cancelled(run, found.name)
 
 
-async def abandoned_when_cancelled(run: Callable[[], T]) -> T:
+async def abandoned_when_cancelled(run: Callable[[], T], name: str = "a sync call") -> T:
     """Run ``run`` in a thread, abandoned when cancelled, so that a timeout is prompt:
-    its thread's ``check_cancelled()`` stops it then, if it cooperates."""
+    its thread's ``check_cancelled()`` stops it then, if it cooperates, and until it
+    ends it is among :func:`still_running`, under ``name``."""
+    call = _Abandoned(name)
     # A call running in a task of an asyncio task group is cancelled natively, which
     # anyio's scopes do not see: cancel an enclosing scope too, so the thread sees it.
     with anyio.CancelScope() as scope:
         try:
-            result = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+            result = await anyio.to_thread.run_sync(partial(call.run, run), abandon_on_cancel=True)
         except asyncio.CancelledError:
             scope.cancel()
+            call.abandon()
             raise
     return result
 
