@@ -6,8 +6,9 @@ Before a call, its prompt is counted by the token estimate
 call's output limit is lowered to the tokens that cost fits in, so no answer can take
 the call past the cap (the prompt is priced all at the input price, cached or not; an
 endpoint whose tokenizer counts it as more tokens than the estimate can pass the cap
-by what they cost). A call whose prompt alone would cost the cap (no room left for a
-token of answer) is not made: :class:`~runtime.errors.BudgetExceeded` names
+by what they cost; each attempt is held to the cap, and one its timeout cut off and
+retried costs its prompt besides). A call whose prompt alone would cost the cap (no
+room left for a token of answer) is not made: :class:`~runtime.errors.BudgetExceeded` names
 ``cost_per_call``, what it allows and what the prompt would cost, and the run stops
 as at any of its budgets, with its partial results (a context that grew past the cap
 is fixed by a larger cap, or by compaction).
