@@ -566,7 +566,7 @@ class Session:
         if turn.status == "running":
             return SessionBusy(
                 f"session {self.id!r} is answering message {turn.turn} (run "
-                f"{turn.run_id}), in this process or another",
+                f"{turn.run_id}), in this process or another: try again once it has ended",
                 session_id=self.id,
                 turn=turn.turn,
                 run_id=turn.run_id,

@@ -472,6 +472,8 @@ async def test_a_session_another_service_answers_is_not_undone_cleared_nor_forgo
     for undo in (other.pop, other.clear, other.forget):
         with pytest.raises(SessionBusy, match="is answering message 1"):
             await undo()
+    with pytest.raises(SessionBusy, match="another: try again once it has ended"):
+        await other.run("And Oslo?")  # what to do, said to a message as to an edit
     forget = ["sessions", "forget", "x", "--store", str(db)]
     assert await asyncio.to_thread(cli, forget) == 2  # honeycomb sessions forget: neither
     hold.set()
