@@ -23,6 +23,7 @@ that stopped and started again listens at a new port, and a retry goes there.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import AsyncIterator, Mapping
@@ -263,7 +264,8 @@ class LlamaModel:
         and the model holds what it loaded)."""
         while True:
             if not self.server.running:
-                await anyio.to_thread.run_sync(self.server.start, abandon_on_cancel=True)
+                start = functools.partial(self.server.start, for_calls=True)
+                await anyio.to_thread.run_sync(start, abandon_on_cancel=True)
             try:
                 base_url = self.server.base_url
             except ModelServerError:  # its last holder stopped it meanwhile: start again

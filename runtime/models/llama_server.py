@@ -208,15 +208,18 @@ class LlamaServer:
         """Its OpenAI-compatible endpoint, ``http://127.0.0.1:PORT/v1``, while it runs."""
         return f"{self.address}/v1"
 
-    def start(self) -> None:
+    def start(self, *, for_calls: bool = False) -> None:
         """Load the model and listen, unless it runs already (blocks for as long as
-        loading takes: about a second for a small model).
+        loading takes: about a second for a small model). ``for_calls``: only if a call
+        of a model on it is in flight (:meth:`call_started`), as when a model starts it
+        in a thread: a call cancelled before the thread began leaves it stopped, not
+        loaded for no one after the stop its last holder made.
 
         Raises:
             ModelServerError: when llama.cpp could not load the model or start.
         """
         with self._lock:
-            if self._server is not None:
+            if self._server is not None or (for_calls and not self._in_use()):
                 return
             import xllamacpp  # here: the library is large, and only this needs it
 
@@ -289,6 +292,10 @@ class LlamaServer:
     def call_ended(self) -> None:
         with self._use:
             self._calls -= 1
+
+    def _in_use(self) -> bool:
+        with self._use:
+            return self._calls > 0
 
     def ask_stop(self) -> None:
         """A stop is due, held or not (:meth:`~runtime.models.llama.LlamaModel.aclose`)."""

@@ -150,6 +150,36 @@ async def test_a_call_of_another_model_on_the_server_keeps_it_up_past_the_last_h
     assert not model.server.running  # it stopped as that call ended
 
 
+async def test_a_call_cancelled_before_its_server_began_loading_leaves_it_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The thread that loads the server began only after its call was cancelled and its
+    run (the last holder) had stopped the server, which was not running: it loaded the
+    model for no one, and the server ran until the process ended."""
+    model = small()
+    entered, go, done = threading.Event(), threading.Event(), threading.Event()
+    loading = LlamaServer.start
+
+    def late(server: LlamaServer, **options: bool) -> None:  # a thread that begins late
+        entered.set()
+        go.wait()
+        try:
+            loading(server, **options)
+        finally:
+            done.set()
+
+    monkeypatch.setattr(LlamaServer, "start", late)
+    async with model.held():  # a run
+        call = asyncio.ensure_future(model.complete(HI))
+        await anyio.to_thread.run_sync(entered.wait)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    go.set()  # the run has ended: its stop found nothing running
+    await anyio.to_thread.run_sync(done.wait)
+    assert not model.server.running
+
+
 async def test_a_retry_goes_to_the_server_as_it_runs_not_to_the_port_of_one_stopped() -> None:
     server = start_server(parallel=1, context=256)
     try:
