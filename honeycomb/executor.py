@@ -495,6 +495,20 @@ class Executor:
                 raise ConfigError(problem[1], field=f"policy.budgets.{problem[0]}")
             called += sub._called()
 
+    def priced(self) -> bool:
+        """Whether a model of its roles, or of a hive they call as a tool, has a price:
+        what a budget in dollars of its runs (or of an eval of them) counts."""
+        found, seen = [self], set()
+        while found:
+            executor = found.pop()
+            if id(executor) in seen:
+                continue
+            seen.add(id(executor))
+            if any(price_of(model) is not None for model in executor.models.values()):
+                return True
+            found += [sub for _, sub in executor._called()]
+        return False
+
     def _called(self) -> list[tuple[str, Executor]]:
         """The Executors its roles call as tools (:meth:`as_tool`), by tool name."""
         crew = self.shared.crew

@@ -16,10 +16,10 @@ import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from runtime import Usage
+from runtime import ConfigError, Usage
 from runtime.value import Value
 
-__all__ = ["EvalBudget", "Starts"]
+__all__ = ["EvalBudget", "Starts", "check_priced"]
 
 
 class EvalBudget(Value, frozen=True, kw_only=True):
@@ -61,6 +61,27 @@ class EvalBudget(Value, frozen=True, kw_only=True):
                 f"{most.model_calls} model calls",
             )
         return None
+
+
+def check_priced(budget: EvalBudget | None, priced: bool) -> None:
+    """Refuse a budget in dollars (``cost``) for an eval none of whose models (the
+    hive's, the hives it calls as tools', its judges') has a price (not ``priced``):
+    every run would cost 0, and the budget would never stop the eval.
+
+    Raises:
+        ConfigError: naming the budget and how to price the models.
+    """
+    if budget is None or budget.cost is None or priced:
+        return
+    raise ConfigError(
+        "an eval's budget in dollars (--max-cost, EvalBudget(cost=...)) counts the models' "
+        "prices, and no model of the hive nor of its judges has one: every run would cost "
+        "0 and the budget would never stop the eval; give the models their prices (price: "
+        "{input_per_mtok: ..., output_per_mtok: ...} in the hive, PricedModel(model, "
+        "Price(...)) in Python), or bound the eval by tokens or model calls instead "
+        "(--max-tokens, --max-model-calls)",
+        field="budget.cost",
+    )
 
 
 def _short(budget: str, spent: str, most: str) -> str:

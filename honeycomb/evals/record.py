@@ -82,6 +82,11 @@ class Judges:
         """What the grades asked of these judges cost, a grade that failed too."""
         return self._budget.usage
 
+    @property
+    def models(self) -> list[Model]:
+        """The models its roles think with."""
+        return [self._model_for(role) for role in self.roles.values()]
+
     def fresh(self) -> Judges:
         """The same judges, with nothing spent yet: one case's."""
         return Judges(self.roles, self._model_for)

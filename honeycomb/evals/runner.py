@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from honeycomb.evals.budget import EvalBudget, Starts
+from honeycomb.evals.budget import EvalBudget, Starts, check_priced
 from honeycomb.evals.cases import Case, Cases
 from honeycomb.evals.checks import Check, Verdict, as_check, verdict
 from honeycomb.evals.kept import interrupted, keep_report
@@ -41,6 +41,7 @@ from honeycomb.run.result import RunResult
 from runtime import Model, StoreError, Usage
 from runtime.concurrency import run_together, shielded
 from runtime.models.layers.cassette import cassette_case
+from runtime.models.layers.cost_cap import price_of
 from runtime.secrets import masked
 from workers import Role
 
@@ -106,6 +107,8 @@ async def evaluate(
             the cases file's ``memory:``, else ``own``).
 
     Raises:
+        ConfigError: for a ``budget`` in dollars when no model of the Executor (nor of
+            the hives it calls as tools, nor of the judges) has a price.
         ValueError: for a concurrency or repeat below 1, no cases, two cases of one id, or an
             Executor whose roles recall and keep memories in a memory every run shares
             (not an ``EvalMemory``), unless ``memory`` (or the cases file) says
@@ -127,6 +130,8 @@ async def evaluate(
         given = (cases.judges,) if isinstance(cases, Cases) else ()
         hives = [h for h in (*given, *(c.judges for c in listed)) if h is not None]
         judges = judges_of(executor, hives[0] if hives else None)
+    judged = any(price_of(model) is not None for model in judges.models)
+    check_priced(budget, judged or executor.priced())
     sharing = memory or (cases.memory if isinstance(cases, Cases) else "own")
     each_run, shared = memories_of(executor, sharing)
     session = _Session(executor, judges, budget, len(named) * repeat, on_run, each_run)

@@ -19,7 +19,7 @@ import pytest
 from honeycomb import Executor, Role, add_secret
 from honeycomb.cli import main
 from honeycomb.cli.exits import ExitStatus
-from honeycomb.errors import ConfigErrors
+from honeycomb.errors import ConfigError, ConfigErrors
 from honeycomb.evals import (
     Case,
     CaseRun,
@@ -482,3 +482,20 @@ async def test_an_evals_budget_starts_no_run_it_cannot_cover_however_many_may_ru
         f"the eval's budget of ${one * 2.5:g} cannot cover another run: ${one * 2:.4f} spent, "
         f"and a run has spent up to ${one:.4f}"
     )
+
+
+async def test_an_evals_budget_in_dollars_with_no_priced_model_is_refused() -> None:
+    executor = Executor(
+        [Role(name="writer")],
+        FunctionModel(lambda request: "hello"),  # no price: every run would cost 0
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+    )
+    cases = [Case(id=f"c{n}", task="Say hello.") for n in range(2)]
+    with pytest.raises(ConfigError) as refused:
+        await evaluate(executor, cases, budget=EvalBudget(cost=0.01))
+    assert refused.value.field == "budget.cost"
+    assert "no model of the hive nor of its judges has one" in str(refused.value)
+    assert "--max-cost" in str(refused.value)
+    counted = await evaluate(executor, cases, budget=EvalBudget(model_calls=1))
+    assert counted.not_run == ("c1",)  # a budget that counts what it can still bounds it
