@@ -25,6 +25,7 @@ from honeycomb.backends._standins import AtDriver, served, stand_in
 from honeycomb.backends._wire import Message, Pinned, WorkerSpec, portable_result
 from runtime import Model, Tool, ToolRegistry
 from runtime.limits.retry_policy import wall_time_ends
+from runtime.models.layers.cassette import cassette_case
 from workers import Role, Worker, WorkerError, WorkerResult, WorkerSetup
 from workers.state import LoopSettings
 
@@ -145,9 +146,13 @@ class Hive:
         if left is not None:  # its model calls' retries end with the run's wall time
             wall_time_ends.set(time.monotonic() + left)
         try:
-            result = await self._worker(link, spec).run(
-                spec.task, inputs=spec.inputs, resume=spec.resume, conversation=spec.conversation
-            )
+            with cassette_case(spec.services.case):  # as its calls are recorded, replayed
+                result = await self._worker(link, spec).run(
+                    spec.task,
+                    inputs=spec.inputs,
+                    resume=spec.resume,
+                    conversation=spec.conversation,
+                )
         except asyncio.CancelledError:
             raise  # it says it stopped as it ends (see _ended)
         except BaseException as exc:

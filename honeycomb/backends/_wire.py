@@ -20,6 +20,7 @@ from runtime import (
 from runtime.limits import Limits
 from runtime.limits.ratelimit import RetryDeadline
 from runtime.limits.retry_policy import wall_time_ends
+from runtime.models.layers.cassette import current_case
 from runtime.tools.journal import OnUnknown
 from workers import LoopState, Worker, WorkerResult
 from workers.guards import ResolvedGuards
@@ -160,6 +161,8 @@ class SentServices:
         scope: Its journal's scope, for its calls' idempotency keys.
         wall_left_s: Seconds the run's wall time had left as the worker was sent (None:
             it has none): its model calls' retries end there, as in one process.
+        case: The eval's case its model calls are those of, in a cassette (see
+            ``runtime.models.layers.cassette.cassette_case``).
     """
 
     run_id: str | None
@@ -173,6 +176,7 @@ class SentServices:
     on_unknown: OnUnknown = "tell"
     scope: str = ""
     wall_left_s: float | None = None
+    case: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,6 +264,7 @@ def sent_services(
         on_unknown=record.on_unknown if record is not None else "tell",
         scope=record.scope if record is not None else "",
         wall_left_s=None if ends is None else ends - time.monotonic(),
+        case=current_case(),  # the eval's, whose worker is sent in its task
     )
 
 

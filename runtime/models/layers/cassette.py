@@ -27,7 +27,7 @@ from runtime.models.cassettes import Cassette, CassetteWriter, Recorded, worker_
 from runtime.models.layers.cost_cap import price_of
 from runtime.models.pricing import Price
 
-__all__ = ["RecordingModel", "ReplayModel", "cassette", "cassette_case"]
+__all__ = ["RecordingModel", "ReplayModel", "cassette", "cassette_case", "current_case"]
 
 _case: ContextVar[str | None] = ContextVar("honeycomb_cassette_case", default=None)
 
@@ -42,6 +42,11 @@ def cassette_case(name: str | None) -> Iterator[None]:
         yield
     finally:
         _case.reset(token)
+
+
+def current_case() -> str | None:
+    """The case the model calls made here are those of (:func:`cassette_case`)."""
+    return _case.get()
 
 
 class RecordingModel(WrapperModel):

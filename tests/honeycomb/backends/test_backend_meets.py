@@ -398,3 +398,31 @@ async def test_a_recording_keeps_every_remote_workers_calls_in_the_drivers_casse
     assert again.status == "ok"
     assert again.answer == first.answer
     assert again.usage.model_calls == first.usage.model_calls == 4
+
+
+async def test_an_eval_case_s_calls_are_recorded_and_replayed_as_its_own(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    # The case an eval runs (cassette_case) did not cross to the actors: on Ray, its
+    # calls were recorded as no case's, and a replay there neither preferred the calls
+    # recorded for it nor named it when one was not recorded.
+    from runtime.models.cassettes import Cassette
+    from runtime.models.layers.cassette import cassette, cassette_case
+
+    path = tmp_path / "calls.jsonl"
+    calls = script([("echo", {"text": "x", "delay": 0.0})])
+    recorded = Executor(
+        [WORKER], cassette(FunctionModel(scripted), record=path), aggregator="concat",
+        backend=backend,
+    )  # fmt: skip
+    with cassette_case("c1"):
+        assert (await recorded.run("t", subtasks=[("r", calls)])).status == "ok"
+    assert [(c.case, c.worker) for c in Cassette(path).calls] == [("c1", "s1")] * 2
+    replayed = Executor(
+        [WORKER], cassette(FunctionModel(scripted), replay=path), aggregator="concat",
+        backend=backend,
+    )  # fmt: skip
+    other = script([("echo", {"text": "y", "delay": 0.0})])
+    with cassette_case("c2"), pytest.raises(RunFailed) as failed:
+        await replayed.run("t", subtasks=[("r", other)])
+    assert "a call of model 'default' (case 'c2', worker 's1')" in str(failed.value)
