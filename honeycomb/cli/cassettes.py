@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runtime import ConfigError, Model
+from runtime import Model
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
-    from honeycomb.hive.backend import BackendSpec
 
 __all__ = ["add_cassette_options", "cassette_models"]
 
@@ -41,29 +40,23 @@ def add_cassette_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cassette_models(
-    hive: Hive, model: Model | None, args: argparse.Namespace, backend: BackendSpec
+    hive: Hive, model: Model | None, args: argparse.Namespace
 ) -> Model | dict[str, Model] | None:
     """The models a run of ``hive`` uses: ``model`` (every role's, or None: the
     hive's own), recorded in ``--record``'s cassette or, with ``--replay``, answered
     from its cassette by name (nothing of the hive's models is built); those of the
     hives it calls as tools too, each named ``TOOL/NAME`` there. It says on standard
-    error which, unless the run prints JSON.
+    error which, unless the run prints JSON. On Ray too: the cassette stays in this
+    process, and each call the actors record is appended to it there.
 
     Raises:
-        ConfigError: when the run is not local (the calls are kept in this process),
-            or a ``CassetteError`` when the file cannot be written or read.
+        CassetteError: when the file cannot be written or read.
     """
     record, replay = getattr(args, "record", None), getattr(args, "replay", None)
     if record is None and replay is None:
         return model
     from runtime.models.layers.cassette import ReplayModel, cassette  # loaded when used
 
-    if backend.ray is not None:
-        flag = "record" if record is not None else "replay"
-        raise ConfigError(
-            f"--{flag} works in this process (every model call goes through its "
-            "cassette): run the workers here, with --backend local"
-        )
     said: str
     models: dict[str, Model]
     if replay is not None:

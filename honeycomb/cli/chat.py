@@ -80,7 +80,7 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
         hive.check_runnable()
         model = model_of(args, hive)
         backend = chosen_backend(hive.backend, args)
-        models = cassette_models(hive, model, args, backend)  # --record, --replay
+        models = cassette_models(hive, model, args)  # --record, --replay
     except (ConfigErrors, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE

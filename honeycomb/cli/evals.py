@@ -174,11 +174,11 @@ def eval_models(
     that case's).
 
     Raises:
-        ConfigError: for a ``--model`` that cannot be made, a cassette that cannot be
-            read or written, or one with a hive whose workers run on Ray.
+        ConfigError: for a ``--model`` that cannot be made, or a cassette that cannot
+            be read or written.
     """
     model = model_of(args, hive)
-    return model, cassette_models(hive, model, args, hive.backend)
+    return model, cassette_models(hive, model, args)
 
 
 def judges_models(

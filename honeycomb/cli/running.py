@@ -284,7 +284,7 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     try:
         backend = chosen_backend(hive.backend, args)
         model = model_of(args, hive)
-        models = cassette_models(hive, model, args, backend)
+        models = cassette_models(hive, model, args)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE

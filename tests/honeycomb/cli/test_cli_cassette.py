@@ -58,10 +58,36 @@ def test_a_file_that_is_not_a_cassette_stops_the_command_before_the_run(
     assert f"{tape}:2: not a line of a cassette: Object missing required field" in err
 
 
-def test_a_cassette_is_for_workers_run_here(
-    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+RAY_HIVE = """\
+models:
+  default: {provider: offline, latency: 0}
+roles:
+  planner: {description: Splits the request into subtasks for the writer.}
+  writer: {description: Writes a short note on what it is asked.}
+  aggregator: {description: Merges the results into the final answer.}
+planner: planner
+aggregator: aggregator
+backend: {ray: {actors: 1, actor_cpus: 0}}
+"""
+
+
+@pytest.mark.xdist_group("ray")
+@pytest.mark.usefixtures("ray_session")
+def test_a_run_on_ray_is_recorded_and_replayed_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["run", TRIP, "--plain", "--no-store", "--backend", "ray"]
-    assert main([*args, "--record", "trip.jsonl"]) == 2
-    assert "--record works in this process" in capsys.readouterr().err
-    assert not Path("trip.jsonl").exists()
+    # Refused before ("--record works in this process ... with --backend local"):
+    # the workers' calls, made in the actors, are recorded in the one cassette here.
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(RAY_HIVE)
+    tape = str(tmp_path / "calls.jsonl")
+    args = ["run", str(hive), "Write a note on bees.", "--plain", "--no-store"]
+    assert main([*args, "--record", tape]) == 0, capsys.readouterr().err
+    recorded = capsys.readouterr()
+    assert "backend: Ray, 1 actor" in recorded.err
+    workers = {call.worker for call in Cassette(tape).calls}
+    assert {"planner", "s1", "aggregator"} <= workers  # s1's in the actor
+    assert main([*args, "--replay", tape]) == 0, capsys.readouterr().err
+    replayed = capsys.readouterr()
+    assert "backend: Ray, 1 actor" in replayed.err
+    assert answer(replayed.out) == answer(recorded.out)
