@@ -331,18 +331,20 @@ class ApprovalGate:
     async def _decision(
         self, pending: PendingApproval, entry: ApprovalEntry | None
     ) -> Decision | None:
-        """The call's decision: recorded, the approver's, or a denial for want of
-        either (or of one in time); None while it waits."""
+        """The call's decision: recorded, a denial once its time to decide ran out (an
+        approver attached to a resumed run is not asked about it: whatever it would
+        answer now is past the deadline), the approver's, or a denial for want of one;
+        None while it waits."""
         if entry is not None and entry.decision is not None:
             return entry.decision
-        if self.approver is not None:
+        if pending.deadline is not None and time.time() >= pending.deadline:
+            decision = _timed_out(pending.deadline - pending.asked_at)
+            by = "the time limit (approval_timeout_s)"
+        elif self.approver is not None:
             decision = await self._from_approver(pending)
             by = "the run's approver"
         elif self.log is None:
             return Decision.denied("no approver is attached and the run has no store to wait in")
-        elif pending.deadline is not None and time.time() >= pending.deadline:
-            decision = _timed_out(pending.deadline - pending.asked_at)
-            by = "the time limit (approval_timeout_s)"
         else:
             return None
         if self.log is None:

@@ -24,7 +24,7 @@ from honeycomb import Approvals, Executor, Policy, Role, RunResult, Subtask, Too
 from honeycomb.errors import ApprovalError
 from honeycomb.run.context import Backend
 from honeycomb.testing import FunctionModel
-from runtime import AssistantMessage, ModelRequest, ToolCall
+from runtime import Approver, AssistantMessage, ModelRequest, ToolCall
 from tests.support.concurrency import Rendezvous
 from tests.support.stores import Where, named
 
@@ -39,6 +39,7 @@ def executor(
     read_s: float = 0.0,
     reading: Rendezvous | None = None,
     backend: Backend | None = None,
+    approver: Approver | None = None,
     **policy: Any,
 ) -> Executor:
     async def pay(to: str, amount: int) -> str:
@@ -86,6 +87,7 @@ def executor(
         policy=Policy(**policy),
         store=db,
         backend=backend,
+        approver=approver,
     )
 
 

@@ -16,8 +16,10 @@ import anyio
 import pytest
 
 from honeycomb import (
+    ApprovalRequest,
     Approvals,
     AssistantMessage,
+    Decision,
     Event,
     Executor,
     ModelRequest,
@@ -136,6 +138,32 @@ async def test_no_decision_in_time_is_a_denial_on_resume(tmp_path: Path) -> None
     done = await executor(db, effects, approval_timeout_s=0.3).resume("r1")
     assert payer_saw(done) == "payer saw: error: denied: no decision within 0.3s"
     assert not effects.exists()
+
+
+async def test_a_call_whose_time_ran_out_is_denied_on_resume_though_an_approver_answers(
+    tmp_path: Path,
+) -> None:
+    """Resumed with an approver attached, a call whose approval_timeout_s passed while
+    its run waited was asked about all the same, and approved: the deadline passed
+    is a denial, whoever would answer now."""
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    waiting = await executor(db, effects, approval_timeout_s=0.3).run(
+        TASK, subtasks=plan(1), run_id="r1"
+    )
+    (pending,) = waiting.pending
+    await anyio.sleep(pending.deadline - time.time() + 0.01)  # its time runs out
+    asked: list[ApprovalRequest] = []
+
+    async def approves_at_once(request: ApprovalRequest) -> Decision:
+        asked.append(request)
+        return Decision.approved()
+
+    later = executor(db, effects, approval_timeout_s=0.3, approver=approves_at_once)
+    done = await later.resume("r1")
+    assert payer_saw(done) == "payer saw: error: denied: no decision within 0.3s"
+    assert asked == []
+    assert not effects.exists()
+    assert await later.pending("r1") == []  # denied, by the time limit
 
 
 async def test_a_call_whose_time_runs_out_while_the_run_goes_on_is_denied_in_that_run(
