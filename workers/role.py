@@ -21,7 +21,7 @@ from runtime import (
     ToolRegistry,
     did_you_mean,
 )
-from runtime.config.imports import import_object
+from runtime.config.imports import import_object, path_meant
 from runtime.tools.approvals import ApprovalRule
 from runtime.tools.mcp import mcp_ref, pick_tools
 from runtime.value import SettingsModel
@@ -278,8 +278,10 @@ def check_role(
             names = None
             message = exc.message if isinstance(exc, ConfigError) else str(exc)
             if ":" not in ref:
+                meant = path_meant(ref)
+                close = f" (did you mean {meant!r}?)" if meant is not None else ""
                 message = (
-                    f"unknown tool {ref!r}{did_you_mean(ref, source.names)}; "
+                    f"unknown tool {ref!r}{did_you_mean(ref, source.names) or close}; "
                     f"available: {', '.join(source.names) or 'none'} "
                     "(or write an import path 'package.module:function')"
                 )

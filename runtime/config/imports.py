@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import sys
@@ -11,7 +12,10 @@ from typing import Any
 
 from runtime.errors import ConfigError, did_you_mean
 
-__all__ = ["import_object"]
+__all__ = ["import_object", "path_meant"]
+
+_SCANNED = 50
+"""The most modules :func:`path_meant` reads for a function a bare name may mean."""
 
 
 def import_object(path: str) -> Any:
@@ -29,7 +33,7 @@ def import_object(path: str) -> Any:
         missing = exc.name or ""
         if not _on_the_path(missing, module_name):  # an import of the module's own
             raise ConfigError(_raised(path, module_name, exc)) from exc
-        close = did_you_mean(missing, _modules_beside(missing))
+        close = did_you_mean(missing, _modules_beside(missing)) or _meant(path)
         raise ConfigError(f"cannot import {path!r}: no module named {missing!r}{close}") from exc
     except (Exception, SystemExit) as exc:  # the module itself failed while importing
         # SystemExit too: a module that exits as it is imported (a script's argparse
@@ -45,6 +49,47 @@ def import_object(path: str) -> Any:
                 f"{did_you_mean(part, names)}"
             ) from exc
     return obj
+
+
+def path_meant(ref: str) -> str | None:
+    """The import path a reference that names no module may have meant, among the
+    modules of the folder that leads ``sys.path`` (a hive's own, while its paths
+    resolve): ``tools:f`` for ``tools.py:f``, ``myhive.tools:f`` or ``tools.f``, and for
+    a bare ``f``, when a module there defines ``f`` at its top level. None: no such
+    module."""
+    module_name, sep, name = ref.partition(":")
+    if not sep:
+        module_name, _, name = ref.rpartition(".")
+    if not name:
+        return None
+    folder = Path(sys.path[0] if sys.path else ".")
+    if not module_name:
+        found = [p for p in sorted(folder.glob("*.py"))[:_SCANNED] if _defines(p, name)]
+        return f"{found[0].stem}:{name}" if found else None
+    beside = {found.name for found in pkgutil.iter_modules([str(folder)])}
+    parts = module_name.removesuffix(".py").split(".")
+    for start in range(len(parts)):  # myhive.tools, then tools
+        if parts[start] in beside:
+            meant = f"{'.'.join(parts[start:])}:{name}"
+            return meant if meant != ref else None
+    return None
+
+
+def _defines(module: Path, name: str) -> bool:
+    """Whether the source file ``module`` defines the function ``name`` at its top
+    level (read, never imported: importing runs it)."""
+    try:
+        tree = ast.parse(module.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return any(isinstance(node, functions) and node.name == name for node in tree.body)
+
+
+def _meant(path: str) -> str:
+    """``" (did you mean 'tools:f'?)"`` for the path :func:`path_meant` finds, else ``""``."""
+    meant = path_meant(path)
+    return f" (did you mean {meant!r}?)" if meant is not None else ""
 
 
 def _on_the_path(missing: str, module_name: str) -> bool:

@@ -122,3 +122,18 @@ def test_a_task_left_unquoted_is_told_to_be_quoted(
     assert exited.value.code == ExitStatus.UNUSABLE
     assert capsys.readouterr().err == f"honeycomb: error: {said}\n"
     assert list(here.iterdir()) == []  # nothing ran
+
+
+@pytest.mark.parametrize("written", ["city_facts", "tools.city_facts", "tools.py:city_facts"])
+def test_a_tool_path_written_another_way_is_told_the_one_to_write(
+    here: Path, capsys: pytest.CaptureFixture[str], written: str
+) -> None:
+    assert main(["init", "myhive"]) == ExitStatus.OK
+    hive = here / "myhive" / "hive.yaml"
+    hive.write_text(hive.read_text().replace("[tools:city_facts]", f"[{written}]"))
+    capsys.readouterr()
+    assert main(["validate", "myhive/hive.yaml"]) == ExitStatus.FAILED
+    [error] = capsys.readouterr().out.splitlines()[1:]
+    assert "roles.researcher.tools[0]: " in error
+    assert f"{written!r}" in error
+    assert "(did you mean 'tools:city_facts'?)" in error

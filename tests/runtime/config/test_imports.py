@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runtime import ConfigError
-from runtime.config.imports import import_object
+from runtime.config.imports import import_object, path_meant
 
 TOOL_WITHOUT_TYPES = """from honeycomb import tool
 
@@ -98,3 +98,26 @@ def test_a_misspelt_module_or_name_is_told_with_the_one_meant(
         "near_pkg.lookup:x": "cannot import 'near_pkg.lookup:x': no module named "
         "'near_pkg.lookup' (did you mean 'near_pkg.lookups'?)",
     }
+
+
+def test_a_path_written_another_way_is_told_with_the_one_meant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file's name (``tools.py:f``), the hive's folder before the module
+    (``myhive.tools:f``), a dot for the colon (``tools.f``) or the bare function name
+    were told there was no such module or tool, and not the path to write."""
+    (tmp_path / "meant_tools.py").write_text("async def city_facts(city: str) -> str:\n    ...\n")
+    (tmp_path / "broken.py").write_text("def (:\n")  # read past, never imported
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "meant_tools", raising=False)
+    meant = "meant_tools:city_facts"
+    assert path_meant("city_facts") == meant
+    assert "meant_tools" not in sys.modules  # found by reading it, not by running it
+    assert path_meant("meant_tools.city_facts") == meant
+    for written in ("meant_tools.py:city_facts", "myhive.meant_tools:city_facts"):
+        with pytest.raises(ConfigError) as caught:
+            import_object(written)
+        assert caught.value.message.endswith(f" (did you mean {meant!r}?)")
+    assert path_meant("city_fact") is None  # no module defines it
+    assert path_meant("elsewhere.tools:city_facts") is None  # no module of those names
+    assert path_meant(meant) is None  # the path itself
