@@ -567,20 +567,31 @@ class OutputCutOff(AgentError):
 
     Attributes:
         turn: The turn of the answer.
-        limit: The output limit it was sent (None: the endpoint's own).
+        limit: The output limit it was sent (None: the endpoint's own), or where a lower
+            one of the model's own stopped it (``own``).
         capped: The limit was what the run's ``budgets.cost_per_call`` left the call.
+        own: A limit of the model's own stopped it, below the one it was sent.
     """
 
-    def __init__(self, turn: int, limit: int | None, *, capped: bool = False) -> None:
+    def __init__(
+        self, turn: int, limit: int | None, *, capped: bool = False, own: bool = False
+    ) -> None:
         self.turn = turn
         self.limit = limit
         self.capped = capped
+        self.own = own
         at = f"its output limit of {limit} tokens" if limit is not None else "its output limit"
-        fix = (
-            "the limit budgets.cost_per_call left the call at its model's price: raise the cap"
-            if capped
-            else "give the role a higher max_output_tokens (or the policy's for every role)"
-        )
+        if own:
+            fix = (
+                "a limit of the model's own applied, below the request's: raise the max_tokens "
+                "in its settings (or its server's)"
+            )
+        elif capped:
+            fix = (
+                "the limit budgets.cost_per_call left the call at its model's price: raise the cap"
+            )
+        else:
+            fix = "give the role a higher max_output_tokens (or the policy's for every role)"
         super().__init__(
             f"the model's answer at turn {turn} was cut off at {at} before any text or tool "
             f"call: {fix}"

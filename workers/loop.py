@@ -369,8 +369,10 @@ class AgentLoop:
             return Continue(state=state)
         if message.is_empty:
             if cut:  # the whole limit went on nothing it shows (a reasoning model's thinking)
-                capped = limit < self.settings.max_output_tokens  # by a cost cap
-                cut_off = OutputCutOff(state.turn, limit, capped=capped)
+                own = 0 < written < limit  # a lower limit of the model's own stopped it
+                capped = not own and limit < self.settings.max_output_tokens  # a cost cap
+                at = written if own else limit
+                cut_off = OutputCutOff(state.turn, at, capped=capped, own=own)
                 return Failed(state=state, error=cut_off)
             if state.nudged or wrap_up:
                 empty = EmptyResponse(

@@ -100,6 +100,7 @@ def examples() -> list[runtime.HoneycombError]:
         e.OutputValidationError("Answer", 3, "field 'x' missing"),
         e.OutputCutOff(4, 256),
         e.OutputCutOff(4, 12, capped=True),
+        e.OutputCutOff(4, 12, own=True),
         e.ContextBudgetTooSmall(
             "s1", 600, 612, [("the system prompt and the task", 315), ("1 tool", 297)]
         ),

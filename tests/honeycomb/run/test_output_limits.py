@@ -216,6 +216,24 @@ async def test_an_answer_with_nothing_but_its_limit_fails_saying_which_limit() -
     assert len(model.requests) == 1  # the same limit would cut it again: not asked twice
 
 
+async def test_an_answer_a_limit_of_the_models_own_cut_to_nothing_names_that_limit() -> None:
+    """A reasoning model whose max_tokens (in its settings) went on thinking alone: the
+    error named the request's limit (4096 tokens) and said to raise the role's, which
+    would change nothing."""
+    thought = ModelResponse(
+        message=AssistantMessage(content=""), finish_reason="length", usage=Usage(output_tokens=12)
+    )
+    model = FunctionModel(lambda request: thought)
+    with pytest.raises(RunFailed) as caught:
+        await Executor([Role(name="reader")], model).run("t", subtasks=[("reader", "think")])
+    assert caught.value.partial is not None
+    (failed,) = caught.value.partial.failures
+    assert failed.error is not None
+    assert "output limit of 12 tokens" in failed.error.message
+    assert "raise the max_tokens in its settings" in failed.error.message
+    assert "max_output_tokens" not in failed.error.message
+
+
 async def test_text_cut_off_is_the_answer_as_far_as_it_goes_and_says_so() -> None:
     """It was accepted silently: nothing in the result, the events or the command's
     summary told a cut answer from a whole one."""
