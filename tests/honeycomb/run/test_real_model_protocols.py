@@ -5,10 +5,20 @@ server is the session's."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 from pydantic import BaseModel
 
-from honeycomb import Role, Worker
-from runtime import Dispatcher, JsonToolModel, TextToolModel, ToolMessage, ToolRegistry
+from honeycomb import Executor, Role, Worker, tool
+from runtime import (
+    AssistantMessage,
+    Dispatcher,
+    JsonToolModel,
+    TextToolModel,
+    ToolMessage,
+    ToolRegistry,
+)
 from runtime.models.llama import LlamaModel
 from runtime.models.llama_server import LlamaServer
 from tests.support.llama import REAL_MODEL
@@ -58,3 +68,43 @@ async def test_a_wrap_up_answer_held_to_the_schema_is_the_answer_through_the_tex
     assert isinstance(result, Final), result
     assert isinstance(result.output, Pick)
     assert result.state.wrapped_up  # the answer the grammar held to the schema
+
+
+async def test_several_calls_of_one_answer_to_a_side_effecting_tool_run_in_order_one_by_one(
+    llama_server: LlamaServer,
+) -> None:
+    """The JSON protocol's ``calls`` (the model writes two in one answer with this seed):
+    a side-effecting tool's calls run one at a time, in the order written, and each
+    has one observation, in that order."""
+    ran: list[tuple[str, str]] = []
+
+    @tool(name="get_weather", side_effects=True)
+    async def logged_weather(city: str) -> str:
+        """The weather in a city today.
+
+        Args:
+            city: The city's name.
+        """
+        ran.append(("start", city))
+        await asyncio.sleep(0.02)  # a call that overlapped another would start meanwhile
+        ran.append(("end", city))
+        return f"{city}: sunny"
+
+    model = LlamaModel(
+        server=llama_server, settings={"max_tokens": 120, "temperature": 0.7, "seed": 5}
+    )
+    role = Role(
+        name="clerk",
+        instructions="Record each note the user gives, one record call per note, all at once.",
+        tools=("get_weather",),
+        max_turns=1,
+    )
+    executor = Executor([role], JsonToolModel(model), tools=[logged_weather], aggregator="concat")
+    result = await executor.run("t", subtasks=[("clerk", "Notes: 'buy milk', 'call Ann'.")])
+    messages = result.subtasks["s1"].worker.transcript.messages
+    calls = next(m.tool_calls for m in messages if isinstance(m, AssistantMessage))
+    assert len(calls) >= 2, calls  # what this seed makes it write
+    told = [m for m in messages if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in told] == [c.id for c in calls]
+    cities = [json.loads(c.arguments)["city"] for c in calls]
+    assert ran == [(edge, city) for city in cities for edge in ("start", "end")]
