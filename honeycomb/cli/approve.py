@@ -20,7 +20,7 @@ from honeycomb.cli.stores import opened_store
 from honeycomb.executor import Executor
 from honeycomb.hive import load_hive
 from honeycomb.offline import OfflineModel
-from honeycomb.run.decide import ToolFinder, decide
+from honeycomb.run.decide import ToolFinder, decide, this_user
 from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
 from honeycomb.trace.format import argument_lines, printable
@@ -55,6 +55,8 @@ class TerminalApprover:
         read: The terminal's input (a line at a time, read without blocking the loop).
         out: Where the questions go.
         pause: Holds a live view still while a question is asked.
+        by: Who answers, kept with each decision (default: this process's user and
+            host, at the terminal: ``ann@laptop (at the terminal)``).
     """
 
     def __init__(
@@ -62,10 +64,12 @@ class TerminalApprover:
         read: TextIO,
         out: TextIO,
         pause: Callable[[], AbstractContextManager[None]] | None = None,
+        by: str | None = None,
     ) -> None:
         self._in = read
         self._out = out
         self._pause = pause or contextlib.nullcontext
+        self.by = by or f"{this_user()} (at the terminal)"
         self._one_at_a_time = asyncio.Lock()
         self._typed = b""  # read, not yet asked for
 
@@ -79,14 +83,14 @@ class TerminalApprover:
         while True:
             answer = (await self._ask("[a]pprove, [d]eny, [e]dit arguments? ")).lower()
             if answer in ("a", "approve", "y", "yes"):
-                return Decision.approved()
+                return Decision.approved(by=self.by)
             if answer in ("d", "deny", "n", "no"):
                 reason = await self._ask("reason: ")
-                return Decision.denied(reason or "denied by a person")
+                return Decision.denied(reason or "denied by a person", by=self.by)
             if answer in ("e", "edit"):
                 edited = await self._edited(request)
                 if edited is not None:
-                    return Decision.approved(edited)
+                    return Decision.approved(edited, by=self.by)
 
     async def _edited(self, request: ApprovalRequest) -> dict[str, Any] | None:
         self._out.write(f"  as JSON now: {json_line(request.arguments)}\n")

@@ -35,6 +35,7 @@ __all__ = [
     "decided_among",
     "ended_undecided",
     "pending_of",
+    "this_user",
     "waits_on",
 ]
 
@@ -171,7 +172,7 @@ async def decide(
         arguments=arguments,
     )
     entry = ApprovalEntry(
-        pending=pending, decision=decision, decided_at=now, decided_by=by or _who()
+        pending=pending, decision=decision, decided_at=now, decided_by=by or this_user()
     )
     await store.keep_approval(run_id, entry)  # AlreadyDecided: another was first
     return pending
@@ -191,8 +192,8 @@ def ended_undecided(status: str) -> str:
     )
 
 
-def _who() -> str:
-    """This process's user and host: who decides, unless told."""
+def this_user() -> str:
+    """This process's user and host (``ann@laptop``): who decides, unless told."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):  # no name for this uid (a container's)

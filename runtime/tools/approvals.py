@@ -121,21 +121,27 @@ class ApprovalRequest(Value, frozen=True, kw_only=True):
 
 class Decision(Value, frozen=True, kw_only=True):
     """A person's answer about one call: approve (maybe with edited arguments), or
-    deny with a reason the model is told."""
+    deny with a reason the model is told. ``by``: who decided, as an approver knows it
+    (the person it asked), kept with the decision in the run store (None: "the run's
+    approver"; a decision read back from the store has it in its entry's
+    ``decided_by``)."""
 
     approve: bool
     reason: str | None = None
     arguments: dict[str, Any] | None = None
+    by: str | None = None
 
     @classmethod
-    def approved(cls, arguments: dict[str, Any] | None = None) -> Decision:
+    def approved(
+        cls, arguments: dict[str, Any] | None = None, *, by: str | None = None
+    ) -> Decision:
         """Run the call; with ``arguments``, with these instead of the model's."""
-        return cls(approve=True, arguments=arguments)
+        return cls(approve=True, arguments=arguments, by=by)
 
     @classmethod
-    def denied(cls, reason: str) -> Decision:
+    def denied(cls, reason: str, *, by: str | None = None) -> Decision:
         """Do not run the call; the model gets ``denied: <reason>``."""
-        return cls(approve=False, reason=reason)
+        return cls(approve=False, reason=reason, by=by)
 
 
 Approver = Callable[[ApprovalRequest], Awaitable[Decision]]
@@ -342,7 +348,7 @@ class ApprovalGate:
             by = "the time limit (approval_timeout_s)"
         elif self.approver is not None:
             decision = await self._from_approver(pending)
-            by = "the run's approver"
+            by = decision.by or "the run's approver"
         elif self.log is None:
             return Decision.denied("no approver is attached and the run has no store to wait in")
         else:

@@ -56,7 +56,7 @@ async def test_the_json_to_edit_shows_no_character_that_acts_and_reads_back_as_t
         async with anyio.create_task_group() as tg:
 
             async def decide() -> None:
-                decided.append(await TerminalApprover(typed_in, shown)(request))
+                decided.append(await TerminalApprover(typed_in, shown, by="ann")(request))
 
             tg.start_soon(decide)
             os.write(write_fd, b"e\n")
@@ -68,7 +68,7 @@ async def test_the_json_to_edit_shows_no_character_that_acts_and_reads_back_as_t
     os.close(write_fd)
     assert "\\u202e5407" in now
     assert "\\u0085\\u009b2J" in now
-    assert decided == [Decision.approved(ARGUMENTS)]  # the call's own arguments
+    assert decided == [Decision.approved(ARGUMENTS, by="ann")]  # the call's own arguments
     assert json_line(ARGUMENTS) == now
 
 
@@ -90,10 +90,10 @@ async def test_an_edit_that_changes_a_masked_secret_is_refused_at_the_prompt() -
     read_fd, write_fd = os.pipe()
     os.write(write_fd, f"e\n{moved}\ne\n{kept}\n".encode())
     with os.fdopen(read_fd) as typed_in, anyio.fail_after(10):
-        decided = await TerminalApprover(typed_in, shown)(request)
+        decided = await TerminalApprover(typed_in, shown, by="ann")(request)
     os.close(write_fd)
     said = shown.getvalue()
     assert "argument 'dsn' holds a secret (shown as [password hidden]) in a value the" in said
     assert said.count("[a]pprove, [d]eny, [e]dit arguments? ") == 2  # asked again
     assert PASSWORD not in said
-    assert decided == Decision.approved(json.loads(kept))  # the run keeps the password
+    assert decided == Decision.approved(json.loads(kept), by="ann")  # the run keeps the password

@@ -16,9 +16,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import ApprovalRequest, Decision
+from honeycomb import ApprovalRequest, Approvals, Decision, Executor, Role, tool
 from honeycomb.cli.approve import TerminalApprover
 from honeycomb.cli.main import main
+from honeycomb.run.decide import this_user
+from honeycomb.store import RunStore
+from honeycomb.testing import ScriptedModel, call
 from tests.support.postgres import PostgresServer
 from tests.support.stores import ON_POSTGRES
 
@@ -91,15 +94,15 @@ async def test_the_terminal_prompt_approves_denies_and_edits() -> None:
         arguments={"to": "ann"}, why="role 'courier' asks for approval of 'send'",
     )  # fmt: skip
     answers = {
-        "a\n": Decision.approved(),
-        "d\nnot now\n": Decision.denied("not now"),
-        'e\n[1]\ne\n{"to": "bob"}\n': Decision.approved({"to": "bob"}),
+        "a\n": Decision.approved(by="ann"),
+        "d\nnot now\n": Decision.denied("not now", by="ann"),
+        'e\n[1]\ne\n{"to": "bob"}\n': Decision.approved({"to": "bob"}, by="ann"),
     }
     for typed, wanted in answers.items():
         read_fd, write_fd = os.pipe()
         os.write(write_fd, typed.encode())
         with os.fdopen(read_fd) as typed_in, anyio.fail_after(5):
-            assert await TerminalApprover(typed_in, io.StringIO())(request) == wanted
+            assert await TerminalApprover(typed_in, io.StringIO(), by="ann")(request) == wanted
         os.close(write_fd)
 
 
@@ -162,7 +165,7 @@ async def test_the_prompt_shows_the_call_as_a_person_reads_it() -> None:
     os.write(write_fd, b"a\n")
     out = io.StringIO()
     with os.fdopen(read_fd) as typed_in, anyio.fail_after(5):
-        assert await TerminalApprover(typed_in, out)(request) == Decision.approved()
+        assert (await TerminalApprover(typed_in, out)(request)).approve
     os.close(write_fd)
     shown = out.getvalue()
     assert "Approval needed: courier-1 (courier) calls send_to_outbox" in shown
@@ -222,3 +225,33 @@ def test_after_a_resume_every_command_tells_the_same_figures(
     assert float(took.removesuffix("s")) > float(ran.removesuffix("s"))
     for shown in (resumed, traced):
         assert _figure(shown, "critical path") <= _figure(shown, "wall time")
+
+
+async def test_a_decision_at_the_terminal_is_kept_as_its_users(tmp_path: Path) -> None:
+    """The prompt's decision was kept as made by "the run's approver": a reader of the
+    run's approvals could not tell a person at the terminal from a policy's code."""
+    role = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    model = ScriptedModel([call("pay", {"to": "ann"}, id="c1"), "paid"])
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"a\n")
+    with os.fdopen(read_fd) as typed_in, anyio.fail_after(10):
+        prompt = TerminalApprover(typed_in, io.StringIO())
+        executor = Executor(
+            [role], model, tools=[pay], approver=prompt, store=tmp_path / "runs.db",
+            aggregator="concat",
+        )  # fmt: skip
+        done = await executor.run("pay", subtasks=[("payer", "pay ann")], run_id="r1")
+    os.close(write_fd)
+    assert done.status == "ok"
+    store = RunStore(tmp_path / "runs.db")
+    try:
+        (entry,) = store.approvals("r1")
+    finally:
+        store.close()
+    assert entry.decided_by == f"{this_user()} (at the terminal)"
+
+
+@tool(side_effects=True)
+def pay(to: str) -> str:
+    """Pay someone."""
+    return f"paid {to}"
