@@ -32,7 +32,7 @@ from honeycomb.cli.cassettes import cassette_models
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.running import DEFAULT_STORE, hive_store, missing_keys, model_of, store_of
-from honeycomb.cli.sessions import print_turn, short
+from honeycomb.cli.sessions import new_session_note, print_turn, short
 from honeycomb.cli.view import JsonView, LiveView, View, live, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
@@ -141,6 +141,7 @@ class Chat:
         self.session: Session = executor.session(
             session_id or os.urandom(4).hex(), unfinished="resume"
         )
+        self.named = session_id is not None  # --session: one kept, or a new one so named
         self.shown = shown  # live (a terminal), plain, or json (every event a line)
         self.results: list[RunResult] = []
         self._events: TextIO | None = None  # where the json view writes (None: out)
@@ -179,6 +180,8 @@ class Chat:
             f"honeycomb chat · {self.hive.name} · session {self.session.id} "
             f"({counted(len(earlier), 'turn')} so far, {kept})\n{HELP}\n"
         )
+        if self.named and not earlier and store is not None:
+            out.write(new_session_note(store, self.session.id))
         last = earlier[-1] if earlier else None
         if last is not None and not last.ended and last.status != "running":
             out.write(

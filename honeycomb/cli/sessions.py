@@ -17,11 +17,12 @@ from honeycomb.cli.options import add_limit, integer, newest_first, number
 from honeycomb.cli.stores import DEFAULT_STORE, STORE_HELP, opened_store, store_argument
 from honeycomb.run.conversation import Turn
 from honeycomb.run.session import StoreRows
+from honeycomb.store import RunStore
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.format import counted, format_cost, printable
-from runtime import SessionBusy, StoreError
+from runtime import SessionBusy, StoreError, did_you_mean
 
-__all__ = ["add_sessions_command", "print_turn", "short"]
+__all__ = ["add_sessions_command", "new_session_note", "print_turn", "short"]
 
 
 def add_sessions_command(commands: Any, default_store: Path) -> None:
@@ -121,6 +122,23 @@ def _store_words(given: Path | str, where: str) -> list[str]:
     """``--store`` and the store as it is shown (a URL without its password), for a
     command to paste; none for the default store, where the commands look."""
     return [] if Path(given) == DEFAULT_STORE else ["--store", where]
+
+
+def new_session_note(store: RunStore, session_id: str) -> str:
+    """What ``chat --session ID`` says of an ``ID`` that ``store`` keeps no conversation
+    of: that it starts one, and the id of a kept one that is close (a typo started an
+    empty conversation without a word)."""
+    kept = [str(row[0]) for row in StoredSessions(store).sessions(_CLOSE_AMONG)]
+    close = did_you_mean(session_id, kept)
+    shown = printable(session_id, lines=False)
+    return (
+        f"no conversation {shown!r} in {store.where}{close}: this starts it (honeycomb "
+        "sessions lists those kept)\n"
+    )
+
+
+_CLOSE_AMONG = 500
+"""The latest conversations :func:`new_session_note` looks among for a close id."""
 
 
 def print_turn(out: TextIO, turn: Turn) -> None:

@@ -58,6 +58,23 @@ def test_a_conversation_in_the_terminal_is_kept_and_goes_on(
     assert main(["sessions", "show", "u1"]) == 2
 
 
+def test_a_session_the_store_does_not_keep_is_said_to_start_with_the_one_meant(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A misspelt --session started an empty conversation, its only sign "0 turns so far".
+    assert chat(monkeypatch, hive, ["Find the weather in Rome."], "--session", "u-4711") == 0
+    assert "no conversation 'u-4711' in .honeycomb/runs.db: this starts it" in (
+        capsys.readouterr().out
+    )
+    assert chat(monkeypatch, hive, ["/exit"], "--session", "u-4712") == 0
+    assert capsys.readouterr().out.splitlines()[2] == (
+        "no conversation 'u-4712' in .honeycomb/runs.db (did you mean 'u-4711'?): this "
+        "starts it (honeycomb sessions lists those kept)"
+    )
+    assert chat(monkeypatch, hive, ["/exit"], "--session", "u-4711") == 0
+    assert "no conversation" not in capsys.readouterr().out  # kept: it goes on
+
+
 def test_an_unknown_command_says_which_there_are(
     hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
