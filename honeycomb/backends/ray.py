@@ -250,6 +250,7 @@ class RayBackend:
         if pending is None or cut_off(pending):
             ref = getattr(actor.handle, method).remote(key, *args)
             pending = actor.installing[key] = asyncio.ensure_future(installed(ref))
+            pending.add_done_callback(_seen)
         try:
             if pending.done():
                 pending.result()  # raises what the install raised
@@ -439,6 +440,14 @@ def _unlimited(model: Model) -> tuple[Model, Slots | None]:
     if isinstance(model, LimitedModel):
         return model.inner, model.limiter
     return model, None
+
+
+def _seen(install: asyncio.Future[None]) -> None:
+    """An install's failure is for the workers that wait for it to raise: one that
+    fails once none waits (their run was cancelled, its actor then stopped) is not
+    reported as an error nobody saw."""
+    if not install.cancelled():
+        install.exception()
 
 
 def _named(model: Model) -> str:

@@ -5,6 +5,7 @@ events, the same errors and the same masks."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -31,6 +32,7 @@ from honeycomb import (
 from honeycomb.backends import RayBackend
 from honeycomb.backends import _driver as driver
 from honeycomb.backends import ray as ray_backend
+from honeycomb.backends._setup import SetupFailed
 from honeycomb.errors import ModelHTTPError
 from honeycomb.events import TextDelta
 from honeycomb.testing import FunctionModel
@@ -408,6 +410,46 @@ def test_an_install_cut_off_with_its_event_loop_is_made_again_in_the_next(
     finally:
         pool.stop()
     assert result.subtasks["s1"].text == "done"
+
+
+async def test_an_install_that_fails_once_its_run_was_cancelled_is_not_told_as_unseen(
+    ray_session: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C as a worker's model was installed: the install, shared and shielded, went
+    # on; as the command stopped its actors it failed (ActorDiedError) with no worker
+    # waiting for it, and asyncio printed "Task exception was never retrieved" and
+    # Ray's traceback under the command's last line.
+    pool = RayBackend(actors=1, actor_cpus=0)
+    ex = Executor([Role(name="w")], Pieces("done"), aggregator="concat", backend=pool)
+    installing, fail = asyncio.Event(), asyncio.Event()
+
+    async def failing(ref: Any) -> None:
+        installing.set()
+        await fail.wait()
+        raise SetupFailed("its actor died")
+
+    loop = asyncio.get_running_loop()
+    told: list[str] = []
+    loop.set_exception_handler(lambda _, context: told.append(context["message"]))
+    monkeypatch.setattr(ray_backend, "installed", failing)
+    try:
+        running = asyncio.create_task(ex.run("t", subtasks=[("w", "a")]))
+        with anyio.fail_after(60):
+            await installing.wait()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        assert pool._pool is not None
+        installs = pool._pool[0].installing
+        fail.set()
+        await asyncio.wait(list(installs.values()))
+        installs.clear()  # the last reference to the failed install
+        del running
+        gc.collect()
+    finally:
+        loop.set_exception_handler(None)
+        pool.stop()
+    assert told == []
 
 
 def test_a_tools_system_exit_stops_the_run_and_spares_the_actor(
