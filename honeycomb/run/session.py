@@ -113,8 +113,16 @@ class SessionRows(Protocol):
         ...
 
     async def turns(self, session_id: str) -> list[Turn]: ...
-    async def begin(self, turn: Turn) -> None:
-        """Keep a new turn, held as answered by this process until :meth:`let_go`."""
+    async def begin(self, turn: Turn, follows: Turn | None) -> bool:
+        """Keep a new turn, held as answered by this process until :meth:`let_go`,
+        if the session's last turn is still ``follows`` (None: it has none); whether
+        it was kept (not: the conversation changed since it was read, a turn taken
+        back or the session cleared, forgotten or forked over by another process or
+        by retention).
+
+        Raises:
+            SessionBusy: when another process took that turn meanwhile.
+        """
         ...
 
     def let_go(self, turn: Turn) -> None:
@@ -220,20 +228,9 @@ class Session:
         """
         check_task(message)
         async with self._turn_lock(busy):
-            earlier = await self._finished_turns(
-                unfinished or self.unfinished, on_event, text_deltas
+            turn, earlier = await self._begin(
+                message, unfinished or self.unfinished, on_event, text_deltas
             )
-            last = earlier[-1] if earlier else None
-            turn = Turn(
-                session_id=self.id,
-                turn=last.turn + 1 if last is not None else 1,
-                run_id=os.urandom(6).hex(),
-                message=message,
-                started_at=time.time(),
-                summary=last.summary if last is not None else "",
-                summarized=last.summarized if last is not None else 0,
-            )
-            await self._rows.begin(turn)  # answered from now on, for any process
             try:
                 await self._retention()  # this session now the newest: never forgotten
                 return await self._answer(turn, earlier, on_event, text_deltas, resumable=False)
@@ -421,6 +418,46 @@ class Session:
 
     # --- a turn -------------------------------------------------------------------------
 
+    async def _begin(
+        self,
+        message: str,
+        unfinished: Unfinished,
+        on_event: Sequence[EventHandler],
+        text: bool,
+    ) -> tuple[Turn, list[Turn]]:
+        """Take the turn that answers ``message``, and the turns before it: answered
+        from now on, for any process. The conversation read again, when it changed
+        before the turn was kept (another process took a turn back, or cleared, forgot
+        or forked over the session; retention forgot it): the turn follows what is
+        there now, never turns that are no more.
+
+        Raises:
+            SessionBusy: when another process took the turn meanwhile, or kept changing
+                the conversation.
+            SessionError: as :meth:`_finished_turns`.
+        """
+        for _ in range(_BEGIN_ATTEMPTS):
+            earlier = await self._finished_turns(unfinished, on_event, text)
+            last = earlier[-1] if earlier else None
+            turn = Turn(
+                session_id=self.id,
+                turn=last.turn + 1 if last is not None else 1,
+                run_id=os.urandom(6).hex(),
+                message=message,
+                started_at=time.time(),
+                summary=last.summary if last is not None else "",
+                summarized=last.summarized if last is not None else 0,
+            )
+            if await self._rows.begin(turn, last):
+                return turn, earlier
+        raise SessionBusy(
+            f"session {self.id!r} was edited by another process each time this message "
+            "was to be answered: send it again once that one is done",
+            session_id=self.id,
+            turn=0,
+            run_id="",
+        )
+
     async def _finished_turns(
         self, unfinished: Unfinished, on_event: Sequence[EventHandler], text: bool
     ) -> list[Turn]:
@@ -594,6 +631,11 @@ class Session:
         await self._rows.prune(before=before, keep=policy.max_sessions)
 
 
+_BEGIN_ATTEMPTS = 5
+"""Times a message reads the conversation again when it changed before its turn was
+kept (each time, another process edited it in between)."""
+
+
 def _failed(turn: Turn, exc: Exception) -> Turn:
     """``turn`` once its run raised ``exc``: ``over_budget`` or ``failed``, having spent
     what the partial result the error carries says (none: nothing known)."""
@@ -693,8 +735,13 @@ class MemoryRows:
     async def turns(self, session_id: str) -> list[Turn]:
         return list(self._turns.get(session_id, ()))
 
-    async def begin(self, turn: Turn) -> None:
-        self._turns.setdefault(turn.session_id, []).append(turn)
+    async def begin(self, turn: Turn, follows: Turn | None) -> bool:
+        turns = self._turns.setdefault(turn.session_id, [])
+        last = turns[-1].run_id if turns else None
+        if last != (follows.run_id if follows is not None else None):
+            return False  # another session's retention forgot it meanwhile
+        turns.append(turn)
+        return True
 
     def let_go(self, turn: Turn) -> None:
         pass  # a turn here is answered while it reads "running": until it has ended
@@ -806,11 +853,15 @@ class StoreRows:
         await self.ended(answered)
         return answered
 
-    async def begin(self, turn: Turn) -> None:
+    async def begin(self, turn: Turn, follows: Turn | None) -> bool:
         t = turn
-        self._held[t.run_id] = await self.stored.begin(
-            (t.session_id, t.turn, t.run_id, t.message, t.started_at, t.summary, t.summarized)
+        lease = await self.stored.begin(
+            (t.session_id, t.turn, t.run_id, t.message, t.started_at, t.summary, t.summarized),
+            follows.run_id if follows is not None else None,
         )
+        if lease is not None:
+            self._held[t.run_id] = lease
+        return lease is not None
 
     def let_go(self, turn: Turn) -> None:
         lease = self._held.pop(turn.run_id, None)

@@ -85,19 +85,49 @@ _RUN_TABLES = ("runs", "workers", "messages", "journal", "spans", "leases", "app
 """The tables that hold a run's rows, each by its ``run_id``."""
 
 
-def _begin(db: Connection, row: Sequence[Any]) -> None:
-    """Insert a turn's first row, in the writer's transaction; a turn of that number
-    taken meanwhile (by another process) refuses it (nothing written: a statement that
-    failed would end a PostgreSQL transaction, the rest of the batch with it)."""
+def _begin(db: Connection, row: Sequence[Any], follows: str | None, kept: list[bool]) -> None:
+    """Insert a turn's first row, in the writer's transaction, if the session's last
+    turn is still the one it follows (the run ``follows`` answers; None: it has none),
+    as ``kept`` then says: a turn taken back, a session cleared, forgotten or forked
+    over meanwhile (by another process, or retention) changed the conversation the
+    message read. A turn of that number taken meanwhile refuses it (nothing written: a
+    statement that failed would end a PostgreSQL transaction, the rest of the batch
+    with it).
+
+    Raises:
+        SessionBusy: when another process took that turn.
+    """
+    session_id, turn, run_id = row[0], row[1], row[2]
+    last = _last_turn(db, session_id)
+    if last is not None and last[0] >= turn:
+        raise _taken(session_id, turn, run_id)
+    if (tuple(last) if last is not None else None) != ((turn - 1, follows) if follows else None):
+        return
     if not db.execute(_BEGIN, row).rowcount:
-        session_id, turn, run_id = row[0], row[1], row[2]
-        raise SessionBusy(
-            f"session {session_id!r} took turn {turn} meanwhile, in another process: "
-            "send the message again once that turn has ended",
-            session_id=session_id,
-            turn=turn,
-            run_id=run_id,
-        )
+        raise _taken(session_id, turn, run_id)
+    kept.append(True)
+
+
+def _taken(session_id: str, turn: int, run_id: str) -> SessionBusy:
+    """The error for a turn another process took meanwhile."""
+    return SessionBusy(
+        f"session {session_id!r} took turn {turn} meanwhile, in another process: "
+        "send the message again once that turn has ended",
+        session_id=session_id,
+        turn=turn,
+        run_id=run_id,
+    )
+
+
+def _last_turn(db: Connection, session_id: str, upto: int | None = None) -> _Turned | None:
+    """The number and run of the session's last turn (of those up to ``upto``)."""
+    within, given = ("", (session_id,)) if upto is None else (" AND turn <= ?", (session_id, upto))
+    last: _Turned | None = db.execute(
+        f"SELECT turn, run_id FROM session_turns WHERE session_id = ?{within} "
+        "ORDER BY turn DESC LIMIT 1",
+        given,
+    ).fetchone()
+    return last
 
 
 def _idle(db: Connection, session_id: str) -> None:
@@ -270,12 +300,7 @@ def _prune(db: Connection, before: float | None, keep: int | None, out: list[str
 def _answered_now(db: Connection, session_id: str, upto: int | None = None) -> _Turned | None:
     """The number and run of the session's last turn (of those up to ``upto``), when
     a process answers it now (its run is carried on); else None."""
-    within, given = ("", (session_id,)) if upto is None else (" AND turn <= ?", (session_id, upto))
-    last: _Turned | None = db.execute(
-        f"SELECT turn, run_id FROM session_turns WHERE session_id = ?{within} "
-        "ORDER BY turn DESC LIMIT 1",
-        given,
-    ).fetchone()
+    last = _last_turn(db, session_id, upto)
     return last if last is not None and carried_on(db, last[1]) else None
 
 
@@ -298,13 +323,16 @@ class StoredSessions:
         """The session's turns in order (rows of :data:`TURN_COLUMNS`)."""
         return await self.store.reading(functools.partial(_read_turns, session_id=session_id), [])
 
-    async def begin(self, row: Sequence[Any]) -> Lease:
+    async def begin(self, row: Sequence[Any], follows: str | None = None) -> Lease | None:
         """Keep a new turn: ``(session_id, turn, run_id, message, started_at, summary,
-        summarized)``, its run leased to this process first. The lease is held (and
-        renewed) until the run, of this process, takes it over as it starts, and lets
-        it go as it ends, or until :meth:`let_go`: for any process, the turn is
-        answered from the moment it is kept, not cut off before its run started
-        (which it may clear, forget, or answer again). The lease.
+        summarized)``, following the turn whose run is ``follows`` (None: the first),
+        its run leased to this process first. The lease is held (and renewed) until
+        the run, of this process, takes it over as it starts, and lets it go as it
+        ends, or until :meth:`let_go`: for any process, the turn is answered from the
+        moment it is kept, not cut off before its run started (which it may clear,
+        forget, or answer again). The lease; None, nothing kept, when the session's
+        last turn is no longer the one it follows (taken back, or the session
+        cleared, forgotten or forked over, meanwhile).
 
         Raises:
             SessionBusy: when the session has a turn of that number already (another
@@ -313,12 +341,16 @@ class StoredSessions:
         store = self.store
         await store.open()
         lease = handed(row[2])
+        kept: list[bool] = []
         try:
             await store.take_lease(lease.run_id)  # the handed lease: no other has it
-            await store.act(functools.partial(_begin, row=tuple(row)))
+            await store.act(functools.partial(_begin, row=tuple(row), follows=follows, kept=kept))
         except BaseException:
             self.let_go(lease)
             raise
+        if not kept:
+            self.let_go(lease)
+            return None
         return lease
 
     def let_go(self, lease: Lease) -> None:

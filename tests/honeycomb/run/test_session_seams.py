@@ -16,6 +16,7 @@ from honeycomb import (
     Policy,
     Role,
     ToolMessage,
+    Turn,
     tool,
 )
 from honeycomb.testing import FunctionModel, call
@@ -126,3 +127,48 @@ async def test_a_turn_stopped_by_its_budget_costs_what_its_run_spent(db: Path, k
     spent = stopped.value.partial.usage.cost
     assert spent > 0
     assert [(t.status, t.cost) for t in await session.turns()] == [("over_budget", spent)]
+
+
+@pytest.mark.parametrize("edit", ["pop", "clear", "forget"])
+async def test_a_message_follows_the_conversation_another_process_edited_as_it_was_sent(
+    store: Where, edit: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    told: list[str] = []
+
+    def answer(request: ModelRequest) -> str:
+        told.append("\n".join(str(m.content) for m in request.messages))
+        return "noted"
+
+    def executor() -> Executor:
+        return Executor(
+            [Role(name="writer", session="full")],  # told the conversation
+            FunctionModel(answer),
+            aggregator="concat",
+            planner=lambda task: [("writer", task)],
+            store=store,
+        )
+
+    mine, other = executor(), executor()  # as two processes on one store
+    session = mine.session("ann")
+    await session.run("First note.")
+    await session.run("Second note.")
+    rows = mine._rows()
+    read = rows.turns
+
+    async def edited_once_read(session_id: str) -> list[Turn]:
+        found = await read(session_id)
+        monkeypatch.setattr(rows, "turns", read)
+        await getattr(other.session("ann"), edit)()  # between the read and the turn
+        return found
+
+    monkeypatch.setattr(rows, "turns", edited_once_read)
+    told.clear()
+    await session.run("Third note.")
+    kept = {"pop": ["First note.", "Third note."], "clear": ["Third note."]}
+    turns = await session.turns()
+    assert [t.message for t in turns] == kept.get(edit, ["Third note."])
+    assert [t.turn for t in turns] == list(range(1, len(turns) + 1))  # no gap
+    assert not [text for text in told if "Second note." in text]  # taken back: never told
+    for held in (mine.store, other.store):
+        assert held is not None
+        held.close()

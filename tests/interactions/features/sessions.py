@@ -39,7 +39,9 @@ class Session(Feature):
             await stored.begin((self.SESSION, 1, f"earlier-{hive.token}", "What are bees for?",
                                 time.time(), "", 0))  # fmt: skip
             await stored.ended(self.SESSION, 1, f"They make honey ({hive.token}).", "[]")
-            await stored.begin((self.SESSION, 2, hive.run_id, TASK, time.time(), "", 0))
+            await stored.begin(
+                (self.SESSION, 2, hive.run_id, TASK, time.time(), "", 0), f"earlier-{hive.token}"
+            )
         finally:
             store.close()
 
