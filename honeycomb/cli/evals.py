@@ -36,7 +36,7 @@ from honeycomb.cli.running import (
     model_of,
     store_of,
 )
-from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
+from honeycomb.cli.stores import KEPT_IN, opened_store, store_argument
 from honeycomb.evals import (
     Cases,
     EvalBudget,
@@ -527,7 +527,7 @@ def compare_main(argv: list[str]) -> int:
     parser = Parser(prog="honeycomb eval compare", description="what changed from eval A to eval B")
     parser.add_argument("baseline", help="the earlier eval's id")
     parser.add_argument("current", help="the later eval's id")
-    parser.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
+    parser.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=KEPT_IN)
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument(
         "--html",

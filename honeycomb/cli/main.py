@@ -44,7 +44,7 @@ from honeycomb.cli.running import (
 from honeycomb.cli.runs import runs_command, trace_command
 from honeycomb.cli.serve import add_serve
 from honeycomb.cli.sessions import add_sessions_command
-from honeycomb.cli.stores import STORE_HELP, store_argument
+from honeycomb.cli.stores import KEPT_IN, store_argument
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.backend import BACKENDS
 from honeycomb.trace.format import counted
@@ -187,7 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     _run_options(
         resume,
         run_id=False,
-        store=f"{STORE_HELP} (default: {DEFAULT_STORE})",
+        store=KEPT_IN,
         no_store="changes nothing: a resumed run is kept in its store",
     )
     resume.set_defaults(handler=resume_command)
@@ -204,17 +204,17 @@ def _parser() -> argparse.ArgumentParser:
     approve.add_argument(
         "--turn", type=int, default=None, help="the turn it was made in (a waiting run prints it)"
     )
-    approve.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
+    approve.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=KEPT_IN)
     approve.set_defaults(handler=approve_command)
 
     runs = commands.add_parser("runs", help="list the runs in the store")
-    runs.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
+    runs.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=KEPT_IN)
     add_limit(runs)
     runs.set_defaults(handler=runs_command)
 
     trace = commands.add_parser("trace", help="show a run's timeline and critical path")
     trace.add_argument("run_id", help="the run's id (honeycomb runs lists them)")
-    trace.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
+    trace.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=KEPT_IN)
     trace.add_argument("--html", type=Path, default=None, help="also write the timeline page")
     trace.add_argument(
         "--jsonl", type=Path, default=None, help="also write the spans as JSON lines"

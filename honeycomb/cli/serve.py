@@ -35,7 +35,9 @@ TOKEN_ENV = "HONEYCOMB_SERVE_TOKEN"
 
 def add_serve(commands: argparse._SubParsersAction[Parser], store: Path) -> None:
     serve = commands.add_parser("serve", help="watch runs and approve calls in a browser")
-    serve.add_argument("--store", type=store_argument, default=store, help=STORE_HELP)
+    serve.add_argument(
+        "--store", type=store_argument, default=store, help=f"{STORE_HELP} (default: {store})"
+    )
     serve.add_argument("--host", default="127.0.0.1", help="the interface to listen on")
     serve.add_argument(
         "--port",

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.options import add_limit, integer, newest_first, number
-from honeycomb.cli.stores import DEFAULT_STORE, STORE_HELP, opened_store, store_argument
+from honeycomb.cli.stores import DEFAULT_STORE, KEPT_IN, opened_store, store_argument
 from honeycomb.run.conversation import Turn
 from honeycomb.run.session import StoreRows
 from honeycomb.store import RunStore
@@ -30,7 +30,7 @@ def add_sessions_command(commands: Any, default_store: Path) -> None:
     sessions = commands.add_parser(
         "sessions", help="list the conversations in the store, show or forget one"
     )
-    sessions.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
+    sessions.add_argument("--store", type=store_argument, default=default_store, help=KEPT_IN)
     add_limit(sessions)
     sessions.set_defaults(handler=_list)
     actions = sessions.add_subparsers(metavar="ACTION")
@@ -40,18 +40,18 @@ def add_sessions_command(commands: Any, default_store: Path) -> None:
 
     show = actions.add_parser("show", help="a conversation, turn by turn, with each turn's run")
     show.add_argument("session_id", metavar="ID", help="the session (sessions lists them)")
-    show.add_argument("--store", type=store_argument, default=given, help=STORE_HELP)
+    show.add_argument("--store", type=store_argument, default=given, help=KEPT_IN)
     show.set_defaults(handler=_show)
 
     forget = actions.add_parser("forget", help="delete conversations and their runs")
     forget.add_argument("session_ids", nargs="+", metavar="ID", help="the sessions")
-    forget.add_argument("--store", type=store_argument, default=given, help=STORE_HELP)
+    forget.add_argument("--store", type=store_argument, default=given, help=KEPT_IN)
     forget.set_defaults(handler=_forget)
 
     prune = actions.add_parser(
         "prune", help="forget the conversations past an age or beyond a count"
     )
-    prune.add_argument("--store", type=store_argument, default=given, help=STORE_HELP)
+    prune.add_argument("--store", type=store_argument, default=given, help=KEPT_IN)
     # Bounded as the policy's max_age_days (> 0) and max_sessions (>= 1) are: a typo
     # (-1, 0) must not forget every session.
     prune.add_argument(

@@ -13,13 +13,16 @@ from honeycomb.store.database import is_url
 from runtime import ConfigError, StoreError
 from runtime.secrets import masked_with, url_secrets
 
-__all__ = ["DEFAULT_STORE", "STORE_HELP", "opened_store", "store_argument"]
+__all__ = ["DEFAULT_STORE", "KEPT_IN", "STORE_HELP", "opened_store", "store_argument"]
 
 DEFAULT_STORE = Path(".honeycomb") / "runs.db"
 """Where the CLI keeps runs: under the current folder (the project), unless the hive
 sets ``store:`` or ``--store`` is given."""
 
 STORE_HELP = "the run store: its file, or a postgresql:// URL (the password from PGPASSWORD)"
+
+KEPT_IN = f"{STORE_HELP} (default: {DEFAULT_STORE})"
+"""The help of ``--store`` where a command reads the store a hive does not name."""
 
 
 def store_argument(given: str) -> Path | str:

@@ -63,3 +63,18 @@ def test_bench_help_names_its_peers_form(capsys: pytest.CaptureFixture[str]) -> 
     said = helped(capsys, ["bench"])
     assert "--peers[=NAMES]" in said
     assert "honeycomb bench --peers --help" in said
+
+
+@pytest.mark.parametrize(
+    "command",
+    # bench's --store is a benchmark's database, not a run store
+    sorted(c for c, options in synopsis().items() if "--store" in options and c != ("bench",)),
+    ids=" ".join,
+)
+def test_the_help_of_store_says_where_runs_are_read_without_it(
+    capsys: pytest.CaptureFixture[str], command: tuple[str, ...]
+) -> None:
+    # runs, trace, approve, sessions, serve and eval compare read .honeycomb/runs.db
+    # unless told, and their --help did not say so, where run's did.
+    text = " ".join(helped(capsys, list(command)).split())
+    assert re.search(r"--store STORE the run store: .*\(default: [^)]*\.honeycomb/runs\.db\)", text)
