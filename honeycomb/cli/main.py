@@ -31,7 +31,15 @@ from honeycomb.cli.exits import ExitStatus, waiting_for_abandoned_calls
 from honeycomb.cli.init import GUIDE, add_init_parser, version
 from honeycomb.cli.local import add_model_options
 from honeycomb.cli.memory import add_memory_command
-from honeycomb.cli.options import MAX_RUN_ID, Parser, add_limit, new_id, number, unrecognized
+from honeycomb.cli.options import (
+    MAX_RUN_ID,
+    Parser,
+    add_limit,
+    integer,
+    new_id,
+    number,
+    unrecognized,
+)
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     add_store_options,
@@ -202,7 +210,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     approve.add_argument("--worker", default=None, help="the worker that made the call")
     approve.add_argument(
-        "--turn", type=int, default=None, help="the turn it was made in (a waiting run prints it)"
+        "--turn",
+        type=integer(1),
+        default=None,
+        metavar="N",
+        help="the turn it was made in (a waiting run prints it)",
     )
     approve.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=KEPT_IN)
     approve.set_defaults(handler=approve_command)
