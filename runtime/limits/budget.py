@@ -25,6 +25,7 @@ __all__ = [
     "Slots",
     "attempting",
     "limited",
+    "retried",
     "timed_out",
 ]
 
@@ -95,6 +96,15 @@ class CallInFlight:
         self.pieces: int | None = None  # streamed pieces of text, once one came
         self.timeouts = 0  # attempts its endpoint did not answer in time (:func:`timed_out`)
 
+    def timed_out(self) -> None:
+        """An attempt of the call was cut off by its timeout (:func:`timed_out`): counted,
+        unless the call streamed text (that attempt's prompt counts with its text)."""
+        if self.pieces is None:
+            self.timeouts += 1
+
+    def retried(self) -> None:
+        """Another attempt of the call is about to be sent (:func:`retried`)."""
+
     def streamed(self, text: str) -> None:
         """One more piece of the answer's text came (about a token, as servers send)."""
         if text:
@@ -120,11 +130,24 @@ def timed_out() -> None:
     """The attempt at an endpoint the current task was making was cut off by its timeout
     (an adapter says so as it gives the attempt up): the endpoint had its request, and
     bills the prompt whether or not anyone waits for the answer. The model call counts
-    it (:attr:`CallInFlight.timeouts`) unless it had streamed text: then the attempt's
-    prompt and text are counted as the streamed call's."""
+    it (:attr:`CallInFlight.timeouts`; its budget charges it at once) unless it had
+    streamed text: then the attempt's prompt and text are counted as the streamed
+    call's."""
     call = attempting.get()
-    if call is not None and call.pieces is None:
-        call.timeouts += 1
+    if call is not None:
+        call.timed_out()
+
+
+def retried() -> None:
+    """The current task's model call is about to send another attempt (its retry
+    policy says so): a run whose budget is spent sends none.
+
+    Raises:
+        BudgetExceeded: when the call's budget is spent (nothing is sent then).
+    """
+    call = attempting.get()
+    if call is not None:
+        call.retried()
 
 
 class _Spent:

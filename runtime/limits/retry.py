@@ -48,6 +48,7 @@ from runtime.errors import (
     StreamInterrupted,
 )
 from runtime.events import report_retry
+from runtime.limits.budget import retried
 from runtime.limits.ratelimit import AdaptiveLimiter, RetryDeadline, retry_deadline
 from runtime.limits.retry_policy import RetryPolicy, wall_time_ends
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
@@ -169,8 +170,15 @@ def deadline_of(policy: RetryPolicy, attempt: tenacity.AttemptManager) -> Iterat
     passes through holds it no longer than the call's deadline (the policy's, or the
     run's wall time when that ends sooner: :func:`retrying`) (a wait that would
     end past it gives the retry up: :class:`RetryAfterPastDeadline`, or the error the
-    retry follows when that was no HTTP answer)."""
+    retry follows when that was no HTTP answer). A retry is not sent once the model
+    call's budget is spent (:func:`~runtime.limits.budget.retried`).
+
+    Raises:
+        BudgetExceeded: as a retry starts, once the call's budget is spent.
+    """
     state = attempt.retry_state
+    if state.attempt_number > 1:
+        retried()  # the model call's budget, once spent, sends no more
     call = state.retry_object
     last = call.failed if isinstance(call, _CallRetrying) else None
     deadline_s, words = _deadline_of_call(policy, state)

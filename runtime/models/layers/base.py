@@ -51,6 +51,14 @@ class ModelLayer:
         what the layers outside see, and the caller gets."""
         return error
 
+    def timed_out(self, call: ModelCall) -> None:
+        """An attempt of the call was cut off by its timeout, its request sent, and the
+        model's retries go on (or the call fails): :attr:`ModelCall.timeouts` counts it."""
+
+    def retried(self, call: ModelCall) -> None:
+        """Another attempt of the call is about to be sent. Raise to send none (the
+        call fails with the error)."""
+
 
 class CallSite(Protocol):
     """Where model calls are made from: the model with the layers around its calls, and
@@ -173,6 +181,25 @@ class ModelCall(CallInFlight):
             return call_model(self.model, self.request, self._text)
         self.held = HeldText(self._text)
         return call_model(self.model, self.request, self.held)
+
+    def timed_out(self) -> None:
+        """An attempt its timeout cut off (:func:`runtime.limits.budget.timed_out`):
+        counted, and told to the layers, outermost first."""
+        if self.pieces is not None:
+            return  # the streamed attempt's prompt counts with its text, as the call ends
+        self.timeouts += 1
+        for layer in self.layers[: self.opened]:
+            layer.timed_out(self)
+
+    def retried(self) -> None:
+        """Another attempt is about to be sent (:func:`runtime.limits.budget.retried`):
+        told to the layers, outermost first.
+
+        Raises:
+            HoneycombError: a layer's, when it refuses the attempt.
+        """
+        for layer in self.layers[: self.opened]:
+            layer.retried(self)
 
     def _made(self) -> None:
         """No attempt of the call is made any more."""

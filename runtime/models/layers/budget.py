@@ -35,7 +35,8 @@ class Budgeted(ModelLayer):
     """Spends the call's budget (:attr:`ModelCall.budget`) for each call.
 
     Raises:
-        BudgetExceeded: from a call the budget refuses (nothing is counted then).
+        BudgetExceeded: from a call the budget refuses (nothing is counted then), and
+            from a retry of one once the budget is spent (nothing is sent then).
     """
 
     __slots__ = ()
@@ -46,24 +47,31 @@ class Budgeted(ModelLayer):
             budget.reserve_model_call()
             budget.call_started(call)
 
+    def timed_out(self, call: ModelCall) -> None:
+        if call.budget is not None:  # spent now: a retry, or another worker's call, sees it
+            call.budget.charge(_spent(call, 1, 0))
+
+    def retried(self, call: ModelCall) -> None:
+        if call.budget is not None:
+            call.budget.check()
+
     def answered(self, call: ModelCall, response: ModelResponse) -> ModelResponse:
         budget = call.budget
         if budget is None:
             return response
         budget.call_ended(call)
+        budget.charge(response.usage)  # (its attempts cut off were charged as they were)
         lost = unanswered_usage(call, answered=True)
         if lost is not None:  # the call's usage is what it spent: whoever counts it agrees
             response = replace(response, usage=response.usage + lost)
-        budget.charge(response.usage)
         return response
 
     def failed(self, call: ModelCall, error: BaseException) -> BaseException:
         budget = call.budget
         if budget is not None:
             budget.call_ended(call)
-            spent = unanswered_usage(call)
-            if spent is not None:
-                budget.charge(spent)
+            if call.pieces:  # the attempt that streamed: its prompt and its text
+                budget.charge(_spent(call, 1, call.pieces))
         return error
 
 
@@ -72,11 +80,15 @@ def unanswered_usage(call: ModelCall, *, answered: bool = False) -> Usage | None
     (None: nothing known): its prompt once for each attempt its timeout cut off, and, if
     it ended without an answer (not ``answered``) after it streamed text, its prompt
     and a token a piece of that text, at its model's price (0 without one). What the
-    budget charges besides an answer's own usage, and the call's event reports."""
+    budget charged besides an answer's own usage, and the call's event reports."""
     pieces = 0 if answered else call.pieces or 0
     prompts = call.timeouts + (1 if pieces else 0)
-    if not prompts:
-        return None
+    return _spent(call, prompts, pieces) if prompts else None
+
+
+def _spent(call: ModelCall, prompts: int, pieces: int) -> Usage:
+    """``prompts`` times ``call``'s prompt and ``pieces`` tokens of answer, by the token
+    estimate, at its model's price."""
     prompt = prompt_tokens(call.request) * prompts
     price = price_of(call.model)
     cost = price.of(prompt, pieces) if price is not None else 0.0

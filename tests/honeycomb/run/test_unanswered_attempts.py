@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from honeycomb import Budgets, Executor, Policy, Role, RunFailed
+from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role, RunFailed
 from runtime import Event, ModelRequest, ModelResponse, OpenAIModel, RetryPolicy
 from runtime.events import ModelCallFinished
 from runtime.model import TextSink, WrapperModel, call_model
@@ -116,3 +116,26 @@ async def test_a_call_no_attempt_of_which_was_answered_counts_each_prompt(
     (finished,) = [e for e in events if isinstance(e, ModelCallFinished)]
     assert (finished.status, finished.attempts) == ("error", 2)
     assert (finished.input_tokens, finished.cost) == (usage.input_tokens, usage.cost)
+
+
+async def test_no_attempt_is_sent_once_the_attempts_before_it_spent_the_budget(
+    server: OpenAIServer,
+) -> None:
+    server.default = text("too late", delay_s=LATE)
+    often = RetryPolicy(attempts=5, initial_wait_s=0.01, max_wait_s=0.01, jitter_s=0.0)
+    model = OpenAIModel("gpt-test", base_url=server.base_url, timeout=0.3, retry=often)
+    seen = Seen(model)
+    try:
+        with pytest.raises(BudgetExceeded) as stopped:
+            await executor(seen, Budgets(total_tokens=30)).run(
+                "t", subtasks=[("w", "Write about bees.")]
+            )
+    finally:
+        await model.client.close()
+    prompt = prompt_tokens(seen.requests[0])
+    assert prompt < 30 <= 2 * prompt  # two attempts' prompts spend it
+    assert len(server.requests) == 2  # not five: the third was never sent
+    assert (stopped.value.limit, stopped.value.used) == ("total_tokens", 2 * prompt)
+    partial = stopped.value.partial
+    assert partial is not None
+    assert partial.usage.input_tokens == 2 * prompt
