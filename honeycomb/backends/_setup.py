@@ -87,9 +87,10 @@ def _settings(endpoint: OpenAIEndpoint) -> dict[str, Any]:
     """
     if endpoint._api_key is not None or endpoint._given is not None:
         raise ConfigError(
-            f"model {endpoint!r}: on Ray, give the API key in the actors' environment "
-            "(OPENAI_API_KEY, set on the cluster's nodes), not as api_key= or "
-            "client=: it would be sent to every actor in the clear"
+            f"model {endpoint!r}: on Ray, each actor reads the API key from its own "
+            "environment (OPENAI_API_KEY: the cluster's nodes', or a hive's "
+            "backend.ray.runtime_env.env_vars): drop api_key= (a hive model's api_key:) "
+            "and client=, which would send it to every actor in the clear"
         )
     return {
         "model": endpoint.model,
