@@ -372,8 +372,15 @@ def missing_keys(hive: Hive, model: Model | None, args: argparse.Namespace) -> l
         return []
     if model is None:
         return hive.missing_keys()
-    found = missing_key(model)
-    return [found] if found is not None else []
+    if missing_key(model) is None:
+        return []
+    # Said of the option: a hive's model has an api_key: to give, --model's has not.
+    return [
+        ConfigError(
+            f"--model {args.model} needs an API key: set OPENAI_API_KEY (or give --base-url "
+            "of a local endpoint: Ollama, vLLM, llama.cpp's server)"
+        )
+    ]
 
 
 def _view(args: argparse.Namespace, console: Console, out: TextIO, hive: Hive) -> View:

@@ -404,3 +404,28 @@ def test_a_choice_far_from_every_one_is_told_the_choices_alone(
     with pytest.raises(SystemExit):
         main(["zzz"])
     assert "did you mean" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["run", STARTER], ["chat", STARTER], ["eval", STARTER, STARTER_EVALS]],
+    ids=lambda argv: argv[0],
+)
+def test_a_model_given_without_its_key_names_the_option_and_its_cure(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    # It said "model 'gpt-4o-mini' needs an API key: ... (or give the model an api_key,
+    # or the base_url of a local endpoint)": fields of a hive's model, which --model's
+    # is not.
+    monkeypatch.chdir(tmp_path)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HONEYCOMB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert main([*argv, "--model", "gpt-4o-mini", "--no-store"]) == ExitStatus.UNUSABLE
+    assert capsys.readouterr().err.endswith(
+        "\n  --model gpt-4o-mini needs an API key: set OPENAI_API_KEY (or give --base-url of "
+        "a local endpoint: Ollama, vLLM, llama.cpp's server)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
