@@ -22,7 +22,7 @@ from runtime.events import Caller
 from runtime.model import context_of
 from runtime.value import SettingsModel, Value
 from workers.compaction import Compactor
-from workers.context import Compaction, summary_message
+from workers.context import Compaction, omission_note, summary_message
 from workers.state import LoopState
 
 if TYPE_CHECKING:
@@ -284,14 +284,23 @@ async def fit_conversation(
     briefly: tuple[Message, ...] = tuple(
         AssistantMessage(content=turn_text(t, results=False)) for t in earlier[state.summarized :]
     )
-    if window is not None:  # the newest turns alone are over the budget: cut to fit
-        shown, _ = window.fit(shown)
-        briefly, _ = window.fit(briefly)
+    left = left_briefly = 0
+    if window is not None:  # not folded (a summary call failed), or the newest are over
+        shown, left = window.fit(shown)
+        briefly, left_briefly = window.fit(briefly)
     head = [summary_message(state.summary, state.summarized).content] if state.summary else []
     return Conversation(
-        full="\n\n".join([*head, *(m.content or "" for m in shown)]),
-        brief="\n\n".join([*head, *(m.content or "" for m in briefly)]),
+        full=_joined(head, shown, left),
+        brief=_joined(head, briefly, left_briefly),
         summary=state.summary,
         summarized=state.summarized,
         turns=len(earlier),
     )
+
+
+def _joined(head: Sequence[str], turns: Sequence[Message], left: int) -> str:
+    """The conversation's text: the summary (``head``), the note that says how many
+    turns the window ``left`` out (a model that is not told reads the rest as the
+    whole conversation), and the turns."""
+    note = [omission_note(left).content or ""] if left else []
+    return "\n\n".join([*head, *note, *(m.content or "" for m in turns)])

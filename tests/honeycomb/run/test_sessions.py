@@ -39,6 +39,7 @@ from runtime import (
 )
 from runtime.testing import call
 from tests.support.model_requests import role_of
+from workers.compaction import is_summary_request
 
 ROLES = [
     Role(name="planner"),
@@ -245,6 +246,30 @@ async def test_the_conversation_stays_within_its_budget_by_a_rolling_summary() -
     assert len(shown) / 4 <= budget  # about four characters a token
     turns = await session.turns()
     assert turns[-1].summarized >= 1  # kept with the turn: the next one starts there
+
+
+async def test_a_conversation_the_window_cut_says_how_many_messages_it_left_out() -> None:
+    model = OfflineModel(latency=0)
+
+    async def summaries_fail(request: ModelRequest) -> ModelResponse:
+        if is_summary_request(request):
+            raise ValueError("the summary endpoint is down")
+        return await model.complete(request)
+
+    recorded = FunctionModel(summaries_fail)
+    policy = Policy(sessions=SessionPolicy(context=Compaction(budget_tokens=256, keep_turns=1)))
+    session = executor(recorded, policy=policy).session("cut")
+    for n in range(4):
+        assert (await session.run(f"Find the weather in city number {n}.")).status == "ok"
+    shown = asked(recorded, "planner")[-1].partition(CONVERSATION_HEADER)[2]
+    # Not folded (no summary), the oldest are left out: the planner is told so, not
+    # handed the newest as if they were the whole conversation.
+    note, _, rest = shown.strip().partition("\n\n")
+    assert note == (
+        "[2 earlier messages of this conversation were left out to fit the context "
+        "window; the most recent ones follow.]"
+    )
+    assert rest.startswith("## Message 3")
 
 
 def _fold(event: Event, folded: list[CompactionFinished]) -> None:
