@@ -116,12 +116,12 @@ async def _talk(
     if shown == "json":  # stdout holds the events alone, as `run --json`'s does
         out, events, console = sys.stderr, sys.stdout, Console(stderr=True)
     pool = backend.build(hive.folder)
-    try:  # a budget in dollars on an unpriced --model ...: as `honeycomb run` tells it
+    try:  # a budget in dollars on an unpriced --model, a --session id too long ...
         executor = Executor.from_hive(hive, models=models, store=store, backend=pool)
-    except ConfigError as exc:
+        chat = Chat(hive, executor, args.session, shown)
+    except ConfigError as exc:  # as `honeycomb run` tells them
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
-    chat = Chat(hive, executor, args.session, shown)
     if pool is None:
         return await chat.talk(sys.stdin, out, console, events=events)
     async with pool_running(pool) as problem:

@@ -184,3 +184,14 @@ def test_a_hive_its_model_given_cannot_run_exits_2_in_one_line(
     assert err.startswith("policy.budgets.cost: a budget in dollars counts the models' prices")
     assert len(err.strip().splitlines()) == 1  # no traceback
     assert "you>" not in out
+
+
+def test_a_session_id_no_store_keeps_exits_2_in_one_line(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert chat(monkeypatch, hive, ["Hello."], "--session", "x" * 600) == 2
+    out, err = capsys.readouterr()
+    assert "session_id 'xxxx" in err
+    assert "is 600 bytes long (UTF-8): an id is at most 512; pass a shorter one" in err
+    assert len(err.strip().splitlines()) == 1  # no traceback
+    assert "you>" not in out
