@@ -142,7 +142,8 @@ def _colon(lines: list[str], mark: yaml.Mark) -> str:
     if not keyless and _indent(text) < _indent(line):
         return (
             f"this line is indented deeper than line {number}, so it is read as the rest "
-            f"of that line's value: indent it as the keys beside it"
+            f"of that line's value: indent it as the keys beside it, or line {number} as "
+            "this one if that is the line out of place"
         )
     return (
         f"line {number} has no ':' after its key, so this line is read as the rest of it: "

@@ -32,7 +32,8 @@ ROLE = "roles:\n  w:\n"
             ROLE + "    description: P\n      max_turns: 2\n",
             (4, 16),
             "this line is indented deeper than line 3, so it is read as the rest of that "
-            "line's value: indent it as the keys beside it",
+            "line's value: indent it as the keys beside it, or line 3 as this one if that is "
+            "the line out of place",
         ),
         (
             "roles:\n  planner\n  writer:\n    description: W\n",
