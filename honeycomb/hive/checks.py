@@ -109,7 +109,7 @@ def _check_references(
             doc.error(
                 at,
                 f"unknown role {ref!r}{did_you_mean(ref, choices)}; roles: "
-                f"{', '.join(declared)}{concat}",
+                f"{', '.join(declared) or 'none'}{concat}",
             )
         )
     if spec.planner is not None:
@@ -125,7 +125,9 @@ def _not_plannable(name: str, planner: str, roles: Sequence[str]) -> str | None:
     if name == planner:
         return f"{name!r} is the planner: it plans, and gives no subtask to itself"
     if name not in roles:
-        return f"unknown role {name!r}{did_you_mean(name, roles)}; roles: {', '.join(roles)}"
+        return (
+            f"unknown role {name!r}{did_you_mean(name, roles)}; roles: {', '.join(roles) or 'none'}"
+        )
     return None
 
 

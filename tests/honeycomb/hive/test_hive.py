@@ -423,6 +423,19 @@ def test_an_unknown_default_model_is_told_with_the_models_there_are(tmp_path: Pa
     assert one_error(path).endswith("default_model: unknown model 'claude'; models: default, gpt")
 
 
+def test_a_hive_whose_roles_are_misspelt_says_it_has_none(tmp_path: Path) -> None:
+    # `role:` for `roles:` left the planner and aggregator unknown among "roles: ", an
+    # empty list that read as a message cut off.
+    misspelt = GOOD.replace("\nroles:\n", "\nrole:\n")
+    errors = errors_of(hive(tmp_path, misspelt + "planner: planner\naggregator: writer\n"))
+    assert any("role: unknown field 'role' (did you mean 'roles'?)" in e for e in errors)
+    assert any(e.endswith("planner: unknown role 'planner'; roles: none") for e in errors), errors
+    assert any(
+        e.endswith("aggregator: unknown role 'writer'; roles: none (or concat: the results joined)")
+        for e in errors
+    ), errors
+
+
 def test_a_roles_max_repeats_is_read_and_checked(tmp_path: Path) -> None:
     counting = "    tools: [tests.support.role_tools:word_count]\n"
     loaded = load_hive(hive(tmp_path, GOOD.replace(counting, f"{counting}    max_repeats: 5\n")))
