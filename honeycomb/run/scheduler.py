@@ -13,7 +13,9 @@ A worker whose role says ``memory: {store_result: true}`` has its answer kept in
 memory once it ends well, before it is reported finished.
 
 A worker whose calls wait for a person's approval pauses, out of its slot: the others
-go on, and subtasks that depend on it wait. A decision recorded by this process
+go on, and subtasks that depend on it wait. So does one whose approver asks a person in
+the run: its slot is another's until the person has decided
+(:mod:`runtime.limits.room`). A decision recorded by this process
 (:meth:`notify`) or elsewhere (found in the store) lets it go on; once nothing else
 can proceed, the paused workers end ``waiting`` (not a failure), and so do the
 subtasks after them: a resumed run continues them.
@@ -41,6 +43,7 @@ from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus, why_failed
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime.concurrency import TimedOut, run_together, stoppable, within
+from runtime.limits.room import Room
 from runtime.limits.worktime import OwnTime
 from workers import Worker, WorkerError, WorkerResult
 
@@ -182,7 +185,9 @@ class Scheduler:
             return  # finished before, skipped, or failed to start
         worker, inputs, state, record = prepared
         del prepared  # the tuple would be held as long as the worker runs
-        slots, limit = self._slots, self.policy.worker_timeout_s
+        limit = self.policy.worker_timeout_s
+        # Its slot, which it leaves while its approver asks a person (runtime.limits.room).
+        room = Room(self._slots) if self._slots is not None else None
         started: float | None = None
         result: WorkerResult | None = None
         # One clock for the whole life: a pause for a decision (between two stretches
@@ -190,26 +195,27 @@ class Scheduler:
         own = OwnTime(limit) if limit is not None else None
         try:
             while True:  # in one of the slots, under the worker timeout (None: past it)
-                if slots is not None:
-                    await slots.acquire()
+                if room is not None:
+                    await room.take()
                 try:
                     if started is None:
                         started = self._started_now(subtask)
-                    running = self._running(subtask, worker, inputs, state)
-                    if own is None:
-                        result = await running
-                    else:
-                        try:
-                            # A person's time deciding on its calls is not its own.
-                            with own.stretch() as deadline:
-                                result = await running
-                        except TimedOut:
-                            if not deadline.expired:
-                                raise
-                            result = None
+                    with room.inside() if room is not None else contextlib.nullcontext():
+                        running = self._running(subtask, worker, inputs, state)
+                        if own is None:
+                            result = await running
+                        else:
+                            try:
+                                # A person's time deciding on its calls is not its own.
+                                with own.stretch() as deadline:
+                                    result = await running
+                            except TimedOut:
+                                if not deadline.expired:
+                                    raise
+                                result = None
                 finally:
-                    if slots is not None:
-                        slots.release()
+                    if room is not None:
+                        room.give_back()
                 # Paused for approval: on again once its calls are decided in this
                 # process, unless nothing else can proceed first (then it ends waiting).
                 if result is None or result.status != "waiting" or record is None:

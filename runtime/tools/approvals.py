@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from msgspec.structs import replace
 
 from runtime.concurrency import TimedOut, within
+from runtime.limits.room import out_of_room
 from runtime.limits.worktime import asking_a_person
 from runtime.messages import ToolCall
 from runtime.secrets import masked
@@ -377,12 +378,16 @@ class ApprovalGate:
         )
         left = None if pending.deadline is None else max(pending.deadline - time.time(), 0.0)
         try:
-            with asking_a_person():  # the worker's own time limit does not count it
-                if left is None:
-                    answer = await self.approver(request)
-                else:
-                    with within(left):
+            # Neither the worker's own time limit counts it, nor does the worker hold
+            # one of the run's slots meanwhile: a call that needs approval pauses only
+            # its worker.
+            async with out_of_room():
+                with asking_a_person():
+                    if left is None:
                         answer = await self.approver(request)
+                    else:
+                        with within(left):
+                            answer = await self.approver(request)
         except TimedOut:
             return _timed_out(pending.deadline - pending.asked_at if pending.deadline else 0.0)
         except Exception as exc:  # a failing approver denies the call, never crashes the worker

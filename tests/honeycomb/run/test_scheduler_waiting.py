@@ -1,13 +1,30 @@
 """Subtasks after one that waits for a person's decision wait too, however far down
-the chain they are, and run on resume once it is decided."""
+the chain they are, and run on resume once it is decided; and a worker whose approver
+asks a person leaves its slot to the others meanwhile."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 
 import anyio
 
-from honeycomb import Subtask
+from honeycomb import (
+    ApprovalRequest,
+    Approvals,
+    AssistantMessage,
+    Decision,
+    Executor,
+    ModelRequest,
+    Policy,
+    Role,
+    Subtask,
+    ToolMessage,
+    tool,
+)
+from honeycomb.testing import FunctionModel, call
+from runtime.concurrency import TimedOut, within
 from tests.support.approvals import TASK, executor, plan
 
 
@@ -30,3 +47,51 @@ async def test_a_chain_after_a_waiting_subtask_waits_and_runs_on_resume(tmp_path
     assert {k: s.status for k, s in done.subtasks.items()} == {
         "payer": "ok", "r0": "ok", "after": "ok", "last": "ok",
     }  # fmt: skip
+
+
+async def test_a_worker_whose_approver_asks_a_person_leaves_its_slot_to_the_others() -> None:
+    """``max_workers: 1``: while s1's approver waited for a person, s1 held the run's
+    only slot, and s2 and s3 waited with it (the person's answer here needs theirs
+    first: it never came). Now they run meanwhile, one at a time still, and s1 takes a
+    slot again once the person has decided."""
+    others_done = asyncio.Event()
+    answered: list[str] = []
+    running: list[str] = []
+    most = 0
+
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        nonlocal most
+        worker = (request.conversation or "").rsplit("/", 1)[-1]
+        running.append(worker)
+        most = max(most, len(running))
+        await asyncio.sleep(0.05)  # a call's own latency: calls of two workers would meet
+        running.remove(worker)
+        if worker == "s1" and not any(isinstance(m, ToolMessage) for m in request.messages):
+            return AssistantMessage(tool_calls=(call("pay", {"to": "ann"}, id="c1"),))
+        answered.append(worker)
+        if {"s2", "s3"} <= set(answered):
+            others_done.set()
+        return f"{worker} done"
+
+    async def person(request: ApprovalRequest) -> Decision:
+        with contextlib.suppress(TimedOut), within(5):
+            await others_done.wait()
+            return Decision.approved()
+        return Decision.denied("the others never ran while s1 was asked about")
+
+    @tool(side_effects=True)
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    role = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    one_slot = Executor(
+        [role], FunctionModel(answer), tools=[pay], approver=person, aggregator="concat",
+        policy=Policy(max_workers=1),
+    )  # fmt: skip
+    three = [Subtask(id=name, role="payer", instruction="x") for name in ("s1", "s2", "s3")]
+    done = await one_slot.run("pay", subtasks=three)
+    seen = [m.content for m in done.subtasks["s1"].worker.transcript.messages if m.role == "tool"]
+    assert seen == ["paid ann"]
+    assert answered == ["s2", "s3", "s1"]
+    assert most == 1  # never two workers at once

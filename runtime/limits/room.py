@@ -1,0 +1,81 @@
+"""The room a worker runs in (one of a run's ``max_workers`` slots), which it leaves
+while it waits for a person.
+
+A call that needs approval pauses only its worker: a worker paused in the run store
+for a decision leaves its slot (the scheduler's), and one whose approver is asked in
+the run leaves it too, for as long as the approver takes (:func:`out_of_room`), so the
+run's other subtasks take the slot and go on; once the person has decided, the worker
+waits for a slot again (not counted in its own time limit: a wait for room). The room
+is found through a context variable, which the tasks the worker starts (its tool
+calls, its nested workers) inherit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+
+from runtime.limits.worktime import waiting_for_room
+
+__all__ = ["Room", "out_of_room"]
+
+
+class Room:
+    """One worker's slot among ``slots``: taken, left and given back, never released
+    twice (``held`` says whether it holds it)."""
+
+    __slots__ = ("_slots", "held")  # one a worker, as long as it runs
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self._slots = slots
+        self.held = False
+
+    async def take(self) -> None:
+        """Wait for a slot, and hold it."""
+        await self._slots.acquire()
+        self.held = True
+
+    def give_back(self) -> None:
+        """Let the slot go, if it holds it."""
+        if self.held:
+            self.held = False
+            self._slots.release()
+
+    @contextmanager
+    def inside(self) -> Iterator[None]:
+        """The block is the worker's work in this room (see :func:`out_of_room`)."""
+        token = _room.set(self)
+        try:
+            yield
+        finally:
+            _room.reset(token)
+
+
+_room: ContextVar[Room | None] = ContextVar("honeycomb_room", default=None)
+
+
+@asynccontextmanager
+async def out_of_room() -> AsyncIterator[None]:
+    """The block waits for a person: the worker it is part of gives its slot back
+    meanwhile, and takes one again once the block ends (a failure in it too; unless
+    another of its waits ended first and took it), not once it is cancelled (then
+    nothing of the worker goes on). Nothing without a room."""
+    room = _room.get()
+    if room is None:
+        yield  # no slots to share
+        return
+    room.give_back()  # unless another of its calls waiting for a person did
+    try:
+        yield
+    except Exception:
+        await _back(room)
+        raise
+    await _back(room)
+
+
+async def _back(room: Room) -> None:
+    if not room.held:
+        with waiting_for_room():  # the worker's own time limit does not count it
+            await room.take()
