@@ -445,7 +445,8 @@ def _values_at(data: Any, pattern: tuple[str, ...]) -> Iterator[Any]:
 def _hive_files_in(path: Path, error: ConfigError) -> ConfigError:
     """``error``, which reading ``path`` raised, naming the hive files meant: those in
     it when it is a folder (``honeycomb run myhive`` after ``honeycomb init myhive``),
-    the one of a close name beside it when there is no such file (``hive.yml``)."""
+    the one beside it when it is a file that is not YAML (``myhive/tools.py``), the one
+    of a close name beside it when there is no such file (``hive.yml``)."""
     if path.is_dir():
         found = _yaml_files(path)
         if "hive.yaml" in found:
@@ -454,6 +455,16 @@ def _hive_files_in(path: Path, error: ConfigError) -> ConfigError:
             return error
         named = " or ".join(str(path / name) for name in found[:3])
         return ConfigError(f"{error.message}: name the hive file in it ({named})", file=error.file)
+    if path.is_file() and path.suffix.lower() in _NOT_YAML:
+        # tools.py, README.md: a file of the hive's folder, not its hive file
+        beside = _yaml_files(path.parent)
+        meant = "hive.yaml" if "hive.yaml" in beside else (beside[0] if beside else None)
+        named = f": name the hive file ({path.parent / meant})" if meant is not None else ""
+        return ConfigError(
+            f"not a hive file: a hive file is YAML (models:, roles: ...), and this "
+            f"{path.suffix} file is not{named}",
+            file=error.file,
+        )
     if path.exists() or not path.parent.is_dir():
         return error
     import difflib  # loads with the first misspelt name, as did_you_mean's
@@ -464,6 +475,11 @@ def _hive_files_in(path: Path, error: ConfigError) -> ConfigError:
         return error
     meant = str(path.parent / files[close[0]])
     return ConfigError(f"{error.message} (did you mean {meant!r}?)", file=error.file)
+
+
+_NOT_YAML = (".py", ".md", ".rst", ".toml", ".db", ".html", ".jsonl")
+"""What a hive's folder holds beside it that is surely no hive file: its tools, its
+README, its run store, the pages and spans ``trace`` writes."""
 
 
 def _yaml_files(folder: Path) -> list[str]:

@@ -110,6 +110,24 @@ def test_a_folder_or_a_misspelt_file_given_for_a_hive_is_told_the_hive_file_mean
     )
 
 
+def test_a_file_of_the_hive_s_folder_given_for_the_hive_is_told_the_hive_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 'honeycomb run myhive/tools.py' was told the Python was invalid YAML, at its line 1.
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "myhive"]) == 0
+    capsys.readouterr()
+    assert main(["validate", "myhive/tools.py", "myhive/README.md"]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "myhive/tools.py: 1 error",
+        "  myhive/tools.py: not a hive file: a hive file is YAML (models:, roles: ...), and "
+        "this .py file is not: name the hive file (myhive/hive.yaml)",
+        "myhive/README.md: 1 error",
+        "  myhive/README.md: not a hive file: a hive file is YAML (models:, roles: ...), and "
+        "this .md file is not: name the hive file (myhive/hive.yaml)",
+    ]
+
+
 def test_an_evals_cases_file_given_for_a_hive_is_told_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
