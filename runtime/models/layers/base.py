@@ -7,7 +7,10 @@ may refuse the call (it raises) or replace its request. Then the model is awaite
 once. Then each layer that opened sees how the call ended, innermost first:
 :meth:`~ModelLayer.answered` with the answer (a layer may check it, and fail the call
 by raising) or :meth:`~ModelLayer.failed` with the error (a layer may translate it).
-A layer that keeps something for the length of a call keeps it on the call.
+While the model's own retries go on, each layer is told of an attempt its timeout cut
+off (:meth:`~ModelLayer.timed_out`, as an adapter says so) and of each retry about to
+be sent (:meth:`~ModelLayer.retried`, which it may refuse by raising). A layer that
+keeps something for the length of a call keeps it on the call.
 
 No layer holds a frame of its own while the model works: a worker waiting on its
 model holds its loop's frame and the call, nothing else (benchmarks A and E, where
