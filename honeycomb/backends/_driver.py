@@ -38,6 +38,7 @@ from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import CassetteError
 from runtime.limits import CallInFlight, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
+from runtime.limits.room import out_of_room
 from runtime.limits.worktime import asking_a_person
 from runtime.models.cassettes import CassetteWriter, Recorded
 from runtime.secrets import masked
@@ -443,6 +444,8 @@ class Driver:
 
 async def _asked(approver: Approver, request: ApprovalRequest) -> Decision:
     """The run's approver's decision on ``request``: a person's time, which the
-    worker's time limit here does not count."""
-    with asking_a_person():
-        return await approver(request)
+    worker's time limit here does not count, and during which the worker leaves its
+    slot to the run's others (:mod:`runtime.limits.room`)."""
+    async with out_of_room():
+        with asking_a_person():
+            return await approver(request)

@@ -4,6 +4,7 @@ actors of the session's Ray), which must keep the same promises."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -29,9 +30,10 @@ from honeycomb import (
     add_secret,
 )
 from honeycomb.backends import RayBackend
-from honeycomb.events import TextDelta
+from honeycomb.events import TextDelta, WorkerFinished
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, UserMessage
+from runtime.concurrency import TimedOut, within
 from runtime.secrets import isolated
 from tests.support.ray_tools import scripted
 
@@ -426,3 +428,31 @@ async def test_an_eval_case_s_calls_are_recorded_and_replayed_as_its_own(
     with cassette_case("c2"), pytest.raises(RunFailed) as failed:
         await replayed.run("t", subtasks=[("r", other)])
     assert "a call of model 'default' (case 'c2', worker 's1')" in str(failed.value)
+
+
+async def test_a_worker_whose_approver_asks_leaves_its_slot_to_the_others(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    """``max_workers: 1``: while s1's approver is asked, s2 runs in the slot s1 left
+    (the approver here answers once s2 has finished), on an actor as here."""
+    other_done = anyio.Event()
+
+    def finished(event: Any) -> None:
+        if isinstance(event, WorkerFinished) and event.worker == "s2":
+            other_done.set()
+
+    async def person(request: ApprovalRequest) -> Decision:
+        with contextlib.suppress(TimedOut), within(30):
+            await other_done.wait()
+            return Decision.approved()
+        return Decision.denied("s2 never ran while s1 was asked about")
+
+    notes = tmp_path / "notes"
+    ex = Executor(
+        [WORKER], FunctionModel(scripted), aggregator="concat", backend=backend,
+        approver=person, policy=Policy(max_workers=1), on_event=[finished],
+    )  # fmt: skip
+    asks = script([("guarded_note", {"path": str(notes), "text": "hello"})])
+    result = await ex.run("t", subtasks=[("r", asks), ("r", script())])
+    assert "denied" not in result.subtasks["s1"].text
+    assert notes.read_text() == "hello\n"
