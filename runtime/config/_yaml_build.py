@@ -62,6 +62,8 @@ _REFERENCE = re.compile(
     r"|\$\{"  # any other: a reference half written
 )
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BARE_NAME = re.compile(r"\$\$?[A-Z_][A-Z0-9_]*")
+"""A whole value that is an environment variable's name after a bare ``$`` (or ``$$``)."""
 
 _PLAIN_KEY = re.compile(r"[^\s.\[\]'\"]+")
 
@@ -138,6 +140,8 @@ class Builder:
             finally:
                 self.open.discard(id(node))
         value = self._construct(node, path)
+        if self.interpolate and isinstance(value, str) and value.startswith("$"):
+            value = self._bare_name(value, node, path)
         if self.interpolate and isinstance(value, str) and "${" in value:
             value = self._substitute(value, node, path)
         self._note(value, path)
@@ -267,6 +271,22 @@ class Builder:
     def _field(self, path: YamlPath) -> str:
         """``path`` as an error names it: cut at a secret, and masked."""
         return masked_with(format_path(shown_path(path, self.secrets)), self.hidden)
+
+    def _bare_name(self, value: str, node: yaml.Node, path: YamlPath) -> str:
+        """``value`` itself, unless it is a variable's name after a bare ``$``, as a shell
+        writes it (``api_key: $OPENAI_API_KEY``): that is an error, never a key sent as
+        written. ``$$NAME`` is the text ``$NAME``."""
+        if _BARE_NAME.fullmatch(value) is None:
+            return value
+        if value.startswith("$$"):
+            return value[1:]
+        name = value[1:]
+        raise self._error(
+            node,
+            path,
+            f"${name} is not read from the environment (${{NAME}} is): write ${{{name}}} to "
+            f"read the variable {name}, or $${name} for the text ${name} itself",
+        )
 
     def _substitute(self, value: str, node: yaml.Node, path: YamlPath) -> str:
         """``value`` with its references to the environment replaced (see

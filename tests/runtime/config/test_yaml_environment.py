@@ -29,6 +29,9 @@ def value_of(text: str) -> object:
         ("'$${B'", "${B"),
         ("costs $5 or $$", "costs $5 or $$"),
         ("'{A}'", "{A}"),
+        ("$$OPENAI_API_KEY", "$OPENAI_API_KEY"),  # the text: a name after a bare $ is none
+        ("$a_lowercase_word", "$a_lowercase_word"),
+        ("pay $USD", "pay $USD"),
     ],
 )
 def test_references_and_literals(text: str, value: str) -> None:
@@ -54,6 +57,23 @@ def test_a_reference_half_written_is_an_error_at_its_line_and_field(text: str, w
     assert (error.file, error.line, error.column, error.field) == ("h.yaml", 3, 6, "b.x")
     assert error.message.startswith(why), error.message
     assert "$${ for a literal ${" in error.message
+
+
+def test_a_variable_named_after_a_bare_dollar_is_an_error_naming_the_reference() -> None:
+    # `api_key: $OPENAI_API_KEY`, as a shell writes it, was kept as the text itself and
+    # sent to the endpoint as the key.
+    with pytest.raises(ConfigError) as caught:
+        parse_yaml(
+            "a: 1\nb:\n  api_key: $A\n", file="h.yaml", env=ENV, interpolate=True,
+            secrets=[("b", "api_key")],
+        )  # fmt: skip
+    error = caught.value
+    assert (error.line, error.column, error.field) == (3, 12, "b.api_key")
+    assert error.message == (
+        "$A is not read from the environment (${NAME} is): write ${A} to read the variable "
+        "A, or $$A for the text $A itself"
+    )
+    assert "alpha" not in str(error)
 
 
 def test_a_secrets_reference_half_written_is_not_quoted() -> None:
