@@ -121,8 +121,13 @@ def ended(lease: Lease) -> None:
         del _HANDED[lease.run_id]
 
 
-def take(db: Connection, lease: Lease, *, steal: bool, ttl_s: float, path: str) -> None:
+def take(db: Connection, lease: Lease, *, steal: bool, ttl_s: float, path: str) -> float | None:
     """Make ``lease`` the run's, unless another holds it (in ``db``'s transaction).
+
+    Returns:
+        The last heartbeat of the lease it took from another owner, which never let go:
+        the life that owner carried on never ended (its process died, or hung and its
+        expired lease was stolen). None when the run had no lease, or had this one.
 
     Raises:
         RunBusy: when another process holds it: live, or expired and not ``steal``.
@@ -144,6 +149,7 @@ def take(db: Connection, lease: Lease, *, steal: bool, ttl_s: float, path: str) 
                 here=row[1] == HOST and row[2] == os.getpid() and _seen_here(row[0]),
             )
     db.execute(_TAKE, (lease.run_id, lease.owner, HOST, os.getpid(), now, ttl_s))
+    return float(row[3]) if row is not None and row[0] != lease.owner else None
 
 
 def check(db: Connection, lease: Lease, path: str) -> RunBusy | None:

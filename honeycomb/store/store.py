@@ -33,6 +33,7 @@ import msgspec
 
 from honeycomb.store import lease as _lease
 from honeycomb.store.approvals import ASK, asked_row, keep_decision, read_approvals
+from honeycomb.store.cut_off import keep_cut_off
 from honeycomb.store.database import Connection, Database, is_url, store_problem
 from honeycomb.store.evals import KEEP_EVAL, EvalSummary, read_eval, read_evals
 from honeycomb.store.lease import Lease
@@ -190,9 +191,12 @@ class RunStore:
             StoreError: when the store cannot be written.
         """
         lease = _lease.new_lease(run_id)
-        take = functools.partial(
-            _lease.take, lease=lease, steal=steal, ttl_s=self.lease_ttl_s, path=self.where
-        )
+
+        def take(db: Connection) -> None:
+            left = _lease.take(db, lease, steal=steal, ttl_s=self.lease_ttl_s, path=self.where)
+            if left is not None:  # a life that never ended: counted to its last heartbeat
+                keep_cut_off(db, run_id, left)
+
         try:
             await self._submit(take, None, False, True)
         except StoreError:
