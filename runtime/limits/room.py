@@ -24,13 +24,16 @@ __all__ = ["Room", "out_of_room"]
 
 class Room:
     """One worker's slot among ``slots``: taken, left and given back, never released
-    twice (``held`` says whether it holds it)."""
+    nor taken twice (``held`` says whether it holds it). Left while any of its waits
+    for a person goes on (a worker's nested workers may ask at once), it is taken
+    again once the last of them has ended."""
 
-    __slots__ = ("_slots", "held")  # one a worker, as long as it runs
+    __slots__ = ("_away", "_slots", "held")  # one a worker, as long as it runs
 
     def __init__(self, slots: asyncio.Semaphore) -> None:
         self._slots = slots
         self.held = False
+        self._away = 0  # its waits for a person going on
 
     async def take(self) -> None:
         """Wait for a slot, and hold it."""
@@ -42,6 +45,20 @@ class Room:
         if self.held:
             self.held = False
             self._slots.release()
+
+    def leave(self) -> None:
+        """A wait for a person begins: the first lets the slot go."""
+        self._away += 1
+        if self._away == 1:
+            self.give_back()
+
+    async def back(self, *, cancelled: bool = False) -> None:
+        """A wait for a person ended: the last takes a slot again (not when it was
+        cancelled: nothing of the worker goes on)."""
+        self._away -= 1
+        if self._away == 0 and not self.held and not cancelled:
+            with waiting_for_room():  # the worker's own time limit does not count it
+                await self.take()
 
     @contextmanager
     def inside(self) -> Iterator[None]:
@@ -59,23 +76,20 @@ _room: ContextVar[Room | None] = ContextVar("honeycomb_room", default=None)
 @asynccontextmanager
 async def out_of_room() -> AsyncIterator[None]:
     """The block waits for a person: the worker it is part of gives its slot back
-    meanwhile, and takes one again once the block ends (a failure in it too; unless
-    another of its waits ended first and took it), not once it is cancelled (then
-    nothing of the worker goes on). Nothing without a room."""
+    meanwhile, and takes one again once the block ends (a failure in it too) and no
+    other of its waits for a person goes on; not once it is cancelled. Nothing without
+    a room."""
     room = _room.get()
     if room is None:
         yield  # no slots to share
         return
-    room.give_back()  # unless another of its calls waiting for a person did
+    room.leave()
     try:
         yield
     except Exception:
-        await _back(room)
+        await room.back()
         raise
-    await _back(room)
-
-
-async def _back(room: Room) -> None:
-    if not room.held:
-        with waiting_for_room():  # the worker's own time limit does not count it
-            await room.take()
+    except BaseException:
+        await room.back(cancelled=True)
+        raise
+    await room.back()
