@@ -8,7 +8,9 @@ an ``error`` (``ModelRetry`` tells the model what to fix), never a crash, even w
 a ``CancelledError`` of its own (its worker not being cancelled; a ``KeyboardInterrupt``
 or ``SystemExit`` is no error: it stops the run, as it would the process, with a note
 naming the tool); one that
-runs past its limit is cancelled and a ``timeout`` that says what happened to it;
+runs past its limit is cancelled and a ``timeout`` that says what happened to it (one
+that ends well past it, which a blocked event loop kept from being cancelled, is one
+too);
 what it returns is rendered as text, cut at ``max_output_chars`` (and so is what a
 failure says). Calls that wait
 for a person's approval inside it (a nested worker's, of a tool that ``nests``)
@@ -113,8 +115,13 @@ class RunTool:
                 with within_own_time(limit):
                     value = await run_tool(found, kwargs, call.begun)
             else:
+                began = time.perf_counter()
                 with within(limit):
                     value = await run_tool(found, kwargs, call.begun)
+                took = time.perf_counter() - began
+                if took > limit + _HELD_GRACE_S:  # its limit could not stop it: see _held
+                    text = _held(found.name, limit, took)
+                    return Outcome(status="timeout", content=text, error=text)
         except STOPS as exc:
             if found.nests:  # its nested workers stop its worker (see Stopped)
                 raise
@@ -164,6 +171,24 @@ class RunTool:
             idempotency_key=idempotency_key(self.scope, worker, call.turn, asked.id),
         )
         return {**kwargs, found.context_param: ctx}
+
+
+_HELD_GRACE_S = 0.1
+"""How far past its limit a call may end before it is taken to have held the event loop
+(an answer and the limit's timer may come due in one pass of the loop)."""
+
+
+def _held(name: str, timeout: float, took: float) -> str:
+    """The observation of a call that ended well past its limit, which therefore could not
+    cancel it: the event loop was held up meanwhile, by an async tool that blocks (its
+    own ``time.sleep`` or ``requests``, most likely), and so was every other call and
+    worker. A timeout, as it would have been had the loop been free, its result dropped."""
+    return (
+        f"Error: tool {name!r} timed out: it took {took:.1f}s, past its {timeout:g}s limit, "
+        "which could not stop it: the event loop was held up meanwhile, as an async tool "
+        "that blocks holds it (time.sleep, requests: a plain def runs in a thread "
+        "instead). Its result was dropped."
+    )
 
 
 def _timeout_text(call: Prepared, timeout: float, elapsed: float) -> str:
