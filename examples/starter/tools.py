@@ -9,6 +9,10 @@ first paragraph and the arguments (their types and the ``Args:`` lines). Two kin
   calls run one at a time, in the order the model asked for them, and with a run store
   they are journaled, so a resumed run never repeats one.
 
+An ``async def`` tool awaits what it waits for (``anyio.sleep``, an async HTTP client):
+``time.sleep`` or ``requests`` there would hold up every worker. A plain ``def`` tool
+runs in a thread, so it may block.
+
 ``HONEYCOMB_NOTES`` (default ``./notes``) is where :func:`save_note` writes.
 """
 
