@@ -192,7 +192,9 @@ class Driver:
             raise
         finally:
             channel.leave(key)
-            if self.pinned.keep:  # its actor died: a failed attempt's held text is dropped
+            if self.pinned.keep or not self._finished.done():
+                # Its actor died, or it was cancelled: the text its cut-off call held
+                # back (it may begin a secret) is dropped, as a failed call's is.
                 self._text.drop()
             else:
                 self._text.flush()
@@ -241,9 +243,10 @@ class Driver:
                         call.streamed(event.text)
                 return
             if isinstance(event, ModelCallRetrying) or (
-                isinstance(event, ModelCallFinished) and event.status == "error"
+                isinstance(event, ModelCallFinished) and event.status != "ok"
             ):
-                self._text.drop()  # what a failed attempt held back was never shown
+                # What a failed or cut-off attempt held back was never shown.
+                self._text.drop()
             else:
                 self._text.flush()  # the text before it ended
             if isinstance(event, ToolCallStarted):
@@ -304,8 +307,8 @@ class Driver:
             given_up = self._helpers.get(message[1])
             if given_up is not None:
                 given_up.cancel()
-        elif kind == "stopped":
-            self._text.flush()
+        elif kind == "stopped":  # cancelled: its call under way was cut off
+            self._text.drop()
             self._stopped.set()
         elif kind == "done" and not self._finished.done():
             self._text.flush()

@@ -152,6 +152,28 @@ async def test_the_start_of_a_secret_a_killed_actors_worker_held_back_is_never_s
     assert "".join(deltas) == "Connected with "
 
 
+@pytest.mark.parametrize("stop_wait_s", [driver.STOP_WAIT_S, 0.0])
+async def test_the_start_of_a_secret_a_cut_off_remote_call_held_back_is_never_shown(
+    backend: RayBackend | None, monkeypatch: pytest.MonkeyPatch, stop_wait_s: float
+) -> None:
+    # A wall time that cuts a call off as it streams: in one process the text it held
+    # back, as it may begin a secret, is dropped with the call; from an actor, the
+    # driver showed it as the call said it was cut off (or, not waiting for that, as
+    # the cancelled worker's stream ended): half the password.
+    monkeypatch.setattr(driver, "STOP_WAIT_S", stop_wait_s)
+    model = Pieces("Connected with hunter2-", hang=True)
+    ex = Executor(
+        [Role(name="w")], model, aggregator="concat", backend=backend,
+        policy=Policy(budgets=Budgets(wall_time_s=6)),  # room for the actors to start
+    )  # fmt: skip
+    deltas: list[str] = []
+    with isolated(), anyio.fail_after(60):
+        add_secret(SECRET, "password")
+        with pytest.raises(BudgetExceeded):
+            await _deltas(ex, [("w", "connect")], deltas)
+    assert "".join(deltas) == "Connected with "
+
+
 async def _deltas(ex: Executor, subtasks: list[tuple[str, str]], into: list[str]) -> None:
     """The run's text deltas, into ``into`` as they come."""
     async with ex.stream("t", subtasks=subtasks) as events:
