@@ -333,8 +333,10 @@ class Chat:
         out.write(f"; {counted(mine, 'token')} in this chat\n")
 
     async def _history(self, out: TextIO) -> None:
-        for turn in await self.session.turns():
+        turns = await self.session.turns()
+        for turn in turns:
             print_turn(out, turn)
+        out.write("" if turns else "no messages yet\n")  # not a blank, as if it failed
 
     async def _undo(self, out: TextIO) -> None:
         undone = await self.session.pop()

@@ -78,10 +78,11 @@ def test_a_session_the_store_does_not_keep_is_said_to_start_with_the_one_meant(
 def test_an_unknown_command_says_which_there_are(
     hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert chat(monkeypatch, hive, ["/nope", "/undo"], "--no-store") == 0
+    assert chat(monkeypatch, hive, ["/nope", "/undo", "/history"], "--no-store") == 0
     out = capsys.readouterr().out
     assert "unknown command /nope: /trace" in out
     assert "nothing to undo" in out
+    assert "you> no messages yet\n" in out  # it printed nothing
 
 
 def test_trace_says_why_there_is_nothing_to_draw(
