@@ -455,10 +455,10 @@ def _message(message: dict[str, Any]) -> str:
     if message.get("content"):
         parts.append(f"<pre>{_e(_text(message['content']))}</pre>")
     for call in message.get("tool_calls") or ():
-        parts.append(
-            f'<p class="call">→ {_e(str(call.get("name", "")))}'
-            f"({_e(str(call.get('arguments', '')))})</p>"
-        )
+        # A mask that is a call's own text is kept with its '[' escaped (to tell it from
+        # a secret the store masked: runtime.tools.unmasking); the same JSON, read so.
+        arguments = str(call.get("arguments", "")).replace("\\u005b", "[")
+        parts.append(f'<p class="call">→ {_e(str(call.get("name", "")))}({_e(arguments)})</p>')
     label = role
     if role == "tool":
         label = f"{message.get('name', 'tool')} · {message.get('status', '')}"

@@ -457,3 +457,28 @@ async def test_events_whose_read_of_the_waiting_calls_fails_say_why(
     assert answer.status_code == 200
     assert "event: failed" in answer.text
     assert "the server closed the connection" in answer.text
+
+
+async def test_a_mask_that_was_a_calls_text_reads_as_it_on_the_page(db: Path) -> None:
+    """A call's arguments holding a mask as text (what an endpoint's echo of a key was
+    masked to as it arrived) are kept with its '[' escaped, to tell it from a secret the
+    store masked: the transcript showed '\\u005bpassword hidden]'."""
+    add_secret(PASSWORD, "password")
+    text = "the key was [password hidden]"
+    poster = Role(name="poster", tools=("post",), approvals=Approvals(tools=("post",)))
+    executor = Executor(
+        [poster], ScriptedModel([call("post", {"text": text}, id="p1"), "posted"]),
+        tools=[post], store=db, aggregator="concat",
+    )  # fmt: skip
+    waiting = await executor.run("post", subtasks=[("poster", "post")], run_id="r1")
+    assert waiting.status == "waiting"  # its transcript is the one kept turn by turn
+    async with _page(db, executor) as client:
+        shown = html.unescape((await client.get("/runs/r1")).text)
+    assert '→ post({"text": "the key was [password hidden]"})' in shown
+    assert "u005b" not in shown
+
+
+@tool
+async def post(text: str) -> str:
+    """Post a text."""
+    return "posted"
