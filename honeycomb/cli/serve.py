@@ -216,6 +216,18 @@ def _listen(host: str, port: int) -> socket.socket:
     return listening
 
 
+def _stop_actors(executor: Executor) -> None:
+    """Stop the actors of the Ray pool a hive with ``backend: ray`` made for a run this
+    server continued (Ray itself goes on, for the next): each continued run makes one."""
+    pool = executor.shared.backend
+    if pool is None:  # the local backend
+        return
+    from honeycomb.backends import RayBackend  # a hive on Ray: its modules are loaded
+
+    if isinstance(pool, RayBackend):
+        pool.stop()
+
+
 class Resumer:
     """Continues, in the server's process, a run of ``store`` once a decision left it
     waiting on nothing, as ``honeycomb resume`` would (from its hive file). What
@@ -287,7 +299,10 @@ class Resumer:
         print(f"run {run_id}: decided; continuing it", file=sys.stderr, flush=True)
         try:
             executor = Executor.from_yaml(found.source, store=self.store)
-            result = await executor.resume(run_id)
+            try:
+                result = await executor.resume(run_id)
+            finally:
+                _stop_actors(executor)
         except RunBusy as exc:
             if exc.expired:  # its holder may be gone: the error says how to take it over
                 print(f"run {run_id}: cannot continue it: {exc}", file=sys.stderr, flush=True)

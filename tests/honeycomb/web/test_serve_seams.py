@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,15 @@ import httpx
 import pytest
 
 from honeycomb.cli.main import main
-from honeycomb.cli.serve import _kept_token, store_approvals
+from honeycomb.cli.serve import Resumer, _kept_token, store_approvals
 from honeycomb.cli.stores import DEFAULT_STORE
+from honeycomb.executor import Executor
 from honeycomb.run.decide import pending_of
 from honeycomb.store import RunStore
 from honeycomb.web import create_app
 from honeycomb.web.app import end_streams
 from honeycomb.web.approvals import StoreApprovals
+from runtime import RunFailed
 from runtime.tools.approvals import PendingApproval
 from tests.honeycomb.cli import test_chat_approvals
 from tests.honeycomb.web import test_serve, test_serve_edges
@@ -429,3 +432,28 @@ def test_ctrl_c_while_the_server_continues_a_run_says_how_to_continue_it(
     assert found is not None
     assert found.status == "interrupted"
     assert not fast_demo.exists()  # nothing was sent
+
+
+def test_the_ray_actors_of_a_run_the_server_continued_are_stopped(
+    hive: Path, tmp_path: Path, fast_demo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hive with ``backend: ray`` makes a pool of actors for each run the server
+    continues; none was ever stopped, and each continued run left its actors running
+    as long as the server ran."""
+    from honeycomb.backends import RayBackend
+
+    db = tmp_path / "runs.db"
+    _waits(hive, db)
+    pool = RayBackend(actors=1)  # as the hive's backend: ray builds it
+    stopped: list[bool] = []
+    monkeypatch.setattr(pool, "stop", lambda: stopped.append(True))
+
+    class Continued:  # the hive's Executor, on that pool; its run goes on, and fails
+        shared = types.SimpleNamespace(backend=pool)
+
+        async def resume(self, run_id: str) -> None:
+            raise RunFailed("its workers failed")
+
+    monkeypatch.setattr(Executor, "from_yaml", lambda *_, **__: Continued())
+    anyio.run(Resumer(db).resume, "h1")
+    assert stopped == [True]
