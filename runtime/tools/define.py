@@ -24,7 +24,12 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
 
 from runtime.config.imports import import_object
-from runtime.errors import DuplicateToolError, ToolDefinitionError, UnknownToolError
+from runtime.errors import (
+    DuplicateToolError,
+    ToolDefinitionError,
+    UnknownToolError,
+    did_you_mean,
+)
 from runtime.model import ToolSchema
 from runtime.value import Value, pydantic_errors
 
@@ -530,6 +535,14 @@ def _arguments_model(
         if info.description is None:  # Annotated[..., Field(description=...)] wins
             info.description = doc_args.get(param.name)
         fields[param.name] = (info.annotation, info)
+    described = [name for name in doc_args if name not in signature.parameters]
+    if described:  # a typo, or a parameter renamed since: its text would reach no one
+        raise ToolDefinitionError(
+            tool_name,
+            f"its docstring's Args: describes {described[0]!r}, which is no parameter of it"
+            f"{did_you_mean(described[0], list(signature.parameters))}; its parameters: "
+            f"{', '.join(signature.parameters) or 'none'}",
+        )
     config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
     try:
         model = pydantic.create_model(f"{tool_name}_arguments", __config__=config, **fields)
@@ -557,22 +570,26 @@ _ARG = r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$"
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The description (text before the first section) and Google-style ``Args:``."""
+    """The description (text before the first section) and Google-style ``Args:``: an
+    argument at the indentation of the first, a line indented deeper the text of the one
+    above (``default: 5`` there is no argument)."""
     summary: list[str] = []
     args: dict[str, str] = {}
     section: str | None = None
     current: str | None = None
+    indent: int | None = None  # of the section's arguments
     for line in doc.splitlines():
         header = re.match(_SECTION, line)
         if header:
-            section, current = header.group(1), None
+            section, current, indent = header.group(1), None, None
             continue
         if section is None:
             summary.append(line)
         elif section in ("Args", "Arguments", "Parameters"):
             match = re.match(_ARG, line)
-            if match:
-                current = match.group(1).lstrip("*")
+            at = len(line) - len(line.lstrip())
+            if match and (indent is None or at <= indent):
+                indent, current = at, match.group(1).lstrip("*")
                 args[current] = match.group(2).strip()
             elif current and line.strip():
                 args[current] = f"{args[current]} {line.strip()}".strip()

@@ -185,6 +185,44 @@ def test_annotated_description_wins_over_the_docstring() -> None:
     assert props["axis"]["description"] == "Which axis."
 
 
+def test_an_args_line_indented_deeper_is_text_of_the_one_above() -> None:
+    @tool
+    def scale(factor: float, axis: str = "x") -> str:
+        """Scale.
+
+        Args:
+            factor: How much, where
+                default: 1 (no change).
+            axis: Which axis.
+        """
+        return ""
+
+    props = schema_of(scale)["properties"]
+    assert props["factor"]["description"] == "How much, where default: 1 (no change)."
+    assert props["axis"]["description"] == "Which axis."
+
+
+def test_an_args_line_that_names_no_parameter_refuses_the_tool() -> None:
+    # A typo (citty) or a parameter renamed since: its description reached no one, and
+    # the argument the model saw had none.
+    with pytest.raises(ToolDefinitionError) as caught:
+
+        @tool
+        def visit(city: str, month: int) -> str:
+            """When to visit.
+
+            Args:
+                citty: The city's name.
+                month: The month.
+            """
+            return ""
+
+    assert str(caught.value) == (
+        "cannot make tool 'visit': its docstring's Args: describes 'citty', which is no "
+        "parameter of it (did you mean 'city'?); its parameters: city, month"
+    )
+
+
 def test_literal_and_enum() -> None:
     @tool
     def convert(
