@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
+from runtime.config.imports import failing_once
+
 __all__ = ["imports_from"]
 
 _FOLDERS: dict[Path, dict[str, ModuleType]] = {}
@@ -45,7 +47,8 @@ def imports_from(folder: Path) -> Iterator[None]:
     entry = str(folder)
     sys.path.insert(0, entry)
     try:
-        yield
+        with failing_once():  # a tools.py that fails is run, and told, once
+            yield
     finally:
         if entry in sys.path:  # unless a module the block imported took it out
             sys.path.remove(entry)

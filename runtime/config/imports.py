@@ -7,12 +7,15 @@ import importlib
 import pkgutil
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from runtime.errors import ConfigError, did_you_mean
 
-__all__ = ["import_object", "path_meant"]
+__all__ = ["failing_once", "import_object", "path_meant"]
 
 _SCANNED = 50
 """The most modules :func:`path_meant` reads for a function a bare name may mean."""
@@ -27,6 +30,12 @@ def import_object(path: str) -> Any:
     module_name, sep, attr_path = path.partition(":")
     if not sep or not module_name or not attr_path:
         raise ConfigError(f"{path!r} is not an import path; write it as 'package.module:name'")
+    failed = _FAILED.get()
+    if failed is not None and module_name in failed:  # not run again: see failing_once
+        raise ConfigError(
+            f"cannot import {path!r}: importing {module_name!r} failed, as the error of "
+            f"{failed[module_name]!r} says"
+        )
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -98,8 +107,30 @@ def _on_the_path(missing: str, module_name: str) -> bool:
     return module_name == missing or module_name.startswith(f"{missing}.")
 
 
+_FAILED: ContextVar[dict[str, str] | None] = ContextVar("_FAILED", default=None)
+"""In a :func:`failing_once` block: each module that failed as it was imported, and
+the path whose error says why."""
+
+
+@contextmanager
+def failing_once() -> Iterator[None]:
+    """A block in which a module that fails as it is imported is run once: Python
+    forgets a module that failed, so each path into it ran it again (its top-level
+    code, side effects and all) and told the same failure again. A later path into it
+    is told that it failed, naming the path whose error says why."""
+    token = _FAILED.set({})
+    try:
+        yield
+    finally:
+        _FAILED.reset(token)
+
+
 def _raised(path: str, module_name: str, exc: BaseException) -> str:
-    """What ``exc``, raised as ``module_name`` was imported, says of ``path``."""
+    """What ``exc``, raised as ``module_name`` was imported, says of ``path`` (noted in
+    a :func:`failing_once` block)."""
+    failed = _FAILED.get()
+    if failed is not None:
+        failed.setdefault(module_name, path)
     return (
         f"cannot import {path!r}: importing {module_name!r} raised "
         f"{type(exc).__name__}: {exc}{_where(exc, module_name)}"

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import Executor, GuardrailTripped
+from honeycomb import ConfigErrors, Executor, GuardrailTripped
 from honeycomb.hive import Hive, load_hive
 from honeycomb.testing import ScriptedModel
 from runtime import ToolMessage
@@ -142,3 +142,28 @@ def test_a_hives_own_guards_resolve_in_its_folder_as_its_roles_do(tmp_path: Path
     executor = Executor.from_hive(hive)
     with pytest.raises(GuardrailTripped, match="not this answer"):
         anyio.run(executor.run, "find it")
+
+
+def test_a_tool_module_that_fails_is_run_and_told_once(tmp_path: Path) -> None:
+    # Python forgets a module that failed: each path into it ran it again, its top-level
+    # code and all, and the same failure was told once per path.
+    runs = tmp_path / "runs.txt"
+    (tmp_path / "tools.py").write_text(
+        f"open({str(runs)!r}, 'a').write('ran\\n')\nraise RuntimeError('no config')\n"
+    )
+    (tmp_path / "hive.yaml").write_text(
+        "models: {default: offline}\nroles:\n"
+        "  finder: {description: Finds., tools: [tools:lookup, tools:where]}\n"
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(tmp_path / "hive.yaml")
+    assert [e.message for e in caught.value.errors] == [
+        "cannot import 'tools:lookup': importing 'tools' raised RuntimeError: no config "
+        "(tools.py, line 2)",
+        "cannot import 'tools:where': importing 'tools' failed, as the error of "
+        "'tools:lookup' says",
+    ]
+    assert runs.read_text() == "ran\n"
+    with pytest.raises(ConfigErrors):  # loaded again (the file fixed, say): run again
+        load_hive(tmp_path / "hive.yaml")
+    assert runs.read_text() == "ran\nran\n"
