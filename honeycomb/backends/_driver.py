@@ -10,6 +10,8 @@ import contextvars
 from collections.abc import Mapping
 from typing import Any, cast
 
+import msgspec
+
 from honeycomb.backends._deltas import Deltas
 from honeycomb.backends._pinned import PinnedCalls
 from honeycomb.backends._wire import (
@@ -42,7 +44,7 @@ from runtime.limits.room import out_of_room
 from runtime.limits.worktime import asking_a_person
 from runtime.models.cassettes import CassetteWriter, Recorded
 from runtime.secrets import masked
-from runtime.tools.approvals import Approver
+from runtime.tools.approvals import Approver, MaskedEdit, unmasked_edit
 from workers import LoopState, Worker, WorkerResult
 
 STOP_WAIT_S = 2.0
@@ -377,16 +379,15 @@ class Driver:
             found = getattr(found, name, None)
         if not callable(found) or (root == "setup" and not path.startswith("memory.")):
             raise HoneycombError(f"worker {worker.name!r}: no {op!r} to ask for at the driver")
-        if root == "setup" or op == "services.approver":
-            # What a person reads (an approval's request) and what a memory keeps or
-            # searches for, a worker masks first: in the actor, which knows none of
-            # this process's secrets, that masked nothing.
-            args, options = masked(args), masked(options)
         if op == "services.approver":
             (request,) = args  # asked once across the worker's lives
             return await self.pinned.kept(
                 ("(approver)", request.turn, request.call_id), lambda: _asked(found, request)
             )
+        if root == "setup":
+            # What a memory keeps or searches for, a worker masks first: in the actor,
+            # which knows none of this process's secrets, that masked nothing.
+            args, options = masked(args), masked(options)
         return await found(*args, **options)
 
     async def _hold(
@@ -448,7 +449,21 @@ class Driver:
 async def _asked(approver: Approver, request: ApprovalRequest) -> Decision:
     """The run's approver's decision on ``request``: a person's time, which the
     worker's time limit here does not count, and during which the worker leaves its
-    slot to the run's others (:mod:`runtime.limits.room`)."""
+    slot to the run's others (:mod:`runtime.limits.room`). It is asked with every
+    secret masked, as a worker masks it in one process (in the actor, which knows none
+    of this process's secrets, that masked nothing).
+
+    Edited arguments go back with the secrets of the values the edit left as they were
+    shown, which the worker could not put back (it refused the edit, as if it had
+    changed them); an edit that changed one (or typed one in) goes back masked, and
+    the worker refuses it, as in one process."""
     async with out_of_room():
         with asking_a_person():
-            return await approver(request)
+            decision = await approver(masked(request))
+    if decision.arguments is None:
+        return decision
+    try:
+        edited = unmasked_edit(decision.arguments, request.arguments)
+    except MaskedEdit:
+        edited = masked(decision.arguments)
+    return msgspec.structs.replace(decision, arguments=edited)

@@ -91,6 +91,60 @@ async def test_an_approver_never_reads_a_secret_a_remote_workers_call_holds(
     assert not notes.exists()
 
 
+class Moved:
+    """Approves each call, moved to another file: its other arguments as shown."""
+
+    def __init__(self, to: Path) -> None:
+        self.to = to
+
+    async def __call__(self, request: ApprovalRequest) -> Decision:
+        return Decision.approved({**request.arguments, "path": str(self.to)})
+
+
+async def test_an_edit_that_leaves_a_remote_calls_secret_as_shown_runs_with_it(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    # The person sees the text masked, and edits only the path. In an actor, which knows
+    # none of the driver's secrets, the mask left as shown was taken for an edit of
+    # the secret: "the edited arguments approved were not run: argument 'text' holds a
+    # secret ... in a value the edit changed".
+    notes, moved = tmp_path / "notes", tmp_path / "moved"
+    ex = Executor(
+        [WORKER], FunctionModel(scripted), aggregator="concat", backend=backend,
+        approver=Moved(moved),
+    )  # fmt: skip
+    calls = script([("guarded_note", {"path": str(notes), "text": f"the key is {SECRET}"})])
+    with isolated():
+        add_secret(SECRET, "password")
+        result = await ex.run("t", subtasks=[("r", calls)])
+    assert "not run" not in result.subtasks["s1"].text
+    assert moved.read_text() == f"the key is {SECRET}\n"
+    assert not notes.exists()
+
+
+class Retyped:
+    """Approves each call with its text edited to hold the password, typed in."""
+
+    async def __call__(self, request: ApprovalRequest) -> Decision:
+        return Decision.approved({**request.arguments, "text": f"now {SECRET}"})
+
+
+async def test_an_edit_that_types_a_secret_into_a_remote_call_is_refused(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    ex = Executor(
+        [WORKER], FunctionModel(scripted), aggregator="concat", backend=backend,
+        approver=Retyped(),
+    )  # fmt: skip
+    calls = script([("guarded_note", {"path": str(notes), "text": "plain"})])
+    with isolated():
+        add_secret(SECRET, "password")
+        result = await ex.run("t", subtasks=[("r", calls)])
+    assert "argument 'text' holds a secret" in result.subtasks["s1"].text
+    assert not notes.exists()
+
+
 def leaky(check: GuardCheck) -> str | None:
     return "it mentions a password" if "password" in check.text.lower() else None
 
