@@ -3,15 +3,20 @@ portable, a worker's spec, a pinned tool's description, a result."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import pickle
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
+
 from runtime import (
     ApprovalEntry,
+    AssistantMessage,
     BudgetExceeded,
     HoneycombError,
     JournalEntry,
@@ -21,6 +26,7 @@ from runtime.limits import Limits
 from runtime.limits.ratelimit import RetryDeadline
 from runtime.limits.retry_policy import wall_time_ends
 from runtime.models.layers.cassette import current_case
+from runtime.tools.approvals import MaskedEdit, unmasked_edit
 from runtime.tools.journal import OnUnknown
 from workers import LoopState, Worker, WorkerResult
 from workers.guards import ResolvedGuards
@@ -232,10 +238,13 @@ def portable_result(result: WorkerResult) -> tuple[WorkerResult, tuple[str, Any]
 
 
 def sent_services(
-    worker: Worker, model_slots: bool, going_on: Callable[[str, int, str], bool]
+    worker: Worker,
+    model_slots: bool,
+    going_on: Callable[[str, int, str], bool],
+    state: LoopState | None = None,
 ) -> SentServices:
     """What crosses to an actor of the worker's services (now: its store's journal
-    so far goes along when it moves to another actor).
+    so far goes along when it moves to another actor), for it to go on from ``state``.
 
     A side-effecting call of a pinned tool that an earlier life of the worker made, and
     that goes on at the driver (``going_on``: by its tool, turn and call id), is not in
@@ -260,7 +269,7 @@ def sent_services(
         at_driver=frozenset(name for name, yes in served.items() if yes),
         text=services.tracer.text,
         journal=None if record is None else _known(record.entries, going_on),
-        decisions=dict(record.decisions) if record is not None else None,
+        decisions=_unmasked_edits(record.decisions, state) if record is not None else None,
         on_unknown=record.on_unknown if record is not None else "tell",
         scope=record.scope if record is not None else "",
         wall_left_s=None if ends is None else ends - time.monotonic(),
@@ -278,3 +287,31 @@ def _known(
         for (turn, call_id), entry in entries.items()
         if entry.status is not None or not going_on(entry.tool, turn, call_id)
     }
+
+
+def _unmasked_edits(
+    entries: Mapping[tuple[int, str], ApprovalEntry], state: LoopState | None
+) -> dict[tuple[int, str], ApprovalEntry]:
+    """``entries``, each decision's edited arguments with the secrets of the values the
+    edit left as they were shown (masked, as the store keeps them) put back from the
+    call in ``state``: the actor, which knows none of this process's secrets, cannot,
+    and took such an edit for one that changed a secret (an edit that did change one
+    stays masked, and the worker refuses it, as in one process)."""
+    calls = {
+        call.id: call
+        for message in (state.messages if state is not None else ())
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls
+    }
+    found: dict[tuple[int, str], ApprovalEntry] = {}
+    for key, entry in entries.items():
+        decision, call = entry.decision, calls.get(key[1])
+        if decision is not None and decision.arguments is not None and call is not None:
+            with contextlib.suppress(MaskedEdit, ValueError):  # refused there, as here
+                own = json.loads(call.arguments)
+                edited = unmasked_edit(decision.arguments, own if isinstance(own, dict) else {})
+                entry = msgspec.structs.replace(
+                    entry, decision=msgspec.structs.replace(decision, arguments=edited)
+                )
+        found[key] = entry
+    return found

@@ -323,7 +323,7 @@ class RayBackend:
                             conversation=conversation,
                             resume=state,
                             services=sent_services(
-                                worker, model_slots is not None, link.pinned.going_on
+                                worker, model_slots is not None, link.pinned.going_on, state
                             ),
                         )
                         self._runs += 1

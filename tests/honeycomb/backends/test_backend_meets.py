@@ -122,6 +122,33 @@ async def test_an_edit_that_leaves_a_remote_calls_secret_as_shown_runs_with_it(
     assert not notes.exists()
 
 
+async def test_a_stored_edit_that_leaves_a_calls_secret_as_shown_runs_with_it_when_resumed(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    # As decided by honeycomb approve --edit or the web page, from what the store keeps:
+    # the text masked. Resumed in an actor, the mask left as shown was taken for an
+    # edit of the secret, and the call was refused.
+    notes, moved = tmp_path / "notes", tmp_path / "moved"
+
+    def executor() -> Executor:
+        return Executor(
+            [WORKER], FunctionModel(scripted), aggregator="concat", backend=backend,
+            store=tmp_path / "runs.db",
+        )  # fmt: skip
+
+    calls = script([("guarded_note", {"path": str(notes), "text": f"the key is {SECRET}"})])
+    with isolated():
+        add_secret(SECRET, "password")
+        waiting = await executor().run("t", subtasks=[("r", calls)], run_id="p")
+        [pending] = waiting.pending
+        assert pending.arguments["text"] == "the key is [password hidden]"
+        edited = {**pending.arguments, "path": str(moved)}
+        await executor().decide("p", pending.call_id, approve=True, arguments=edited)
+        done = await executor().resume("p")
+    assert "not run" not in done.subtasks["s1"].text
+    assert moved.read_text() == f"the key is {SECRET}\n"
+
+
 class Retyped:
     """Approves each call with its text edited to hold the password, typed in."""
 
