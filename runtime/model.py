@@ -50,6 +50,7 @@ __all__ = [
     "held",
     "missing_key",
     "request_writer",
+    "tells_attempts",
     "wrapped",
 ]
 
@@ -239,6 +240,17 @@ def wrapped(model: Model) -> Iterator[object]:
     while current is not None:
         yield current
         current = getattr(current, "inner", None)
+
+
+def tells_attempts(model: Model) -> bool:
+    """Whether ``model``, or a model it wraps, tells the model call it makes of that
+    call's attempts (:func:`runtime.limits.budget.timed_out`,
+    :func:`~runtime.limits.budget.retried`), as a retry policy or an endpoint does: it
+    says so with ``tells_attempts = True``. Only the call of a model that tells is the
+    current task's (:data:`~runtime.limits.budget.attempting`) while it is made: a
+    context variable set a call is no price for a model with nothing to tell
+    (benchmarks B and E)."""
+    return any(getattr(m, "tells_attempts", False) for m in wrapped(model))
 
 
 def missing_key(model: Model) -> ConfigError | None:

@@ -169,6 +169,7 @@ class AgentLoop:
         "run_id",
         "settings",
         "store",
+        "tells",
         "tracer",
         "worker",
     )
@@ -207,7 +208,7 @@ class AgentLoop:
         # The loop is its turns' call site (runtime.models.layers.CallSite): it keeps
         # their layers, composed in one place, and no object holding them (benchmark E).
         calls = model_calls(model, self.budget, worker, caller=caller)
-        self.layers, self.caller = calls.layers, calls.caller
+        self.layers, self.caller, self.tells = calls.layers, calls.caller, calls.tells
         self._conversation = caller.conversation
         out = self.settings.output_type
         self._output = OutputSchema.for_model(out) if out is not None else None

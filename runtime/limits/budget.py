@@ -128,7 +128,8 @@ attempting: ContextVar[CallInFlight | None] = ContextVar("honeycomb_attempting",
 
 def timed_out() -> None:
     """The attempt at an endpoint the current task was making was cut off by its timeout
-    (an adapter says so as it gives the attempt up): the endpoint had its request, and
+    (an adapter says so as it gives the attempt up; a model that does says it tells,
+    :func:`runtime.model.tells_attempts`): the endpoint had its request, and
     bills the prompt whether or not anyone waits for the answer. The model call counts
     it (:attr:`CallInFlight.timeouts`; its budget charges it at once) unless it had
     streamed text: then the attempt's prompt and text are counted as the streamed
@@ -140,7 +141,8 @@ def timed_out() -> None:
 
 def retried() -> None:
     """The current task's model call is about to send another attempt (its retry
-    policy says so): a run whose budget is spent sends none.
+    policy says so, in a model that tells: :func:`runtime.model.tells_attempts`): a run
+    whose budget is spent sends none.
 
     Raises:
         BudgetExceeded: when the call's budget is spent (nothing is sent then).

@@ -262,6 +262,8 @@ def _give_up(policy: RetryPolicy, limiter: AdaptiveLimiter | None, state: RetryC
 class RetryingModel(WrapperModel):
     """A model that retries another model's failed calls under a :class:`RetryPolicy`."""
 
+    tells_attempts = True  # its retries (runtime.model.tells_attempts)
+
     def __init__(self, inner: Model, policy: RetryPolicy | None = None) -> None:
         super().__init__(inner)
         self.policy = policy or RetryPolicy()

@@ -81,6 +81,8 @@ class LlamaModel:
             ``context`` is not one llama.cpp would serve as given.
     """
 
+    tells_attempts = True  # its adapter's retries and timeouts (runtime.model.tells_attempts)
+
     def __init__(
         self,
         path: str | Path | None = None,

@@ -485,6 +485,12 @@ async def test_the_context_is_measured_from_what_the_server_reported_plus_an_est
     assert summaries  # 900 reported plus a page estimated: over the budget
 
 
+class TellingModel(FunctionModel):
+    """A function model that tells its calls of their attempts, as an endpoint does."""
+
+    tells_attempts = True
+
+
 async def test_an_attempt_cut_off_by_its_timeout_counts_in_the_usage_not_in_the_context() -> None:
     # Each call's answer came after three attempts its timeout cut off: their prompts are
     # spent (the worker's usage), but the context is what one request holds.
@@ -503,7 +509,7 @@ async def test_an_attempt_cut_off_by_its_timeout_counts_in_the_usage_not_in_the_
         )
         return ModelResponse(message=message, usage=Usage(input_tokens=10))
 
-    model, summaries = FunctionModel(slow), []
+    model, summaries = TellingModel(slow), []
     budget = Budget()
     result = await loop(
         model, Compaction(budget_tokens=1000, keep_turns=1), summarizer=summarizer(summaries),

@@ -29,7 +29,14 @@ from typing import Any, Protocol
 from runtime.events import Caller, CallReport
 from runtime.limits import Budget, CallInFlight
 from runtime.limits.budget import attempting
-from runtime.model import Model, ModelRequest, ModelResponse, TextSink, call_model
+from runtime.model import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    TextSink,
+    call_model,
+    tells_attempts,
+)
 from runtime.secrets import HeldText, any_known
 
 __all__ = ["CallSite", "ModelCall", "ModelCalls", "ModelLayer"]
@@ -99,6 +106,12 @@ class CallSite(Protocol):
         """What the calls are: ``turn``, ``summary``, ``judge``."""
         ...
 
+    @property
+    def tells(self) -> bool:
+        """Whether the model tells its calls of their attempts
+        (:func:`~runtime.model.tells_attempts`)."""
+        ...
+
 
 class ModelCall(CallInFlight):
     """One model call of ``request`` made from ``site``, from its first layer's opening
@@ -140,6 +153,7 @@ class ModelCall(CallInFlight):
         "report",
         "reported",
         "request",
+        "tells",
         "timed",
     )
 
@@ -156,6 +170,9 @@ class ModelCall(CallInFlight):
         self.held: HeldText | None = None
         self.report = self.reported = self.counting = None
         self.timed = 0.0
+        # Its attempts are told to it (timeouts, retries) when its model tells them and
+        # someone counts them: its budget, or its trace.
+        self.tells = site.tells and (site.budget is not None or site.caller is not None)
 
     def open(self) -> ModelCall:
         """The call, every layer opened, outermost first.
@@ -176,7 +193,7 @@ class ModelCall(CallInFlight):
 
     def made(self) -> Coroutine[Any, Any, ModelResponse]:
         """The model's answer to the request, its text streamed when asked for."""
-        if self.budget is not None or self.caller is not None:  # its timeouts are counted
+        if self.tells:  # of its attempts: counted by its budget, and traced
             self.counting = attempting.set(self)
         if self.on_text is None:
             return self.model.complete(self.request)
@@ -269,7 +286,7 @@ class ModelCalls:
     """
 
     # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
-    __slots__ = ("budget", "caller", "kind", "layers", "model", "who")
+    __slots__ = ("budget", "caller", "kind", "layers", "model", "tells", "who")
 
     def __init__(
         self,
@@ -287,6 +304,7 @@ class ModelCalls:
         self.caller = caller
         self.who = who
         self.kind = kind
+        self.tells = tells_attempts(model)
 
     def open(self, request: ModelRequest, on_text: TextSink | None = None) -> ModelCall:
         """A call of ``request``, every layer opened (:meth:`ModelCall.open`)."""

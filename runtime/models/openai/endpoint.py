@@ -90,6 +90,9 @@ class OpenAIEndpoint(abc.ABC):
     api: ClassVar[Api] = "chat"
     """Which API the adapter speaks: it decides which settings the SDK names."""
 
+    tells_attempts: ClassVar[bool] = True
+    """Its retries and the attempts its timeout cut off (:func:`runtime.model.tells_attempts`)."""
+
     trust_env: bool = True
     """Whether its HTTP client takes its settings from the environment, as httpx's do
     by default: the proxy that ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` name
