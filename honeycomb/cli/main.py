@@ -99,7 +99,8 @@ def _command(argv: list[str]) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
-        parser.error(unrecognized(extra, getattr(args, "task", None)))
+        task, options = getattr(args, "task", None), parser.options_of(argv[0])
+        parser.error(unrecognized(extra, task, options))
     try:
         code: int = args.handler(args)
     except KeyboardInterrupt:
@@ -136,7 +137,7 @@ def _broken_pipe(exc: BaseException) -> bool:
     return isinstance(exc, BrokenPipeError)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> Parser:
     parser = Parser(
         prog="honeycomb", description="Run LLM agents in parallel: plan, fan out, aggregate."
     )
@@ -251,6 +252,7 @@ def _parser() -> argparse.ArgumentParser:
             help="benchmark parallel fan-out against a hand-written asyncio floor "
             "(honeycomb bench --help), or next to the peer frameworks (honeycomb bench --peers)",
         )
+    parser.commands = commands.choices  # for the options each takes (Parser.options_of)
     return parser
 
 

@@ -14,7 +14,7 @@ import argparse
 import math
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NoReturn
 
 from honeycomb.cli.exits import ExitStatus
@@ -46,8 +46,16 @@ class Parser(argparse.ArgumentParser):
     usage (its subcommands' parsers are of this class too), and a misspelt choice (a
     command, a ``--backend``) told with the one meant."""
 
+    commands: Mapping[str, argparse.ArgumentParser] = {}
+    """The parsers of its subcommands, by name (the ``honeycomb`` parser's)."""
+
     def error(self, message: str) -> NoReturn:
         self.exit(ExitStatus.UNUSABLE, f"{self.prog}: error: {_with_the_choice_meant(message)}\n")
+
+    def options_of(self, command: str) -> list[str]:
+        """The long options the subcommand ``command`` takes, as its usage names them."""
+        found = self.commands.get(command)
+        return re.findall(r"(?<![\w-])--[a-z][a-z-]*", found.format_usage()) if found else []
 
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)$")
@@ -66,12 +74,15 @@ def _with_the_choice_meant(message: str) -> str:
     return message.replace(given, given + close, 1) if close else message
 
 
-def unrecognized(extra: list[str], task: str | None) -> str:
-    """argparse's error for the words ``extra`` it did not take, and, when a TASK was
-    given and they are words (not options), that they may be the rest of the task,
-    which the shell split where it was not quoted (``honeycomb run hive.yaml Look up
-    Kyoto``)."""
+def unrecognized(extra: list[str], task: str | None, options: list[str]) -> str:
+    """argparse's error for the words ``extra`` it did not take: with the one of the
+    command's ``options`` meant by the first that is an option (``--modle``), else, when
+    a TASK was given and they are words, that they may be the rest of the task, which the
+    shell split where it was not quoted (``honeycomb run hive.yaml Look up Kyoto``)."""
     message = f"unrecognized arguments: {' '.join(extra)}"
+    given = next((word.partition("=")[0] for word in extra if word.startswith("--")), None)
+    if given is not None:
+        return message + did_you_mean(given, options)
     if task is None or any(word.startswith("-") for word in extra):
         return message
     text = " ".join([task, *extra])

@@ -106,17 +106,23 @@ def test_the_commands_init_says_to_run_next_run_as_pasted(
         ),
         (
             ["run", "myhive/hive.yaml", "Look up", "--modle", "x"],
-            "unrecognized arguments: --modle x",
+            "unrecognized arguments: --modle x (did you mean '--model'?)",
         ),
+        (
+            ["trace", "r1", "--jsnl=out.jsonl"],
+            "unrecognized arguments: --jsnl=out.jsonl (did you mean '--jsonl'?)",
+        ),
+        (["run", "myhive/hive.yaml", "--zzzzz"], "unrecognized arguments: --zzzzz"),
         (["chat", "myhive/hive.yaml", "hello"], "unrecognized arguments: hello"),
     ],
-    ids=["run", "demo", "an-option", "no-task"],
+    ids=["run", "demo", "an-option", "an-option=", "no-option-near", "no-task"],
 )
-def test_a_task_left_unquoted_is_told_to_be_quoted(
+def test_a_task_left_unquoted_or_an_option_misspelt_is_told_what_to_write(
     here: Path, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
 ) -> None:
     """A task typed without quotes reaches the command as many words: the first was the
-    task and the others were refused as unknown, with nothing said of why."""
+    task and the others were refused as unknown, with nothing said of why; an option
+    misspelt was refused without the one meant."""
     with pytest.raises(SystemExit) as exited:
         main(argv)
     assert exited.value.code == ExitStatus.UNUSABLE
