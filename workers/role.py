@@ -220,9 +220,12 @@ def check_role(
     registry: ToolRegistry | None,
     models: Sequence[str] | None = None,
     servers: Collection[str] = (),
+    declared: Collection[str] = (),
 ) -> list[ConfigError]:
     """Problems with a role's references (tools, output schema, and its model when
-    ``models`` names the ones there are), located in ``doc``. Tools of the MCP
+    ``models`` names the ones there are), located in ``doc``. A name of ``declared`` (those
+    a hive declares, made or not) is no problem of the role's: one that could not be
+    made is told where it is declared. Tools of the MCP
     ``servers`` are checked when the servers list them (``honeycomb validate``).
 
     Works on the raw mapping, so references are checked even when other fields of
@@ -276,6 +279,8 @@ def check_role(
                 names.append(found.name)
         except HoneycombError as exc:
             names = None
+            if ref in declared:  # not made: its error is at its declaration
+                continue
             message = exc.message if isinstance(exc, ConfigError) else str(exc)
             if ":" not in ref:
                 meant = path_meant(ref)
@@ -435,6 +440,7 @@ def collect_roles(
     *,
     models: Sequence[str] | None = None,
     servers: Collection[str] = (),
+    declared: Collection[str] = (),
     skip: Path | None = None,
 ) -> dict[str, tuple[YamlPlace, Role]]:
     """The valid roles of a YAML file or of every ``*.yaml``/``*.yml`` file in a folder
@@ -466,7 +472,8 @@ def collect_roles(
         except ConfigError as exc:
             errors.append(exc)
             continue
-        for path, role in read_roles(doc, errors, registry, models=models, servers=servers):
+        found = read_roles(doc, errors, registry, models=models, servers=servers, declared=declared)
+        for path, role in found:
             place = YamlPlace(doc=doc, path=path)
             if role.name in roles:
                 errors.append(place.error((), f"role {role.name!r} is defined twice"))
@@ -483,15 +490,17 @@ def read_roles(
     *,
     models: Sequence[str] | None = None,
     servers: Collection[str] = (),
+    declared: Collection[str] = (),
 ) -> list[tuple[YamlPath, Role]]:
     """Every valid role in ``doc`` (at ``path``), with where it is; each problem found,
     in a role's fields or its references (``models``: the model names it may use;
-    ``servers``: the MCP servers it may name), is added to ``errors``."""
+    ``servers``: the MCP servers it may name; ``declared``: the tool names a hive
+    declares), is added to ``errors``."""
     found: list[tuple[YamlPath, Role]] = []
     for here, body in role_entries(doc, errors, path):
         role, problems = doc.validate(Role, body, here)
         errors.extend(problems)
-        errors.extend(check_role(body, doc, here, registry, models, servers))
+        errors.extend(check_role(body, doc, here, registry, models, servers, declared))
         if role is not None:
             found.append((here, role))
     return found

@@ -532,12 +532,20 @@ def _roles(
         else:
             servers = _server_names(doc, spec)
             read.update(
-                collect_roles(folder, errors, registry, models=models, servers=servers, skip=file)
+                collect_roles(
+                    folder,
+                    errors,
+                    registry,
+                    models=models,
+                    servers=servers,
+                    declared=spec.tools,
+                    skip=file,
+                )
             )
     if "roles" in doc.data and isinstance(doc.data["roles"], Mapping):
         servers = _server_names(doc, spec)
         for path, role in read_roles(
-            doc, errors, registry, ("roles",), models=models, servers=servers
+            doc, errors, registry, ("roles",), models=models, servers=servers, declared=spec.tools
         ):
             if role.name in read:
                 errors.append(doc.error(path, f"role {role.name!r} is also defined in roles_dir"))

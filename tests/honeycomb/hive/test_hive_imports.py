@@ -167,3 +167,22 @@ def test_a_tool_module_that_fails_is_run_and_told_once(tmp_path: Path) -> None:
     with pytest.raises(ConfigErrors):  # loaded again (the file fixed, say): run again
         load_hive(tmp_path / "hive.yaml")
     assert runs.read_text() == "ran\nran\n"
+
+
+def test_a_declared_tool_that_cannot_be_made_is_told_where_it_is_declared_alone(
+    tmp_path: Path,
+) -> None:
+    # Its role was told too: "unknown tool 'lookup'; available: none (or write an import
+    # path ...)", as if the name were a typo of the role's.
+    (tmp_path / "tools.py").write_text("def lookp(key: str) -> str:\n    return key\n")
+    (tmp_path / "hive.yaml").write_text(
+        "models: {default: offline}\ntools:\n  lookup: tools:lookup\nroles:\n"
+        "  finder: {description: Finds., tools: [lookup]}\n"
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(tmp_path / "hive.yaml")
+    [error] = caught.value.errors
+    assert (error.field, error.message) == (
+        "tools.lookup",
+        "cannot import 'tools:lookup': 'tools' has no attribute 'lookup' (did you mean 'lookp'?)",
+    )
