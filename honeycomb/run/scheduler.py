@@ -200,19 +200,18 @@ class Scheduler:
                 try:
                     if started is None:
                         started = self._started_now(subtask)
-                    with room.inside() if room is not None else contextlib.nullcontext():
-                        running = self._running(subtask, worker, inputs, state)
-                        if own is None:
-                            result = await running
-                        else:
-                            try:
-                                # A person's time deciding on its calls is not its own.
-                                with own.stretch() as deadline:
-                                    result = await running
-                            except TimedOut:
-                                if not deadline.expired:
-                                    raise
-                                result = None
+                    running = self._running(subtask, worker, inputs, state)
+                    if own is None:
+                        result = await running
+                    else:
+                        try:
+                            # A person's time deciding on its calls is not its own.
+                            with own.stretch() as deadline:
+                                result = await running
+                        except TimedOut:
+                            if not deadline.expired:
+                                raise
+                            result = None
                 finally:
                     if room is not None:
                         room.give_back()

@@ -26,7 +26,7 @@ async def test_overlapping_waits_for_a_person_leave_the_slot_once_and_take_it_on
             await answered.wait()
             ended.set()  # then, in the same step, the block's end: a slot wanted again
 
-    with room.inside(), within(5):
+    with within(5):  # the room taken above is this task's
         async with asyncio.TaskGroup() as group:
             for entered, ended in zip(inside, done, strict=True):
                 group.create_task(asks(entered, ended))
