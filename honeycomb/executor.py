@@ -76,6 +76,7 @@ from workers.services import Services
 from workers.worker import handed_on
 
 if TYPE_CHECKING:
+    from honeycomb.backends import RayBackend
     from honeycomb.hive import Hive
     from honeycomb.run.context import Backend
     from honeycomb.run.session import Busy, Converse, Session, SessionRows, Unfinished
@@ -199,6 +200,7 @@ class Executor:
         )
         self._session_rows: SessionRows | None = None
         self._hive: Hive | None = None  # made from a hive (from_hive): kept with it
+        self._own_pool: RayBackend | None = None  # the hive's Ray pool it made: it stops it
         model_slots = self._slots(kept_policy.model_concurrency)
         limited_models = {
             name: LimitedModel(m, model_slots) if model_slots is not None else m
@@ -247,14 +249,19 @@ class Executor:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop every MCP server the Executor's runs started, and the models' servers
-        (``async with`` does)."""
+        """Stop every MCP server the Executor's runs started, the models' servers, and
+        the actors of the Ray pool it made for a hive's ``backend: ray`` (``async with``
+        does). A backend given as ``backend=`` is the caller's to stop."""
         held_models, self._held = self._held, None
         try:
             if held_models is not None:
                 await held_models.aclose()
         finally:
-            await self.shared.crew.mcp.close()
+            try:
+                await self.shared.crew.mcp.close()
+            finally:
+                if self._own_pool is not None:
+                    self._own_pool.stop()  # a later run makes a new pool, stopped again here
 
     @property
     def roles(self) -> dict[str, Role]:
@@ -303,7 +310,9 @@ class Executor:
             options: The Executor's own options (``on_event``, ``output_type``,
                 ``store``, ``memory``, ``backend`` ...). The hive's ``store:`` is a
                 path relative to the file; so is its ``memory: path:``. Its
-                ``backend:`` is used unless ``backend`` is given (None: the local one).
+                ``backend:`` is used unless ``backend`` is given (None: the local one):
+                the Ray pool it makes is the Executor's, whose actors :meth:`aclose`
+                (``async with``) stops.
 
         Raises:
             TypeError: when both ``model`` and ``models`` are given.
@@ -324,8 +333,9 @@ class Executor:
         if hive.spec.memory is not None and "memory" not in options:
             options["memory"] = hive.memory()
         options.setdefault("source", str(hive.file.resolve()))
+        built = None
         if "backend" not in options:  # backend: ray makes a pool (it starts with a worker)
-            options["backend"] = hive.backend.build(hive.folder)
+            built = options["backend"] = hive.backend.build(hive.folder)
         registry = hive.registry
         if hive.hives:  # the hives its roles call as tools, each an Executor of its own
             # One tool a file, however many references name it (``hive:x.yaml`` and
@@ -359,6 +369,7 @@ class Executor:
                 **options,
             )
         executor._hive = hive  # what it declares is masked while it lives: its secrets
+        executor._own_pool = built  # its own: aclose stops it
         return executor
 
     @classmethod
