@@ -266,10 +266,15 @@ class ModelError(HoneycombError):
     Attributes:
         retryable: Whether trying the same request again may succeed.
         retry_after: Seconds the endpoint asked us to wait before retrying, if it said.
+        spent: What the call spent (a :class:`~runtime.messages.Usage`), as its run's
+            budget counted it, where the one who made it says so (a judge's call,
+            whose error its guard's event reports): an answer it could not use, or the
+            attempts its timeout cut off (None: not said).
     """
 
     retryable: bool = False
     retry_after: float | None = None
+    spent: Any = None  # (a Usage: messages are above errors)
 
 
 class ModelHTTPError(ModelError):

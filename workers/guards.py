@@ -40,7 +40,9 @@ from runtime import (
     ConfigError,
     Event,
     GuardrailTripped,
+    HoneycombError,
     Model,
+    ModelError,
     ModelRequest,
     ModelResponseError,
     SystemMessage,
@@ -55,6 +57,7 @@ from runtime.concurrency import run_together
 from runtime.config.imports import import_object
 from runtime.events import CallReport, current_call
 from runtime.limits.budget import CallInFlight
+from runtime.models.layers.budget import unanswered_usage
 from runtime.tools.define import arguments_text
 from runtime.value import SettingsModel, Value
 from workers.calls import model_calls
@@ -313,20 +316,33 @@ class Judge:
         try:
             answer = await call.made()
         except BaseException as failure:
-            raise call.failed(failure)  # noqa: B904 (its cause is the layer's to set)
-        response = call.answered(answer)
+            # (its cause is the layer's to set; what its timeouts cut off was spent)
+            raise _spending(call.failed(failure), unanswered_usage(call))  # noqa: B904
+        try:
+            response = call.answered(answer)
+        except HoneycombError as failure:  # an answer a layer refused
+            raise _spending(failure, unanswered_usage(call))  # noqa: B904
         text = (response.message.content or "").strip()
         if not text:  # no verdict: no answer of the worker's could pass it
             why = "empty"
             if response.finish_reason == "length":
                 why = _cut_off(role_name, limit, call.request.max_output_tokens or limit)
-            raise ModelResponseError(
+            error = ModelResponseError(
                 f"the judge {role_name!r} gave no verdict: its answer was {why}"
             )
+            raise _spending(error, response.usage)
         # Its first word, as a model may write it: "PASS.", "**PASS**", "`PASS`".
         first = text.split(maxsplit=1)[0].strip(_AROUND_A_WORD).upper()
         verdict = None if first == "PASS" else text
         return verdict, response.usage, response.model
+
+
+def _spending(error: BaseException, usage: Usage | None) -> BaseException:
+    """``error``, a judge's call's, saying what the call spent (a model error's
+    ``spent``): its guard's event reports it, as the run's budget counted it."""
+    if isinstance(error, ModelError):
+        error.spent = usage
+    return error
 
 
 def _cut_off(role_name: str, asked: int, sent: int) -> str:
@@ -482,6 +498,8 @@ class GuardRunner:
             raise
         except Exception as exc:  # a broken guard trips: the model cannot fix it
             reason, broken = f"the guard raised {type(exc).__name__}: {exc}", True
+            if isinstance(exc, ModelError) and exc.spent is not None:
+                usage = exc.spent  # a judge's call that gave no verdict spent it still
         status = "ok" if reason is None else "error" if broken else "tripped"
         spent = (usage, model, calls, report.attempts if report is not None else 1)
         self._report(guard, check, turn, call_id, started, status, reason, spent)

@@ -5,6 +5,7 @@ models; each checked from the outside, on what the run promises."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -14,6 +15,7 @@ from honeycomb import (
     AssistantMessage,
     BudgetExceeded,
     Budgets,
+    Event,
     Executor,
     GuardCheck,
     GuardrailTripped,
@@ -26,9 +28,11 @@ from honeycomb import (
     RunFailed,
     SQLiteMemory,
 )
+from honeycomb.events import GuardChecked, ModelCallFinished
 from honeycomb.planning import RolePlanner
 from honeycomb.testing import FunctionModel
-from runtime import ModelTimeout
+from runtime import ModelTimeout, Usage
+from runtime.limits.budget import timed_out
 from runtime.models.pricing import Price, PricedModel
 
 
@@ -204,3 +208,49 @@ async def test_a_judge_cut_off_at_the_limit_the_cost_cap_left_says_so() -> None:
         f"answer was cut off at its output limit of {limit} tokens, the limit "
         "budgets.cost_per_call left the call at its model's price (raise the cap)"
     )
+
+
+class TellingModel(FunctionModel):
+    """A function model that tells its calls of their attempts, as an endpoint does."""
+
+    tells_attempts = True
+
+
+def _judge_empty(request: ModelRequest) -> ModelResponse:
+    usage = Usage(input_tokens=100, output_tokens=7)  # spent, though no verdict came of it
+    return ModelResponse(message=AssistantMessage(content=""), usage=usage)
+
+
+def _judge_timing_out(request: ModelRequest) -> ModelResponse:
+    timed_out()  # two attempts its timeout cut off, as an endpoint adapter tells them
+    timed_out()
+    raise ModelTimeout(1.0)
+
+
+@pytest.mark.parametrize("kind", ["input", "output"])
+@pytest.mark.parametrize("judge", [_judge_empty, _judge_timing_out])
+async def test_a_judge_that_gives_no_verdict_reports_what_its_call_spent_as_the_run_counts_it(
+    kind: str, judge: Callable[[ModelRequest], ModelResponse]
+) -> None:
+    def answer(request: ModelRequest) -> ModelResponse:
+        if "You are a guard" in (request.messages[0].content or ""):
+            return judge(request)
+        usage = Usage(input_tokens=10, output_tokens=1)
+        return ModelResponse(message=AssistantMessage(content="found"), usage=usage)
+
+    events: list[Event] = []
+    executor = Executor(
+        [Role(name="w", guards=Guards(**{kind: ("reviewer",)})), Role(name="reviewer")],
+        TellingModel(answer),
+        aggregator="concat",
+        on_event=[events.append],
+    )
+    with pytest.raises(RunFailed) as caught:
+        await executor.run("task", subtasks=[("w", "a")])
+    usage = caught.value.partial.usage
+    [checked] = [e for e in events if isinstance(e, GuardChecked)]
+    assert checked.status == "error"
+    answers = [e for e in events if isinstance(e, ModelCallFinished)]
+    assert checked.input_tokens > 0
+    assert checked.input_tokens + sum(e.input_tokens for e in answers) == usage.input_tokens
+    assert checked.output_tokens + sum(e.output_tokens for e in answers) == usage.output_tokens
