@@ -9,8 +9,8 @@ a ``CancelledError`` of its own (its worker not being cancelled; a ``KeyboardInt
 or ``SystemExit`` is no error: it stops the run, as it would the process, with a note
 naming the tool); one that
 runs past its limit is cancelled and a ``timeout`` that says what happened to it (one
-that ends well past it, which a blocked event loop kept from being cancelled, is one
-too);
+that ends well past it, which a blocked event loop kept from being cancelled, keeps
+its result: it ran, and may have had its effect; a warning names it);
 what it returns is rendered as text, cut at ``max_output_chars`` (and so is what a
 failure says). Calls that wait
 for a person's approval inside it (a nested worker's, of a tool that ``nests``)
@@ -38,6 +38,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
+from runtime import logs
 from runtime.concurrency import TimedOut, within
 from runtime.errors import BudgetExceeded, ModelRetry, NotStarted
 from runtime.events import Caller
@@ -120,8 +121,7 @@ class RunTool:
                     value = await run_tool(found, kwargs, call.begun)
                 took = time.perf_counter() - began
                 if took > limit + _HELD_GRACE_S:  # its limit could not stop it: see _held
-                    text = _held(found.name, limit, took)
-                    return Outcome(status="timeout", content=text, error=text)
+                    _held(found.name, limit, took)
         except STOPS as exc:
             if found.nests:  # its nested workers stop its worker (see Stopped)
                 raise
@@ -178,17 +178,24 @@ _HELD_GRACE_S = 0.1
 (an answer and the limit's timer may come due in one pass of the loop)."""
 
 
-def _held(name: str, timeout: float, took: float) -> str:
-    """The observation of a call that ended well past its limit, which therefore could not
-    cancel it: the event loop was held up meanwhile, by an async tool that blocks (its
-    own ``time.sleep`` or ``requests``, most likely), and so was every other call and
-    worker. A timeout, as it would have been had the loop been free, its result dropped."""
-    return (
-        f"Error: tool {name!r} timed out: it took {took:.1f}s, past its {timeout:g}s limit, "
-        "which could not stop it: the event loop was held up meanwhile, as an async tool "
-        "that blocks holds it (time.sleep, requests: a plain def runs in a thread "
-        "instead). Its result was dropped."
+def _held(name: str, timeout: float, took: float) -> None:
+    """Warn of a call that ended well past its limit, which therefore could not cancel
+    it: the event loop was held up meanwhile, by this call (an async tool that blocks:
+    its own ``time.sleep`` or ``requests``, most likely) or by another, and so was every
+    call and worker. Its result stands: it ran, and may have had its effect, which a
+    timeout would invite the model to have again."""
+    logs.log(
+        "tool_call.held_loop",
+        {"tool": name, "timeout_s": timeout, "took_s": round(took, 3), "advice": _HELD_ADVICE},
+        level="warning",
     )
+
+
+_HELD_ADVICE = (
+    "its time limit could not stop it: the event loop was held up meanwhile, as an async "
+    "tool that blocks holds it (time.sleep, requests); write such a tool as a plain def: "
+    "it runs in a thread"
+)
 
 
 def _timeout_text(call: Prepared, timeout: float, elapsed: float) -> str:
