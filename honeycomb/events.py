@@ -19,6 +19,8 @@ from honeycomb.run.events import (
     WorkerStarted,
 )
 from runtime.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     CompactionFinished,
     CompactionStarted,
     Event,
@@ -37,6 +39,8 @@ from workers.memory import MemoryRecalled
 __all__ = [
     "AggregationFinished",
     "AggregationStarted",
+    "ApprovalDecided",
+    "ApprovalRequested",
     "CompactionFinished",
     "CompactionStarted",
     "Event",

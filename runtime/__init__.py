@@ -62,6 +62,8 @@ from runtime.errors import (
     did_you_mean,
 )
 from runtime.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     CompactionFinished,
     CompactionStarted,
     Event,
@@ -127,11 +129,13 @@ __all__ = [
     "AdaptiveLimiter",
     "AgentError",
     "AlreadyDecided",
+    "ApprovalDecided",
     "ApprovalEntry",
     "ApprovalError",
     "ApprovalLog",
     "ApprovalNeeded",
     "ApprovalRequest",
+    "ApprovalRequested",
     "ApprovalRule",
     "Approver",
     "ArgumentsError",

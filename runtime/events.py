@@ -27,6 +27,8 @@ from runtime.secrets import masked
 from runtime.value import Value
 
 __all__ = [
+    "ApprovalDecided",
+    "ApprovalRequested",
     "CallReport",
     "Caller",
     "CompactionFinished",
@@ -184,6 +186,40 @@ class ToolCallsAnswered(Event, frozen=True, kw_only=True):
     kind: ClassVar[str] = "tool_calls.answered"
     turn: int
     calls: int
+
+
+class ApprovalRequested(Event, frozen=True, kw_only=True, gc=True):
+    """A tool call waits for a person's decision before any call of its turn runs:
+    the run's approver asks (``asked`` is ``approver``), or, with none, the call waits
+    in the run store for one (``store``: ``Executor.decide``, ``honeycomb approve``,
+    the page) while the run's other workers go on. Its arguments as a person sees
+    them, every secret masked."""
+
+    kind: ClassVar[str] = "approval.requested"
+    turn: int
+    call_id: str
+    tool: str
+    role: str
+    arguments: dict[str, Any]
+    why: str
+    asked: str  # "approver" or "store"
+    deadline: float | None = None  # when no decision becomes a denial (time.time())
+    summary: str | None = None
+
+
+class ApprovalDecided(Event, frozen=True, kw_only=True):
+    """The decision a waiting call's worker goes on with: its approver's, a person's
+    recorded in the run store (in this process or another), or a denial once its time
+    to decide ran out (``by`` the time limit)."""
+
+    kind: ClassVar[str] = "approval.decided"
+    turn: int
+    call_id: str
+    tool: str
+    approved: bool
+    by: str
+    reason: str | None = None
+    edited: bool = False  # approved with edited arguments
 
 
 EventHandler = Callable[[Event], None]

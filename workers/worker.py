@@ -306,6 +306,7 @@ class Worker:
                 role=setup.role.name,
                 run_id=run_id,
                 timeout_s=kept.approval_timeout_s,
+                tracer=tracer,
             )
         caller = Caller(worker=self.name, run_id=run_id, tracer=tracer)
         calls = tool_calls(

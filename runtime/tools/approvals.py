@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from msgspec.structs import replace
 
 from runtime.concurrency import TimedOut, within
+from runtime.events import NO_TRACE, ApprovalDecided, ApprovalRequested, Tracer
 from runtime.limits.room import out_of_room
 from runtime.limits.worktime import asking_a_person
 from runtime.messages import ToolCall
@@ -261,6 +262,9 @@ class ApprovalGate:
         role: The worker's role.
         run_id: The run.
         timeout_s: Seconds a call waits for a decision before it is denied.
+        tracer: Told when a call starts waiting for a decision and of the decision
+            the worker goes on with (``approval.requested``, ``approval.decided``),
+            once each a call, as this gate sees it.
     """
 
     def __init__(
@@ -273,6 +277,7 @@ class ApprovalGate:
         role: str = "",
         run_id: str | None = None,
         timeout_s: float | None = None,
+        tracer: Tracer = NO_TRACE,
     ) -> None:
         self.rule = rule
         self.approver = approver
@@ -281,6 +286,8 @@ class ApprovalGate:
         self._role = role
         self._run_id = run_id
         self._timeout_s = timeout_s
+        self._tracer = tracer
+        self._told: set[tuple[str, int, str]] = set()  # (event kind, turn, call id)
 
     def asks(self, tool: Tool[Any, Any]) -> bool:
         """Whether calls to ``tool`` need approval under the rule."""
@@ -329,6 +336,7 @@ class ApprovalGate:
             if decision is None:
                 if entry is None and self.log is not None:
                     await self.log.record(ApprovalEntry(pending=pending))  # durable: it waits
+                self._requested(pending, "store")
                 waiting.append(pending)
             decisions.append(decision)
         if waiting:
@@ -343,23 +351,71 @@ class ApprovalGate:
         answer now is past the deadline), the approver's, or a denial for want of one;
         None while it waits."""
         if entry is not None and entry.decision is not None:
+            self._decided(pending, entry.decision, entry.decided_by)
             return entry.decision
         if pending.deadline is not None and time.time() >= pending.deadline:
             decision = _timed_out(pending.deadline - pending.asked_at)
             by = "the time limit (approval_timeout_s)"
         elif self.approver is not None:
+            self._requested(pending, "approver")
             decision = await self._from_approver(pending)
             by = decision.by or "the run's approver"
         elif self.log is None:
             return Decision.denied("no approver is attached and the run has no store to wait in")
         else:
             return None
-        if self.log is None:
-            return decision
-        stands = await self.log.record(
-            ApprovalEntry(pending=pending, decision=decision, decided_at=time.time(), decided_by=by)
+        if self.log is not None:
+            stands = await self.log.record(
+                ApprovalEntry(
+                    pending=pending, decision=decision, decided_at=time.time(), decided_by=by
+                )
+            )
+            if stands.decision is not None:  # the first decision recorded stands
+                decision, by = stands.decision, stands.decided_by or by
+        self._decided(pending, decision, by)
+        return decision
+
+    def _requested(self, pending: PendingApproval, asked: str) -> None:
+        """Tell the run's listeners that ``pending`` waits for a person (once)."""
+        told = ApprovalRequested.kind, pending.turn, pending.call_id
+        if not self._tracer.enabled or told in self._told:
+            return
+        self._told.add(told)
+        self._tracer.emit(  # masked as it is emitted, as the store keeps it
+            ApprovalRequested(
+                worker=pending.worker or None,
+                run_id=self._run_id,
+                turn=pending.turn,
+                call_id=pending.call_id,
+                tool=pending.tool,
+                role=pending.role,
+                arguments=pending.arguments,
+                why=pending.why,
+                asked=asked,
+                deadline=pending.deadline,
+                summary=pending.summary,
+            )
         )
-        return stands.decision or decision  # the first decision recorded stands
+
+    def _decided(self, pending: PendingApproval, decision: Decision, by: str | None) -> None:
+        """Tell the run's listeners the decision the worker goes on with (once)."""
+        told = ApprovalDecided.kind, pending.turn, pending.call_id
+        if not self._tracer.enabled or told in self._told:
+            return
+        self._told.add(told)
+        self._tracer.emit(
+            ApprovalDecided(
+                worker=pending.worker or None,
+                run_id=self._run_id,
+                turn=pending.turn,
+                call_id=pending.call_id,
+                tool=pending.tool,
+                approved=decision.approve,
+                by=by or decision.by or "",
+                reason=decision.reason,
+                edited=decision.approve and decision.arguments is not None,
+            )
+        )
 
     async def _from_approver(self, pending: PendingApproval) -> Decision:
         assert self.approver is not None

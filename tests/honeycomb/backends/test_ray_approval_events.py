@@ -1,0 +1,73 @@
+"""The approval events of a call that waits in the run store, on both backends: a
+nested worker's (``agent:ROLE``) call, made in a Ray actor, is told to the run's
+listeners in the driver as it starts waiting, its secret masked there (the actor
+knows none of the driver's secrets), and its decision, found in the store, as the
+resumed run goes on with it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from honeycomb import Event, Executor, Role
+from honeycomb.backends import RayBackend
+from honeycomb.events import ApprovalDecided, ApprovalRequested, RunFinished
+from honeycomb.testing import FunctionModel
+from runtime.secrets import add_secret
+from tests.support.ray_tools import scripted
+
+pytest.importorskip("ray")
+
+TOOLS = "tests.support.ray_tools"
+SECRET = "tok-4b1d9e07c3"
+
+
+def _script(*turns: list[tuple[str, dict[str, Any]]]) -> str:
+    return json.dumps({"turns": [list(t) for t in turns], "log": None})
+
+
+async def test_a_nested_workers_waiting_call_is_told_as_it_waits_and_as_it_is_decided(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    notes, db = tmp_path / "notes", tmp_path / "runs.db"
+    lead = Role(name="lead", tools=("agent:a",))
+    asker = Role(name="a", tools=(f"{TOOLS}:guarded_note",))
+
+    def executor() -> Executor:
+        made = Executor(
+            [lead, asker], FunctionModel(scripted), aggregator="concat", backend=backend,
+            store=db,
+        )  # fmt: skip
+        add_secret(SECRET, "token", owner=made)
+        return made
+
+    inner = _script([("guarded_note", {"path": str(notes), "text": f"hi {SECRET}"})])
+    calls = _script([("a", {"instruction": inner})])
+    heard: list[Event] = []
+    waiting = await executor().run(
+        "t", subtasks=[("lead", calls)], run_id="n1", on_event=[heard.append]
+    )
+    assert waiting.status == "waiting"
+    (pending,) = waiting.pending
+    (asked,) = [e for e in heard if isinstance(e, ApprovalRequested)]
+    assert (asked.worker, asked.turn, asked.call_id) == (pending.worker, 1, "c0_0")
+    assert (asked.tool, asked.role, asked.asked) == ("guarded_note", "a", "store")
+    assert asked.arguments["text"] == "hi [token hidden]"
+    assert heard.index(asked) < next(i for i, e in enumerate(heard) if isinstance(e, RunFinished))
+
+    await executor().decide("n1", "c0_0", approve=True, worker=pending.worker, by="ann")
+    heard.clear()
+    done = await executor().resume("n1", on_event=[heard.append])
+    assert done.status == "ok"
+    assert not [e for e in heard if isinstance(e, ApprovalRequested)]  # decided: no wait
+    (decided,) = [e for e in heard if isinstance(e, ApprovalDecided)]
+    assert (decided.worker, decided.call_id, decided.approved, decided.by) == (
+        pending.worker,
+        "c0_0",
+        True,
+        "ann",
+    )
+    assert notes.read_text() == f"hi {SECRET}\n"  # run with its own text, once

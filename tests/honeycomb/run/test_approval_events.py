@@ -1,0 +1,168 @@
+"""A run tells its listeners of each call that waits for a person's decision
+(``approval.requested``) and of the decision its worker goes on with
+(``approval.decided``): a service learns that a person is needed from the run's
+events, while the other workers go on, instead of polling ``Executor.pending``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+
+from honeycomb import (
+    ApprovalRequest,
+    Approvals,
+    AssistantMessage,
+    Decision,
+    Event,
+    Executor,
+    ModelRequest,
+    Policy,
+    Role,
+    Subtask,
+    ToolCall,
+    ToolMessage,
+    tool,
+)
+from honeycomb.events import ApprovalDecided, ApprovalRequested, ToolCallStarted, WorkerFinished
+from honeycomb.testing import FunctionModel
+from runtime.secrets import add_secret
+
+PASSWORD = "pw-7f3e9a1c2b"
+DSN = f"postgres://ann:{PASSWORD}@db/pay"
+PLAN = [
+    Subtask(id="payer", role="payer", instruction="Pay ann."),
+    Subtask(id="reader", role="reader", instruction="Read."),
+]
+
+
+def _service(store: Path | None, payer_done: anyio.Event, **options: object) -> Executor:
+    """A payer whose ``pay`` asks for approval, and a reader that reads until the
+    payer is done: the run cannot end before the payer's call is decided."""
+
+    @tool(side_effects=True)
+    async def pay(to: str, dsn: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    @tool
+    async def read() -> str:
+        """Read the news (until the payer is done)."""
+        with anyio.fail_after(10):
+            await payer_done.wait()
+        return "news"
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        worker = (request.conversation or "").rsplit("/", 1)[-1]
+        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if seen:
+            return f"{worker} saw: {seen[-1].content}"
+        name = "pay" if worker == "payer" else "read"
+        arguments = json.dumps({"to": "ann", "dsn": DSN} if name == "pay" else {})
+        return AssistantMessage(tool_calls=(ToolCall(id="c1", name=name, arguments=arguments),))
+
+    executor = Executor(
+        [
+            Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",))),
+            Role(name="reader", tools=("read",)),
+        ],
+        FunctionModel(answer),
+        tools=[pay, read],
+        aggregator="concat",
+        store=store,
+        **options,  # type: ignore[arg-type]
+    )
+    add_secret(PASSWORD, "password", owner=executor)
+    return executor
+
+
+async def test_a_stream_is_told_of_a_call_waiting_in_the_store_and_decides_it_as_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """No event said that the payer paused on a call waiting in the store: the stream
+    heard of it only as ``worker.finished`` (status ``waiting``) once the whole run
+    ended, so a service had to poll ``pending``. Now ``approval.requested`` comes as the
+    call starts waiting (its secret masked, as the store keeps it), the consumer decides
+    it from the stream while the reader goes on, and ``approval.decided`` says who."""
+    payer_done = anyio.Event()
+    service = _service(tmp_path / "runs.db", payer_done)
+    seen: list[Event] = []
+    async with service.stream("pay and read", subtasks=PLAN, run_id="r1") as events:
+        async for event in events:
+            seen.append(event)
+            if isinstance(event, ApprovalRequested):
+                assert not payer_done.is_set()  # the reader still reads
+                await service.decide(
+                    "r1", event.call_id, approve=True, worker=event.worker, by="ann"
+                )
+            if isinstance(event, WorkerFinished) and event.worker == "payer":
+                payer_done.set()
+    result = events.result
+    assert result is not None
+    assert result.status == "ok"  # one run: decided as it went on
+    assert result.subtasks["payer"].text == "payer saw: paid ann"
+    (asked,) = [e for e in seen if isinstance(e, ApprovalRequested)]
+    assert (asked.worker, asked.run_id, asked.turn, asked.call_id) == ("payer", "r1", 1, "c1")
+    assert (asked.tool, asked.role, asked.asked, asked.deadline) == ("pay", "payer", "store", None)
+    assert asked.arguments == {"to": "ann", "dsn": "postgres://ann:[password hidden]@db/pay"}
+    assert asked.why == "role 'payer' asks for approval of 'pay'"
+    (decided,) = [e for e in seen if isinstance(e, ApprovalDecided)]
+    assert (decided.worker, decided.call_id, decided.approved, decided.by) == (
+        "payer",
+        "c1",
+        True,
+        "ann",
+    )
+    assert not decided.edited
+    ran = next(e for e in seen if isinstance(e, ToolCallStarted) and e.tool == "pay")
+    assert seen.index(asked) < seen.index(decided) < seen.index(ran)
+
+
+async def test_a_listener_is_told_before_the_approver_asks_and_of_its_answer() -> None:
+    """With an approver, ``approval.requested`` (asked ``approver``) comes before it is
+    asked, and ``approval.decided`` carries its decision and who made it."""
+    payer_done = anyio.Event()
+    heard: list[Event] = []
+    told_first: list[list[str]] = []
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        told_first.append([e.kind for e in heard if e.kind.startswith("approval.")])
+        return Decision.denied("not today", by="bob")
+
+    def listen(event: Event) -> None:
+        heard.append(event)
+        if isinstance(event, WorkerFinished) and event.worker == "payer":
+            payer_done.set()
+
+    service = _service(None, payer_done, approver=approver)
+    result = await service.run("pay and read", subtasks=PLAN, on_event=[listen])
+    assert result.subtasks["payer"].text == "payer saw: denied: not today"
+    assert told_first == [["approval.requested"]]
+    (asked,) = [e for e in heard if isinstance(e, ApprovalRequested)]
+    assert asked.asked == "approver"
+    assert PASSWORD not in asked.arguments["dsn"]
+    (decided,) = [e for e in heard if isinstance(e, ApprovalDecided)]
+    assert (decided.approved, decided.reason, decided.by) == (False, "not today", "bob")
+
+
+async def test_a_call_whose_time_runs_out_is_told_denied_by_the_time_limit(tmp_path: Path) -> None:
+    """A call nobody decides in time: its ``approval.requested`` says its deadline, and
+    its ``approval.decided`` the denial, by the time limit, as its worker goes on."""
+    payer_done = anyio.Event()
+    heard: list[Event] = []
+
+    def listen(event: Event) -> None:
+        heard.append(event)
+        if isinstance(event, WorkerFinished) and event.worker == "payer":
+            payer_done.set()
+
+    service = _service(tmp_path / "runs.db", payer_done, policy=Policy(approval_timeout_s=0.1))
+    result = await service.run("pay and read", subtasks=PLAN, run_id="r1", on_event=[listen])
+    assert result.status == "ok"
+    (asked,) = [e for e in heard if isinstance(e, ApprovalRequested)]
+    assert asked.deadline is not None
+    (decided,) = [e for e in heard if isinstance(e, ApprovalDecided)]
+    assert not decided.approved
+    assert decided.by == "the time limit (approval_timeout_s)"
+    assert decided.reason == "no decision within 0.1s"
