@@ -49,6 +49,7 @@ from runtime.events import (
     current_call,
 )
 from runtime.model import context_of
+from runtime.models.layers.budget import unanswered_usage
 from runtime.value import Value
 from workers.calls import model_calls
 from workers.context import (
@@ -179,13 +180,15 @@ def _brief(arguments: str) -> str:
 
 
 class _Outcome(Value, frozen=True, kw_only=True):
-    """What a summary call gave: its cost, the summary, the model's name, or why it
-    failed."""
+    """What a summary call gave: its cost (what its endpoint never answered included,
+    as the budget counts it), the summary, the model's name, or why it failed, or what
+    stopped it (``stopped``: cancellation or the budget, raised once it is reported)."""
 
     usage: Usage = Usage()
     text: str = ""
     model: str = ""
     error: HoneycombError | None = None
+    stopped: BaseException | None = None
 
 
 class Compactor:
@@ -403,12 +406,11 @@ class Compactor:
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
             )
         started = time.perf_counter()
-        try:
-            outcome = await self._summarize(summary_call)
-        except BaseException as stopped:  # cut off (its worker cancelled): it ends too
+        outcome = await self._summarize(summary_call)
+        if outcome.stopped is not None:  # cancelled, or the budget: it ends, then its worker
             if tracing:
-                self._finished(turn, started, _Outcome(), (0, before, False), state, stopped)
-            raise
+                self._finished(turn, started, outcome, (0, before, False), state)
+            raise outcome.stopped
         usage, error = outcome.usage, outcome.error
         if error is None:  # a summary longer than asked for is cut to its allowance
             state = state.compacted(cut_text(outcome.text, allowance, self.count), end, usage)
@@ -424,17 +426,20 @@ class Compactor:
         return state, following, after
 
     async def _summarize(self, request: ModelRequest) -> _Outcome:
-        """The summary call, which never raises but for cancellation and the budget.
-
-        Raises:
-            BudgetExceeded: when the run's budget allows no summary call.
-        """
+        """The summary call's outcome; cancellation, and a budget that allows no
+        summary call (or no retry of one), are its ``stopped``."""
         try:
-            response = await self._calls.complete(request)
-        except BudgetExceeded:
-            raise
-        except HoneycombError as exc:
-            return _Outcome(error=exc)
+            call = self._calls.open(request)
+        except BaseException as refused:  # by the budget: nothing was sent
+            return _Outcome(stopped=refused)
+        try:
+            answer = await call.made()
+        except BaseException as failure:  # what its timeouts cut off was spent still
+            return _failed(call.failed(failure), unanswered_usage(call))
+        try:
+            response = call.answered(answer)
+        except HoneycombError as failure:  # an answer a layer refused
+            return _failed(failure, unanswered_usage(call))
         text = (response.message.content or "").strip()
         error = None
         if not text:
@@ -520,21 +525,17 @@ class Compactor:
         raise ContextBudgetTooSmall(self.worker or "", budget, least, shares)
 
     def _finished(
-        self,
-        turn: int,
-        started: float,
-        outcome: _Outcome,
-        folded: tuple[int, int, bool],
+        self, turn: int, started: float, outcome: _Outcome, folded: tuple[int, int, bool],
         state: LoopState,
-        stopped: BaseException | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """Emit the ``compaction.finished`` of a summary call that folded (or failed to
         fold) messages, leaving a context of a size and needing the window, or not; or
-        that was ``stopped`` before it answered (``cancelled``, as a model call cut off
+        that was stopped before it answered (``cancelled``, as a model call cut off
         with its worker ends, before its worker's end)."""
         folding, after, window = folded
         report = current_call.get()
         current_call.set(None)
+        stopped = outcome.stopped
         usage, error = outcome.usage, outcome.error or stopped
         status = "ok" if error is None else "error"  # (what stops the process fails it)
         if isinstance(stopped, CancelledError):
@@ -560,6 +561,16 @@ class Compactor:
             error=None if error is None else f"{type(error).__name__}: {error}",
         )
         self.tracer.emit(event)
+
+
+def _failed(error: BaseException, spent: Usage | None) -> _Outcome:
+    """The outcome of a summary call that failed with ``error`` having ``spent`` that:
+    a Honeycomb error is its failure (the summary stays as it was), what else ends it
+    (cancellation, a budget that allows no retry) stops its worker."""
+    usage = spent or Usage()
+    if isinstance(error, HoneycombError) and not isinstance(error, BudgetExceeded):
+        return _Outcome(usage=usage, error=error)
+    return _Outcome(usage=usage, stopped=error)
 
 
 def _writable(message: Message) -> bool:

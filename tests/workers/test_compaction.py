@@ -26,6 +26,7 @@ from runtime import (
     ModelHTTPError,
     ModelRequest,
     ModelResponse,
+    ModelTimeout,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -36,6 +37,7 @@ from runtime import (
     dump_messages,
     tool,
 )
+from runtime.events import ModelCallFinished
 from runtime.limits.budget import timed_out
 from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.testing import FunctionModel, estimate_usage
@@ -520,6 +522,58 @@ async def test_an_attempt_cut_off_by_its_timeout_counts_in_the_usage_not_in_the_
     prompts = sum(prompt_tokens(request) for request in model.requests)
     assert result.state.usage.input_tokens == 3 * 10 + 3 * prompts
     assert budget.usage.input_tokens == result.state.usage.input_tokens
+
+
+def _spent_in_events(events: list[Event]) -> tuple[int, int]:
+    """The input tokens the model calls' and the compactions' events report, summed."""
+    ended = [e for e in events if isinstance(e, ModelCallFinished | CompactionFinished)]
+    return sum(e.input_tokens for e in ended), sum(e.output_tokens for e in ended)
+
+
+async def test_a_summary_call_that_failed_after_timeouts_reports_what_the_budget_counted() -> None:
+    # Its attempts' prompts were spent (the budget counts them as they are cut off): the
+    # compaction's event and the worker's usage say so, as a model call's would.
+    def summarize(request: ModelRequest) -> str:
+        timed_out()  # as an endpoint adapter tells it
+        timed_out()
+        raise ModelTimeout(1.0, model="summarizer")
+
+    budget, events = Budget(), []
+    result = await loop(
+        FunctionModel(pager(10)), Compaction(budget_tokens=2500, keep_turns=2),
+        summarizer=TellingModel(summarize, name="summarizer"), budget=budget, events=events,
+    ).run("read the log")  # fmt: skip
+    assert isinstance(result, Final)
+    failed = [e for e in events if isinstance(e, CompactionFinished)]
+    assert failed
+    assert all(e.status == "error" and e.input_tokens > 0 for e in failed)
+    assert _spent_in_events(events) == (budget.usage.input_tokens, budget.usage.output_tokens)
+    assert result.state.usage.input_tokens == budget.usage.input_tokens
+
+
+async def test_a_summary_call_cut_off_after_a_timeout_reports_that_attempts_prompt() -> None:
+    events: list[Event] = []
+    asked = anyio.Event()
+
+    async def stuck(request: ModelRequest) -> str:
+        timed_out()  # its first attempt was cut off by its timeout: the prompt was spent
+        asked.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    budget = Budget()
+    worker = loop(
+        FunctionModel(pager(10)), Compaction(budget_tokens=2500, keep_turns=2),
+        summarizer=TellingModel(stuck, name="summarizer"), budget=budget, events=events,
+    )  # fmt: skip
+    async with anyio.create_task_group() as group:
+        group.start_soon(worker.run, "read the log")
+        await asked.wait()
+        group.cancel_scope.cancel()
+    [ended] = [e for e in events if isinstance(e, CompactionFinished)]
+    assert (ended.status, ended.messages, ended.error) == ("cancelled", 0, None)
+    assert ended.input_tokens > 0
+    assert _spent_in_events(events) == (budget.usage.input_tokens, budget.usage.output_tokens)
 
 
 def _text(request: ModelRequest, index: int) -> str:
