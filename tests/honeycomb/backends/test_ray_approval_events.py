@@ -71,3 +71,32 @@ async def test_a_nested_workers_waiting_call_is_told_as_it_waits_and_as_it_is_de
         "ann",
     )
     assert notes.read_text() == f"hi {SECRET}\n"  # run with its own text, once
+
+
+async def test_a_call_the_runs_approver_decides_is_told_as_asked_and_as_decided(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    from honeycomb import ApprovalRequest, Decision
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        return Decision.denied("not today", by="bob")
+
+    notes = tmp_path / "notes"
+    role = Role(name="a", tools=(f"{TOOLS}:guarded_note",))
+    heard: list[Event] = []
+    ex = Executor(
+        [role], FunctionModel(scripted), aggregator="concat", backend=backend, approver=approver
+    )
+    calls = _script([("guarded_note", {"path": str(notes), "text": "hi"})])
+    await ex.run("t", subtasks=[("a", calls)], on_event=[heard.append])
+    (asked,) = [e for e in heard if isinstance(e, ApprovalRequested)]
+    assert (asked.worker, asked.tool, asked.asked) == ("s1", "guarded_note", "approver")
+    (decided,) = [e for e in heard if isinstance(e, ApprovalDecided)]
+    assert (decided.worker, decided.approved, decided.reason, decided.by) == (
+        "s1",
+        False,
+        "not today",
+        "bob",
+    )
+    assert heard.index(asked) < heard.index(decided)
+    assert not notes.exists()
