@@ -23,7 +23,7 @@ import msgspec
 from honeycomb.backends._link import Link, Outbox, here
 from honeycomb.backends._standins import AtDriver, served, stand_in
 from honeycomb.backends._wire import Message, Pinned, WorkerSpec, portable_result
-from runtime import Model, Tool, ToolRegistry
+from runtime import ConfigError, Model, Tool, ToolRegistry
 from runtime.limits.retry_policy import wall_time_ends
 from runtime.models.layers.cassette import cassette_case
 from workers import Role, Worker, WorkerError, WorkerResult, WorkerSetup
@@ -85,7 +85,7 @@ class Hive:
         role: Role,
         tools: Sequence[Tool[Any, Any] | Pinned],
         settings: LoopSettings,
-    ) -> str | None:
+    ) -> str | ConfigError | None:
         """A role's setup, from its tools as the driver resolved them (made again here
         from their functions; a pinned tool's calls go back to the driver, and so do a
         memory's) and its settings as the run made them (its limits); what went wrong,
@@ -99,7 +99,7 @@ class Hive:
 
         return await self._there(_failure_of(install))
 
-    async def install_model(self, key: str, recipe: bytes) -> str | None:
+    async def install_model(self, key: str, recipe: bytes) -> str | ConfigError | None:
         """Make a model from what the driver sent of it (see
         ``honeycomb.backends.ray.recipe``); what went wrong, if anything did."""
 
@@ -186,11 +186,14 @@ class Hive:
         return Worker(setup, model, name=spec.name, services=services)
 
 
-async def _failure_of(install: Callable[[], None]) -> str | None:
+async def _failure_of(install: Callable[[], None]) -> str | ConfigError | None:
     """What went wrong installing, if anything did: as text, since not every error can
-    be unpickled at the driver."""
+    be unpickled at the driver, but for a :class:`ConfigError` (a mistake to fix, which
+    says what), which crosses whole."""
     try:
         install()
+    except ConfigError as exc:
+        return exc
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None

@@ -32,8 +32,9 @@ def recipe(model: Model, held: dict[str, AdaptiveLimiter | CassetteWriter]) -> b
     it stands in the model (under a price, a retry, a model of your own):
 
     - an OpenAI-compatible endpoint goes as its settings: its API key is read from the
-      actor's environment, never sent (an endpoint given ``api_key=`` or ``client=`` is
-      refused), and its clients are made there;
+      actor's environment, never sent: from the variable its ``api_key_env`` names (a
+      hive's ``api_key: ${NAME}``), else ``OPENAI_API_KEY`` (an endpoint given
+      ``api_key=`` or ``client=`` is refused), and its clients are made there;
     - a rate limiter (an endpoint's, a :class:`~runtime.RateLimitedModel`'s) goes as a
       stand-in that holds the driver's for each attempt
       (:class:`~honeycomb.backends._standins.DriverLimiter`): one limiter bounds every
@@ -88,13 +89,16 @@ def _settings(endpoint: OpenAIEndpoint) -> dict[str, Any]:
     if endpoint._api_key is not None or endpoint._given is not None:
         raise ConfigError(
             f"model {endpoint!r}: on Ray, each actor reads the API key from its own "
-            "environment (OPENAI_API_KEY: the cluster's nodes', or a hive's "
-            "backend.ray.runtime_env.env_vars): drop api_key= (a hive model's api_key:) "
-            "and client=, which would send it to every actor in the clear"
+            "environment (the cluster's nodes', or a hive's "
+            "backend.ray.runtime_env.env_vars): drop api_key= (a hive model's api_key: "
+            "written out) and client=, which would send it to every actor in the clear, "
+            "and name the variable that holds it (api_key_env=, a hive's api_key: "
+            "${NAME}), or set OPENAI_API_KEY"
         )
     return {
         "model": endpoint.model,
         "base_url": endpoint.base_url,
+        "api_key_env": endpoint.api_key_env,  # its name: the actor reads its own
         "timeout": endpoint.timeout,
         "retry": endpoint.retry,
         "settings": endpoint.settings,
@@ -104,21 +108,41 @@ def _settings(endpoint: OpenAIEndpoint) -> dict[str, Any]:
 
 
 def _endpoint_again(cls: type[OpenAIEndpoint], settings: dict[str, Any]) -> OpenAIEndpoint:
-    """An endpoint made in an actor from what :func:`recipe` sent of it."""
+    """An endpoint made in an actor from what :func:`recipe` sent of it.
+
+    Raises:
+        ConfigError: when the actor's environment lacks the variable its key is read
+            from, naming it.
+    """
+    variable = settings.get("api_key_env")
+    if variable is not None and not os.environ.get(variable):
+        raise ConfigError(
+            f"model {settings['model']!r} reads its API key from {variable}, which this "
+            f"Ray actor's environment does not have: set {variable} on every node of the "
+            "cluster, or give it to the actors in runtime_env's env_vars (a hive's "
+            f'backend: {{ray: {{runtime_env: {{env_vars: {{{variable}: "${{{variable}}}"}}}}}}}})'
+        )
     return cls(**settings)
 
 
 class SetupFailed(Exception):
     """A role or model could not be installed in an actor: ``why`` (``model``: the
-    model's name, when it was one)."""
+    model's name, when it was one; ``mistake``: ``why`` is a :class:`ConfigError`'s,
+    which says what to fix)."""
 
-    def __init__(self, why: str, model: str | None = None) -> None:
+    def __init__(self, why: str, model: str | None = None, *, mistake: bool = False) -> None:
         super().__init__(why)
         self.why = why
         self.model = model
+        self.mistake = mistake
 
     def told(self, role: str) -> ConfigError:
         """The error its role's workers fail with, naming the model when it was one."""
+        if self.mistake:
+            what = f"model {self.model} of role {role!r} could not be made"
+            if self.model is None:
+                what = f"role {role!r} could not be set up"
+            return ConfigError(f"{what} in a Ray actor: {self.why}")
         if self.model is not None:
             return ConfigError(
                 f"model {self.model} of role {role!r} could not be made in a Ray actor "
@@ -146,6 +170,8 @@ async def installed(ref: Any) -> None:
     except ray.exceptions.RayTaskError as exc:  # its arguments could not be unpickled
         lines = str(exc).strip().splitlines()  # the error is at the traceback's end
         raise SetupFailed(lines[-1].strip() if lines else type(exc).__name__) from exc
+    if isinstance(why, ConfigError):
+        raise SetupFailed(why.message, mistake=True)
     if why is not None:
         raise SetupFailed(why)
 

@@ -259,7 +259,8 @@ class RayBackend:
         except SetupFailed as exc:
             if model is None:
                 raise
-            raise SetupFailed(exc.why, _named(_unlimited(model)[0])) from exc.__cause__
+            named = _named(_unlimited(model)[0])
+            raise SetupFailed(exc.why, named, mistake=exc.mistake) from exc.__cause__
 
     # --- one worker --------------------------------------------------------------------
 

@@ -205,10 +205,19 @@ class Hive:
                 ]
             )
         servers: LlamaServers = {}  # models of one GGUF file share its server
-        return {
-            name: given[name] if name in given else spec.build(self.folder, servers)
-            for name, spec in self.spec.models.items()
-        }
+        built: dict[str, Model] = {}
+        for name, spec in self.spec.models.items():
+            if name in given:
+                built[name] = given[name]
+            else:
+                built[name] = spec.build(self.folder, servers, self._key_env(name))
+        return built
+
+    def _key_env(self, model: str) -> str | None:
+        """The environment variable the ``api_key`` of ``model`` was read from, when it
+        is one whole (``api_key: ${NAME}``): the model reads it there, so that on Ray
+        each actor reads it from its own environment, and the key is never sent."""
+        return self._doc.variables.get(("models", model, "api_key"))
 
     def tool_names(self, role: str | None = None) -> tuple[str, ...] | None:
         """The names the models of its roles (or of ``role`` alone) call tools by;

@@ -129,19 +129,28 @@ class ModelSpec(BaseModel):
             )
         return self
 
-    def build(self, folder: Path | None = None, servers: LlamaServers | None = None) -> Model:
+    def build(
+        self,
+        folder: Path | None = None,
+        servers: LlamaServers | None = None,
+        key_env: str | None = None,
+    ) -> Model:
         """The model; ``folder`` is where a ``path`` is relative to (the hive's).
         ``servers``: the llama.cpp servers of the hive's models built so far, which a
         ``provider: llama`` model of one of their files, with their slots, context,
-        threads and seed, shares (one made is added)."""
-        model = self._build(folder, servers)
+        threads and seed, shares (one made is added). ``key_env``: the environment
+        variable its ``api_key`` was read from (``api_key: ${NAME}``), which the model
+        reads in its stead, wherever it is made (on Ray, in each actor)."""
+        model = self._build(folder, servers, key_env)
         if self.tool_protocol == "text":
             model = TextToolModel(model)
         elif self.tool_protocol == "json":
             model = JsonToolModel(model)
         return model if self.price is None else PricedModel(model, self.price)
 
-    def _build(self, folder: Path | None, servers: LlamaServers | None) -> Model:
+    def _build(
+        self, folder: Path | None, servers: LlamaServers | None, key_env: str | None
+    ) -> Model:
         if self.provider == "offline":
             return OfflineModel(latency=self.latency, jitter=self.jitter)
         # The adapters (and ``openai``, about a second to import) load with the first
@@ -171,12 +180,15 @@ class ModelSpec(BaseModel):
         from runtime.models.openai.chat import OpenAIModel
         from runtime.models.openai.responses import OpenAIResponsesModel
 
-        key = self.api_key.get_secret_value() if self.api_key is not None else None
+        key = None
+        if self.api_key is not None and key_env is None:  # else read where it is made
+            key = self.api_key.get_secret_value()
         adapter = OpenAIResponsesModel if self.api == "responses" else OpenAIModel
         return adapter(
             self.model or "",
             base_url=self.base_url or None,
             api_key=key or None,
+            api_key_env=key_env,
             timeout=self.timeout,
             settings=self.settings,
             retry=self.retry,

@@ -123,6 +123,8 @@ class Builder:
         """The values no error may show, each with what it is: those at the paths of
         secrets (wherever an alias puts them), the passwords of URLs, and what came
         from the environment."""
+        self.variables: dict[YamlPath, str] = {}
+        """The environment variable a value is, whole (``api_key: ${NAME}``), by path."""
         self.marks: dict[YamlPath, tuple[int, int]] = {}
         self.values = 0
         self.open: set[int] = set()  # the collections being built (to spot a cycle)
@@ -301,6 +303,8 @@ class Builder:
             found = self.env.get(name)
             if found:
                 self.hidden.setdefault(found, f"${name}")  # where keys live
+                if match.group() == value:
+                    self.variables[path] = name
                 return found
             if default is not None:
                 return default

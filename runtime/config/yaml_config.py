@@ -63,6 +63,8 @@ class YamlDocument(Value, frozen=True, kw_only=True):
         hidden: The values no error about it shows, each with what it is (its mask
             says): those at the paths of ``secrets``, the passwords of URLs, and the
             values of the environment variables it names.
+        variables: The environment variable each value that is one whole
+            (``api_key: ${NAME}``) was read from, by path: where a key came from.
     """
 
     data: Any
@@ -70,6 +72,7 @@ class YamlDocument(Value, frozen=True, kw_only=True):
     marks: Mapping[YamlPath, tuple[int, int]] = msgspec.field(default_factory=dict)
     secrets: SecretPaths = ()
     hidden: Mapping[str, str] = msgspec.field(default_factory=dict)
+    variables: Mapping[YamlPath, str] = msgspec.field(default_factory=dict)
 
     def __repr__(self) -> str:  # never the data: it may hold secrets
         return f"YamlDocument(file={self.file!r})"
@@ -322,6 +325,7 @@ def parse_yaml(
         marks=marks,
         secrets=tuple(tuple(p) for p in secrets),
         hidden=types.MappingProxyType(builder.hidden),
+        variables=types.MappingProxyType(builder.variables),
     )
 
 

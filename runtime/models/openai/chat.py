@@ -41,6 +41,8 @@ class OpenAIModel(OpenAIEndpoint):
         model: The model name (``gpt-4o-mini``, ``deepseek-chat``, ``llama3.1`` ...).
         base_url: The endpoint; default ``OPENAI_BASE_URL`` or OpenAI's.
         api_key: Default ``OPENAI_API_KEY``. Not needed for a local ``base_url``.
+        api_key_env: The environment variable to read the key from instead, as the
+            client is made (on Ray, each actor reads it from its own environment).
         timeout: Seconds per HTTP request when the request sets none.
         retry: The retry policy; ``RetryPolicy(attempts=1)`` disables retries.
         settings: Extra parameters sent with every call (``temperature``, ``seed`` ...);

@@ -106,6 +106,7 @@ class OpenAIEndpoint(abc.ABC):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
+        api_key_env: str | None = None,
         timeout: float = 120.0,
         retry: RetryPolicy | None = None,
         settings: Mapping[str, Any] | None = None,
@@ -115,7 +116,12 @@ class OpenAIEndpoint(abc.ABC):
     ) -> None:
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        if api_key is not None and api_key_env is not None:
+            raise ConfigError(f"model {model!r}: give api_key or api_key_env, not both")
         self._api_key = api_key
+        self.api_key_env = api_key_env
+        """The environment variable its key is read from as its client is made, in the
+        process that makes it (None: ``api_key``, else ``OPENAI_API_KEY``)."""
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.settings = dict(settings or {})
@@ -141,7 +147,8 @@ class OpenAIEndpoint(abc.ABC):
         self.stream_usage = True
         """Whether streamed calls ask for their usage (``stream_options``, the chat
         API only): unset once the endpoint refuses that parameter."""
-        add_secret(api_key or (client.api_key if client is not None else None), _KEY, owner=self)
+        client_key = client.api_key if client is not None else None
+        add_secret(self._key_read() or client_key, _KEY, owner=self)
         # http://user:PASSWORD@host/v1, given or in the URL of the client given.
         urls = f"{self.base_url or ''} {client.base_url if client is not None else ''}"
         for secret in url_secrets(urls):
@@ -195,14 +202,26 @@ class OpenAIEndpoint(abc.ABC):
         (an Executor asks before a run starts)."""
         if self._given is not None:
             return None
-        return key_missing(self.model, self._api_key, self.base_url)
+        key = self._key_read()
+        if self.api_key_env is not None and key is None:
+            return ConfigError(
+                f"model {self.model!r} reads its API key from the environment variable "
+                f"{self.api_key_env}, which is not set"
+            )
+        return key_missing(self.model, key, self.base_url)
+
+    def _key_read(self) -> str | None:
+        """The key given, or read now from the variable named (None: neither)."""
+        if self.api_key_env is not None:
+            return os.environ.get(self.api_key_env) or None
+        return self._api_key
 
     def _new_client(self) -> openai.AsyncOpenAI:
         missing = self.missing_key()
         if missing is not None:
             raise missing
         # Local servers (Ollama, vLLM, llama.cpp) ignore the key.
-        key = self._api_key or os.environ.get("OPENAI_API_KEY") or "unused"
+        key = self._key_read() or os.environ.get("OPENAI_API_KEY") or "unused"
         add_secret(key, _KEY, owner=self)  # from the environment, or given
         self._key = key
         return openai.AsyncOpenAI(

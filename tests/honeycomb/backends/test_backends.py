@@ -509,8 +509,10 @@ def test_an_api_key_is_never_sent_to_the_actors() -> None:
         with pytest.raises(ConfigError, match="OPENAI_API_KEY") as caught:
             recipe(model, {})
         assert "sk-secret-123" not in str(caught.value)
-        # What a hive says, told too: it said to drop api_key=, which no hive writes.
-        assert "drop api_key= (a hive model's api_key:)" in str(caught.value)
+        # What a hive says, told too: it said to drop api_key=, which no hive writes,
+        # and what to write instead: the variable's name.
+        assert "drop api_key= (a hive model's api_key: written out)" in str(caught.value)
+        assert "api_key_env=, a hive's api_key: ${NAME}" in str(caught.value)
     limiters: dict[str, Any] = {}
     endpoint = OpenAIModel("gpt-4o-mini", base_url="http://127.0.0.1:1/v1", max_concurrency=3)
     sent = recipe(PricedModel(endpoint, Price(input_per_mtok=1.0, output_per_mtok=2.0)), limiters)

@@ -3,12 +3,15 @@ pool its Executor makes (a real local Ray, the session's)."""
 
 from __future__ import annotations
 
+import os
+import secrets
 from pathlib import Path
 
 import pytest
 
 from honeycomb import Executor
 from honeycomb.backends import RayBackend
+from honeycomb.backends.ray import recipe
 
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")  # Ray brings its own
@@ -65,3 +68,78 @@ async def test_an_executor_stops_the_pool_its_hive_made_when_closed(
         assert psutil.Process(pid).is_running()
     finally:
         given.stop()
+
+
+async def test_models_read_their_keys_from_variables_of_their_own_in_the_actors(
+    ray_session: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The actors read OPENAI_API_KEY alone: a hive whose models had keys of their own
+    # (api_key: ${NAME}) had every worker refused on Ray, two providers impossible.
+    from tests.support.openai_server import OpenAIServer, text
+
+    keys = {name: f"sk-{name}-{secrets.token_hex(8)}" for name in ("alpha", "beta")}
+    for name, key in keys.items():
+        monkeypatch.setenv(f"HONEYCOMB_TEST_{name.upper()}_KEY", key)
+    with OpenAIServer(text("done")) as server:
+        hive = _hive(
+            tmp_path,
+            f"""
+models:
+  alpha: {{model: m-alpha, base_url: "{server.base_url}", api_key: "${{HONEYCOMB_TEST_ALPHA_KEY}}"}}
+  beta: {{model: m-beta, base_url: "{server.base_url}", api_key: "${{HONEYCOMB_TEST_BETA_KEY}}"}}
+roles:
+  a: {{model: alpha}}
+  b: {{model: beta}}
+aggregator: concat
+backend:
+  ray:
+    actors: 1
+    actor_cpus: 0
+    runtime_env:
+      env_vars:
+        HONEYCOMB_TEST_ALPHA_KEY: "${{HONEYCOMB_TEST_ALPHA_KEY}}"
+        HONEYCOMB_TEST_BETA_KEY: "${{HONEYCOMB_TEST_BETA_KEY}}"
+""",
+        )
+        async with Executor.from_yaml(hive) as executor:
+            for model in executor.models.values():  # what goes to the actors: no key
+                sent = recipe(model, {})
+                assert not any(key.encode() in sent for key in keys.values())
+            result = await executor.run("t", subtasks=[("a", "one"), ("b", "two")])
+            pool = executor.shared.backend
+            assert isinstance(pool, RayBackend)
+            (actor,) = await pool.pids()
+    assert result.status == "ok", result
+    sent_by = {r.body["model"]: r.headers["authorization"] for r in server.requests}
+    assert sent_by == {"m-alpha": f"Bearer {keys['alpha']}", "m-beta": f"Bearer {keys['beta']}"}
+    assert actor != os.getpid()
+
+
+async def test_an_actor_without_a_models_key_variable_fails_its_workers_naming_it(
+    ray_session: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from honeycomb import OpenAIModel, Role, RunFailed
+    from tests.support.openai_server import OpenAIServer, text
+
+    key = f"sk-gamma-{secrets.token_hex(8)}"
+    monkeypatch.setenv("HONEYCOMB_TEST_GAMMA_KEY", key)  # here, not in the session's Ray
+    pool = RayBackend(actors=1, actor_cpus=0)
+    with OpenAIServer(text("done")) as server:
+        model = OpenAIModel("m", base_url=server.base_url, api_key_env="HONEYCOMB_TEST_GAMMA_KEY")
+        executor = Executor([Role(name="q")], model, aggregator="concat", backend=pool)
+        try:
+            with pytest.raises(RunFailed) as caught:
+                await executor.run("t", subtasks=[("q", "one")])
+        finally:
+            pool.stop()
+    assert caught.value.partial is not None
+    (failed,) = caught.value.partial.subtasks.values()
+    assert failed.error is not None
+    assert failed.error.type == "ConfigError"
+    assert failed.error.message.startswith(
+        f"model {model!r} of role 'q' could not be made in a Ray actor: model 'm' reads "
+        "its API key from HONEYCOMB_TEST_GAMMA_KEY, which this Ray actor's environment "
+        "does not have: set HONEYCOMB_TEST_GAMMA_KEY on every node"
+    )
+    assert key not in failed.error.message
+    assert not server.requests

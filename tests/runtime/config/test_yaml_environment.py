@@ -38,6 +38,14 @@ def test_references_and_literals(text: str, value: str) -> None:
     assert value_of(text) == value
 
 
+def test_a_value_that_is_one_variable_whole_keeps_its_name() -> None:
+    """What reads a key where it is used (a model on Ray, in each actor) reads that
+    variable: a value only part of which a variable gives is no variable's."""
+    text = "k: ${A}\nl: pre-${A}\nm: ${B:-b}\nn: '${A}'\no: alpha\n"
+    doc = parse_yaml(text, file="h.yaml", env=ENV, interpolate=True)
+    assert dict(doc.variables) == {("k",): "A", ("n",): "A"}
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [

@@ -709,6 +709,24 @@ async def test_an_explicit_api_key_wins_over_the_environment(
     assert openai_server.requests[0].headers["authorization"] == "Bearer sk-explicit"
 
 
+async def test_a_key_variable_named_is_read_as_the_client_is_made(
+    openai_server: OpenAIServer, make_model: MakeModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    model = make_model(api_key_env="DEEPSEEK_API_KEY")
+    missing = model.missing_key()  # unset, even for a local endpoint: it was named
+    assert missing is not None
+    assert "DEEPSEEK_API_KEY, which is not set" in missing.message
+
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-deepseek-key")
+    await model.complete(ask())
+
+    assert openai_server.requests[0].headers["authorization"] == "Bearer sk-deepseek-key"
+    with pytest.raises(ConfigError, match="not both"):
+        make_model(api_key="sk-explicit", api_key_env="DEEPSEEK_API_KEY")
+
+
 async def test_a_local_base_url_needs_no_api_key(
     openai_server: OpenAIServer, make_model: MakeModel
 ) -> None:
