@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from runtime.events import ApprovalDecided, ApprovalRequested, Event, Tracer
 from runtime.messages import ToolCall
 from runtime.tools.approvals import (
+    ApprovalEntry,
     ApprovalGate,
     ApprovalNeeded,
     ApprovalRequest,
@@ -89,3 +91,29 @@ async def test_a_call_with_no_decision_stops_the_turn_before_the_next_layer() ->
         await layer.admit([prepared(look, 0, key="a"), prepared(send, 1, to="ann")])
     assert [p.call_id for p in stopped.value.pending] == ["c1"]
     assert inner.admitted == []
+
+
+async def test_a_call_is_told_waiting_once_and_decided_once_however_often_its_turn_runs() -> None:
+    """A turn that pauses runs again (once its calls are decided, or as a nested
+    worker's caller goes on): its gate tells each call's ``approval.requested`` and
+    ``approval.decided`` once, not once a run of the turn."""
+    heard: list[Event] = []
+    log = MemoryApprovalLog()
+    gate = ApprovalGate(ASKING, log=log, worker="w", tracer=Tracer(heard.append, log=False))
+    layer = Approving(Next(), gate)
+    calls = [prepared(send, 0, to="al")]
+    for _ in range(2):  # paused, and paused again before anyone decides
+        with pytest.raises(ApprovalNeeded):
+            await layer.admit(calls)
+    (entry,) = log.entries.values()
+    await log.record(
+        ApprovalEntry(pending=entry.pending, decision=Decision.approved(), decided_by="ann")
+    )
+    for _ in range(2):
+        await layer.admit(calls)
+    assert [type(e) for e in heard] == [ApprovalRequested, ApprovalDecided]
+    requested, decided = heard
+    assert isinstance(requested, ApprovalRequested)
+    assert (requested.worker, requested.call_id, requested.asked) == ("w", "c0", "store")
+    assert isinstance(decided, ApprovalDecided)
+    assert (decided.approved, decided.by) == (True, "ann")
