@@ -20,6 +20,7 @@ from runtime.secrets import add_secret
 from tests.support.ray_tools import scripted
 
 pytest.importorskip("ray")
+pytestmark = pytest.mark.xdist_group("ray")  # one test process starts the session's Ray
 
 TOOLS = "tests.support.ray_tools"
 SECRET = "tok-4b1d9e07c3"
