@@ -13,7 +13,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from honeycomb.offline import rules as rules
-from honeycomb.run.plan import Plan, Subtask
+from honeycomb.run.plan import INSTRUCTION_CHARS, Plan, Subtask
 from honeycomb.run.prompts import (
     CATALOG_HEADER,
     ROUND_HEADER,
@@ -113,7 +113,7 @@ def follow_up_for(text: str, ids: Sequence[str] = ()) -> Plan:
             Subtask(
                 id=ids[len(added)] if len(added) < len(ids) else follow_id,
                 role=result.role,
-                instruction=_follow_up(result.id, asking),
+                instruction=_fitted([_follow_up(result.id, asking)]),
                 depends_on=(result.id,),
                 round=number,
             )
@@ -166,7 +166,7 @@ def _rule_plan(
             role = _best_role(topic, roles, vocab) or roles[0].role
             said = f"{_followed(task, topic)} (following on from: {topic.rstrip('.!? ')})."
             sid = given[0] if given else f"{role[:40]}-1"
-            return Plan(subtasks=(Subtask(id=sid, role=role, instruction=said),))
+            return Plan(subtasks=(Subtask(id=sid, role=role, instruction=_fitted([said])),))
     overall = overall or roles[0].role
     drafts: list[_Draft] = []
     for clause in clauses:
@@ -195,7 +195,7 @@ def _rule_plan(
             Subtask(
                 id=i,
                 role=d.role,
-                instruction=" ".join(_sentence(c, task_places) for c in d.clauses),
+                instruction=_fitted([_sentence(c, task_places) for c in d.clauses]),
                 depends_on=others if d.writer else (),
             )
             for i, d in zip(ids, drafts, strict=True)
@@ -264,6 +264,24 @@ def _sentence(clause: str, task_places: Sequence[str]) -> str:
     return text + "."
 
 
+def _fitted(sentences: Sequence[str]) -> str:
+    """The sentences of one subtask as its instruction, within what a plan's schema
+    allows (:data:`~honeycomb.run.plan.INSTRUCTION_CHARS`), as a model that follows the
+    schema writes it: those that fit, in order, or the first cut at a word, when it
+    alone does not, its end marked."""
+    text = ""
+    for sentence in sentences:
+        joined = f"{text} {sentence}" if text else sentence
+        if len(joined) > INSTRUCTION_CHARS:
+            break
+        text = joined
+    if text:
+        return text
+    cut = sentences[0][: INSTRUCTION_CHARS - 1]
+    at_word = cut.rsplit(" ", 1)[0] if " " in cut else cut
+    return f"{at_word.rstrip()}…"
+
+
 def _fix_plan(
     previous: str | None, roles: Sequence[str], limit: int, ids: Sequence[str] = ()
 ) -> Plan | None:
@@ -290,7 +308,7 @@ def _fix_plan(
         deps = (
             tuple(str(d) for d in listed if str(d) in earlier) if isinstance(listed, list) else ()
         )
-        kept.append(Subtask(id=sid, role=role, instruction=instruction, depends_on=deps))
+        kept.append(Subtask(id=sid, role=role, instruction=_fitted([instruction]), depends_on=deps))
     return Plan(subtasks=tuple(kept)) if kept else None
 
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from honeycomb.trace.critical import figures
@@ -164,6 +164,7 @@ def plan_type(
             Field(default=(), max_length=max(len(earlier) + max_subtasks - 1, 0)),
         ),
         round=(SkipJsonSchema[int], 1),
+        __validators__={"_fits": field_validator("instruction", mode="before")(_fits)},
     )
     validators: dict[str, Any] = {
         "_counted": model_validator(mode="before")(_counted(max_subtasks, least))
@@ -175,6 +176,19 @@ def plan_type(
         __validators__=validators,
         subtasks=(tuple[subtask, ...], Field(min_length=least, max_length=max_subtasks)),
     )
+
+
+def _fits(cls: type[Subtask], value: Any) -> Any:
+    """An instruction within :data:`INSTRUCTION_CHARS`, checked before its schema's own
+    bound is, to tell the planner (and whoever reads its last error) the cap and what
+    to do."""
+    if isinstance(value, str) and len(value) > INSTRUCTION_CHARS:
+        raise ValueError(
+            f"the instruction has {len(value)} characters, over the {INSTRUCTION_CHARS} "
+            "an instruction may have: say what the worker is to do in short (name what "
+            "it works on rather than copy it all), or split the work among more subtasks"
+        )
+    return value
 
 
 def _counted(most: int, least: int) -> Callable[[type[Plan], Any], Any]:

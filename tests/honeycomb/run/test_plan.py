@@ -9,6 +9,7 @@ from typing import Any
 
 import jsonschema
 import pydantic
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -73,6 +74,25 @@ def test_the_schema_refuses_what_it_promises_to() -> None:
         validator = jsonschema.Draft202012Validator(schema)
         assert not validator.is_valid(bad), bad
         assert not accepted(bad), bad
+
+
+def test_an_instruction_over_the_cap_is_refused_naming_the_cap_and_what_to_do() -> None:
+    # What the planner model is sent back, and what the run's PlanError ends with.
+    long = "y" * (INSTRUCTION_CHARS + 5)
+    plan = {"subtasks": [{"id": "s1", "role": "writer", "instruction": long}]}
+    with pytest.raises(pydantic.ValidationError) as caught:
+        plan_type(ROLES, MAX).model_validate(plan)
+    [error] = [e for e in caught.value.errors() if e["loc"] == ("subtasks", 0, "instruction")]
+    assert error["msg"].removeprefix("Value error, ") == (
+        f"the instruction has {INSTRUCTION_CHARS + 5} characters, over the "
+        f"{INSTRUCTION_CHARS} an instruction may have: say what the worker is to do in "
+        "short (name what it works on rather than copy it all), or split the work among "
+        "more subtasks"
+    )
+    schema = plan_type(ROLES, MAX).model_json_schema()  # the grammar's bound as it was
+    jsonschema.validate({"subtasks": [{**plan["subtasks"][0], "instruction": "y"}]}, schema)
+    subtask = schema["$defs"]["Subtask"]["properties"]["instruction"]
+    assert subtask["maxLength"] == INSTRUCTION_CHARS
 
 
 def test_the_schema_refuses_invented_ids_and_dependencies() -> None:
