@@ -76,7 +76,6 @@ from workers.services import Services
 from workers.worker import handed_on
 
 if TYPE_CHECKING:
-    from honeycomb.backends import RayBackend
     from honeycomb.hive import Hive
     from honeycomb.run.context import Backend
     from honeycomb.run.session import Busy, Converse, Session, SessionRows, Unfinished
@@ -200,7 +199,7 @@ class Executor:
         )
         self._session_rows: SessionRows | None = None
         self._hive: Hive | None = None  # made from a hive (from_hive): kept with it
-        self._own_pool: RayBackend | None = None  # the hive's Ray pool it made: it stops it
+        self._stop_pool: Callable[[], None] | None = None  # of the hive's pool it made
         model_slots = self._slots(kept_policy.model_concurrency)
         limited_models = {
             name: LimitedModel(m, model_slots) if model_slots is not None else m
@@ -260,8 +259,8 @@ class Executor:
             try:
                 await self.shared.crew.mcp.close()
             finally:
-                if self._own_pool is not None:
-                    self._own_pool.stop()  # a later run makes a new pool, stopped again here
+                if self._stop_pool is not None:
+                    self._stop_pool()  # a later run makes a new pool, stopped again here
 
     @property
     def roles(self) -> dict[str, Role]:
@@ -369,7 +368,7 @@ class Executor:
                 **options,
             )
         executor._hive = hive  # what it declares is masked while it lives: its secrets
-        executor._own_pool = built  # its own: aclose stops it
+        executor._stop_pool = built.stop if built is not None else None  # its own: aclose
         return executor
 
     @classmethod
