@@ -34,7 +34,7 @@ from runtime.events import (
     ToolCallStarted,
 )
 from workers.guards import GuardChecked
-from workers.memory import MemoryRecalled
+from workers.memory import MemoryEmbedded, MemoryRecalled
 
 __all__ = [
     "AggregationFinished",
@@ -46,6 +46,7 @@ __all__ = [
     "Event",
     "EventHandler",
     "GuardChecked",
+    "MemoryEmbedded",
     "MemoryRecalled",
     "ModelCallFinished",
     "ModelCallRetrying",

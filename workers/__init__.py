@@ -4,7 +4,13 @@ Imports only ``runtime``."""
 from workers.context import Compaction, ContextWindow, assemble
 from workers.guards import GuardCheck, GuardChecked, Guards
 from workers.loop import AgentLoop
-from workers.memory import MemoryRecalled, RoleMemory, memory_tools, recall_text
+from workers.memory import (
+    MemoryEmbedded,
+    MemoryRecalled,
+    RoleMemory,
+    memory_tools,
+    recall_text,
+)
 from workers.role import Approvals, Role, check_role, load_roles, read_roles, role_entries
 from workers.services import MemoryStore, Services, WorkerStore
 from workers.state import (
@@ -33,6 +39,7 @@ __all__ = [
     "Guards",
     "LoopSettings",
     "LoopState",
+    "MemoryEmbedded",
     "MemoryRecalled",
     "MemoryStore",
     "Role",

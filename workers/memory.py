@@ -11,6 +11,13 @@
 - ``store_result: true``: each finished worker's answer is kept, with its run, role and
   subtask (:func:`keep_result`, called by the worker as it ends well).
 
+What a memory's embeddings calls spend counts in the worker's run as what its model
+calls spend does (:class:`MemorySpending`, the payer of :mod:`runtime.limits.spending` a worker with
+memory sets for as long as it runs): in the run's usage and budget (tokens, and dollars
+at the embeddings' price), each call a :class:`MemoryEmbedded` event. A run whose
+budget is spent makes no more of them (``BudgetExceeded``: the memory's failure, as
+below; the worker's next model call stops it).
+
 A memory that fails (a locked file, an embeddings endpoint that is down, a vector
 database out of reach) never fails the worker: the recall is an event with the error,
 a tool call an error observation (as any tool's failure is), and a result that cannot
@@ -29,17 +36,20 @@ from typing import Annotated, Any, ClassVar
 from pydantic import ConfigDict, Field
 
 from runtime import (
+    Budget,
     Event,
     Memory,
     MemoryHit,
     Tool,
     ToolContext,
     Tracer,
+    Usage,
     UserMessage,
     logs,
     tool,
 )
 from runtime.concurrency import within
+from runtime.events import Caller
 from runtime.memory import DEFAULT_NAMESPACE
 from runtime.secrets import masked
 from runtime.tools.render import cut
@@ -47,7 +57,9 @@ from runtime.value import SettingsModel
 
 __all__ = [
     "RECALL_HEADER",
+    "MemoryEmbedded",
     "MemoryRecalled",
+    "MemorySpending",
     "RoleMemory",
     "keep_result",
     "memory_tools",
@@ -92,6 +104,52 @@ class MemoryRecalled(Event, frozen=True, kw_only=True):
     memory_ids: tuple[str, ...]  # the memories put into its context, best first
     duration_s: float
     error: str | None = None
+
+
+class MemoryEmbedded(Event, frozen=True, kw_only=True):
+    """A worker's memory had texts embedded (to keep a memory, or to search): what the
+    call spent, as a model call's event says it (it counts in the run's usage and
+    budget as a model call's spending does, not among its ``model_calls``)."""
+
+    kind: ClassVar[str] = "memory.embedded"
+    model: str
+    duration_s: float
+    input_tokens: int = 0
+    cost: float = 0.0
+
+
+class MemorySpending:
+    """Pays for a worker's memory calls (a :class:`~runtime.limits.spending.Payer`): its
+    run's budget refuses them once spent and is charged what they spent, each reported
+    as a :class:`MemoryEmbedded` of the worker.
+
+    Args:
+        budget: The run's budget.
+        caller: The worker, its run, and where its events go.
+    """
+
+    __slots__ = ("budget", "caller")
+
+    def __init__(self, budget: Budget, caller: Caller) -> None:
+        self.budget, self.caller = budget, caller
+
+    def check(self) -> None:
+        self.budget.check()
+
+    def spent(self, model: str, usage: Usage, duration_s: float) -> None:
+        self.budget.charge(usage)
+        caller = self.caller
+        if caller.tracer.enabled:
+            caller.tracer.emit(
+                MemoryEmbedded(
+                    worker=caller.worker,
+                    run_id=caller.run_id,
+                    model=model,
+                    duration_s=duration_s,
+                    input_tokens=usage.input_tokens,
+                    cost=usage.cost,
+                )
+            )
 
 
 def recall_text(hits: Sequence[MemoryHit], header: str = RECALL_HEADER) -> str:

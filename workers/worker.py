@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Literal
 
 from msgspec.structs import replace
@@ -26,6 +27,7 @@ from runtime import (
 )
 from runtime.concurrency import require_asyncio
 from runtime.events import Caller
+from runtime.limits.spending import paid_by, paying
 from runtime.tools.approvals import (
     ApprovalGate,
     ApprovalRule,
@@ -36,7 +38,7 @@ from workers.calls import tool_calls
 from workers.context import ContextWindow
 from workers.guards import GuardRunner, ResolvedGuards, resolve_guards, tripped
 from workers.loop import AgentLoop
-from workers.memory import keep_result, memory_tools, recall_at_start
+from workers.memory import MemorySpending, keep_result, memory_tools, recall_at_start
 from workers.role import Role
 from workers.services import Services
 from workers.state import (
@@ -373,6 +375,8 @@ class Worker:
         loop = self._loop()
         started_at, started = time.time(), time.perf_counter()
         bound = logs.bind(run_id=self.services.run_id, worker=self.name)
+        # Its memory's calls (its recall, its tools') are paid by it, wherever made.
+        paid = paying.set(self._memory_payer()) if self.setup.memory is not None else None
         try:
             if resume is None:  # a resumed worker passed its input guards before
                 refused = await self._refused(told)
@@ -396,6 +400,8 @@ class Worker:
             return self._result("failed", Transcript(), Usage(), 0, started_at, started, error=exc)
         finally:
             logs.unbind(bound)
+            if paid is not None:
+                paying.reset(paid)
         result = self._ended(outcome, loop.head(prompt), started_at, started)
         if keep and result.ok:
             await self.keep(result)
@@ -478,15 +484,28 @@ class Worker:
         (a worker of the plan's, one called as a tool, or one run on its own alike)."""
         memory, uses = self.setup.memory, self.role.memory
         if memory is not None and uses is not None and uses.store_result:
-            await keep_result(
-                memory,
-                uses,
-                result.text,
-                run_id=self.services.run_id,
-                role=self.role.name,
-                worker=self.name,
-                timeout_s=self.role.tool_timeout,
-            )
+            with self.paying_for_memory():
+                await keep_result(
+                    memory,
+                    uses,
+                    result.text,
+                    run_id=self.services.run_id,
+                    role=self.role.name,
+                    worker=self.name,
+                    timeout_s=self.role.tool_timeout,
+                )
+
+    def paying_for_memory(self) -> AbstractContextManager[None]:
+        """The block's memory calls (their embeddings) are paid by this worker: they
+        spend its run's budget, each reported as its own (:mod:`runtime.limits.spending`;
+        its own run and keep are so paid)."""
+        return paid_by(self._memory_payer())
+
+    def _memory_payer(self) -> MemorySpending:
+        """Who pays for its memory's calls (see :meth:`paying_for_memory`)."""
+        kept = self.services
+        caller = Caller(worker=self.name, run_id=kept.run_id, tracer=kept.tracer)
+        return MemorySpending(kept.budget, caller)
 
     async def _recalled(self, task: str, prompt: str) -> LoopState | None:
         """The first state of a worker whose role recalls at its start: the memories

@@ -388,6 +388,8 @@ class Driver:
             # What a memory keeps or searches for, a worker masks first: in the actor,
             # which knows none of this process's secrets, that masked nothing.
             args, options = masked(args), masked(options)
+            with worker.paying_for_memory():  # its embeddings spend the run's budget here
+                return await found(*args, **options)
         return await found(*args, **options)
 
     async def _hold(

@@ -180,6 +180,7 @@ class Hive:
                 dimensions=e.dimensions,
                 timeout=e.timeout,
                 max_concurrency=e.max_concurrency,
+                price=e.price,
             )
         return SQLiteMemory(path, embeddings=embeddings, max_chars=declared.max_chars)
 

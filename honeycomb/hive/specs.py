@@ -212,8 +212,18 @@ def _http_url(url: str | None) -> str | None:
     return url
 
 
+def _input_priced(price: Any) -> Any:
+    """An embeddings' price as written: its input tokens' alone is its whole price."""
+    if isinstance(price, Mapping) and "output_per_mtok" not in price:
+        return {**price, "output_per_mtok": 0}
+    return price
+
+
 class EmbeddingsSpec(BaseModel):
-    """An OpenAI-compatible embeddings endpoint, for semantic memory search."""
+    """An OpenAI-compatible embeddings endpoint, for semantic memory search. Its calls
+    spend the budget of the run whose worker makes them: their tokens, and at ``price``
+    their dollars (``price: {input_per_mtok: ...}``: an embedding has no output tokens,
+    so ``output_per_mtok`` may be left out)."""
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
@@ -229,6 +239,7 @@ class EmbeddingsSpec(BaseModel):
 
     timeout: float = Field(default=60.0, gt=0)
     max_concurrency: int | None = Field(default=8, ge=1)
+    price: Annotated[Price | None, BeforeValidator(_input_priced)] = None
 
 
 class MemorySpec(BaseModel):

@@ -126,6 +126,8 @@ class SQLiteMemory:
             ValueError: for an empty text or a bad namespace.
             MemoryStoreError: when the file cannot be written.
             ModelError: when the embeddings endpoint fails.
+            BudgetExceeded: when the run paying for its embeddings has spent its budget
+                (see :mod:`runtime.limits.spending`; nothing is sent then).
         """
         _check_namespace(namespace)
         if not text.strip():
@@ -168,6 +170,7 @@ class SQLiteMemory:
             ValueError: for a ``k`` outside 1 to 100, or a bad namespace.
             MemoryStoreError: when the file cannot be read.
             ModelError: when the embeddings endpoint fails.
+            BudgetExceeded: as :meth:`add`.
         """
         _check_namespace(namespace)
         if not 1 <= k <= 100:

@@ -11,6 +11,12 @@ policy's deadline). Each attempt is bounded, its errors translated and masked, a
 chat call's are, and its body is read and checked here: an answer that is not JSON is
 retried, a malformed one is a :class:`~runtime.errors.ModelResponseError` naming the
 field.
+
+What a call spends counts in the run of the worker that makes it, as a model call's
+does (:mod:`runtime.limits.spending`): a run whose budget is spent refuses it before it
+is sent, and one that answered is charged its tokens (the endpoint's
+``usage.prompt_tokens``; the token estimate of its texts when it reports none) and
+their cost at ``price``.
 """
 
 from __future__ import annotations
@@ -18,16 +24,21 @@ from __future__ import annotations
 import array
 import base64
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from runtime.errors import ModelResponseError, kind_of
 from runtime.limits.retry import endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
+from runtime.limits.spending import payer
+from runtime.messages import Usage
 from runtime.models.checks import shown
 from runtime.models.openai._completion import answered_error, error_in
 from runtime.models.openai.chat import OpenAIModel
 from runtime.models.openai.endpoint import read_body
+from runtime.models.pricing import Price
+from runtime.models.tokens import quarter_tokens
 from runtime.secrets import masked
 from runtime.text import valid_text
 
@@ -45,6 +56,7 @@ class OpenAIEmbeddings:
         timeout: Seconds per HTTP request.
         retry: The retry policy; ``RetryPolicy(attempts=1)`` disables retries.
         max_concurrency: Requests in flight at most (None: no limit).
+        price: What its tokens cost (``input_per_mtok``; None: nothing).
     """
 
     def __init__(
@@ -57,11 +69,13 @@ class OpenAIEmbeddings:
         timeout: float = 60.0,
         retry: RetryPolicy | None = None,
         max_concurrency: int | None = 8,
+        price: Price | None = None,
     ) -> None:
         if dimensions is not None and dimensions < 1:
             raise ValueError(f"dimensions must be positive, got {dimensions}")
         self.model = model
         self.dimensions = dimensions
+        self.price = price
         self.endpoint = OpenAIModel(
             model,
             base_url=base_url,
@@ -82,9 +96,11 @@ class OpenAIEmbeddings:
         return f"OpenAIEmbeddings({self.model!r}{at})"
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order.
+        """One vector per text, in order; paid for by whoever pays for the current
+        task's calls (:func:`~runtime.limits.spending.payer`), if anyone does.
 
         Raises:
+            BudgetExceeded: when the payer's budget is spent (nothing is sent then).
             ModelHTTPError, ModelConnectionError, ModelTimeout, ModelResponseError: when
                 the call fails and retrying did not help (or is not allowed).
         """
@@ -92,9 +108,22 @@ class OpenAIEmbeddings:
             return []
         endpoint = self.endpoint
         sent = [valid_text(t) for t in texts]  # as a chat model's: a lone surrogate, U+FFFD
-        return await endpoint_call(endpoint.retry, endpoint.limiter, lambda: self._embed_once(sent))
+        who = payer()
+        if who is not None:
+            who.check()
+        started = time.perf_counter()
+        vectors, tokens = await endpoint_call(
+            endpoint.retry, endpoint.limiter, lambda: self._embed_once(sent)
+        )
+        if who is not None:
+            cost = self.price.of(tokens, 0) if self.price is not None else 0.0
+            usage = Usage(input_tokens=tokens, cost=cost)
+            who.spent(self.name, usage, time.perf_counter() - started)
+        return vectors
 
-    async def _embed_once(self, texts: list[str]) -> list[list[float]]:
+    async def _embed_once(self, texts: list[str]) -> tuple[list[list[float]], int]:
+        """The vectors of ``texts``, and the tokens the endpoint counted (estimated when
+        it says nothing of them)."""
         endpoint = self.endpoint
         params: dict[str, Any] = {"model": self.model, "input": texts, "timeout": endpoint.timeout}
         if self.dimensions is not None:
@@ -106,15 +135,18 @@ class OpenAIEmbeddings:
         with endpoint._bounded(endpoint.timeout, "its timeout"), endpoint._translated(params):
             raw = await client.embeddings.with_raw_response.create(**params)
             body = await read_body(raw.http_response)
-        vectors = parse_vectors(body, len(texts), self.model)
+        vectors, tokens = parse_answer(body, len(texts), self.model)
         endpoint._observe(raw.headers)
-        return vectors
+        if tokens is None:
+            tokens = (sum(quarter_tokens(text) for text in texts) + 3) // 4
+        return vectors, tokens
 
 
-def parse_vectors(body: bytes, count: int, model: str) -> list[list[float]]:
-    """The vectors in an embeddings answer's body, in the order of the ``count`` texts:
-    each a list of numbers, or their float32s in base64 (what the ``openai`` client
-    asks for, and a server may ignore).
+def parse_answer(body: bytes, count: int, model: str) -> tuple[list[list[float]], int | None]:
+    """The vectors in an embeddings answer's body, in the order of the ``count`` texts
+    (each a list of numbers, or their float32s in base64: what the ``openai`` client
+    asks for, and a server may ignore), and the tokens its ``usage.prompt_tokens``
+    counts (None: it counts none).
 
     Raises:
         ModelResponseError: naming the model and what is wrong with the body (one that
@@ -153,7 +185,16 @@ def parse_vectors(body: bytes, count: int, model: str) -> list[list[float]]:
             f"the embeddings endpoint answered {len(vectors)} vectors of sizes "
             f"{sorted(sizes)} for {count} texts (model {model!r})"
         )
-    return vectors
+    return vectors, _prompt_tokens(data)
+
+
+def _prompt_tokens(data: dict[str, Any]) -> int | None:
+    """The tokens an answer's ``usage`` counts, if it counts them as a whole number."""
+    usage = data.get("usage")
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+        return tokens
+    return None
 
 
 def _vector(value: Any, where: str, model: str) -> list[float]:

@@ -843,6 +843,29 @@ async def test_memory_is_the_runs(backend: RayBackend | None, tmp_path: Path) ->
     assert "queens lay eggs" in result.subtasks["s1"].worker.text
 
 
+async def test_the_memorys_embeddings_spend_the_runs_budget(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    pytest.importorskip("sqlite_vec")
+    from honeycomb import RoleMemory, SQLiteMemory
+    from honeycomb.models import OpenAIEmbeddings, Price
+    from tests.support.openai_server import OpenAIServer
+
+    role = Role(name="m", memory=RoleMemory(namespace="bees", recall=0))
+    note = "queens lay eggs all summer"
+    with OpenAIServer() as server:
+        price = Price(input_per_mtok=3.0, output_per_mtok=0.0)
+        embeddings = OpenAIEmbeddings("e", base_url=server.base_url, api_key="k", price=price)
+        memory = SQLiteMemory(tmp_path / "memory.db", embeddings=embeddings)
+        ex = Executor(
+            [role], FunctionModel(scripted), memory=memory, aggregator="concat", backend=backend
+        )
+        result = await ex.run("t", subtasks=[("m", script([("remember", {"text": note})]))])
+        await embeddings.endpoint.client.close()
+    assert result.status == "ok"
+    assert result.usage.cost == pytest.approx(5 * 3.0 / 1e6)  # its five words, at its price
+
+
 async def test_a_call_needing_approval_goes_to_the_runs_approver(
     backend: RayBackend | None, tmp_path: Path
 ) -> None:

@@ -218,3 +218,30 @@ async def test_a_recall_is_a_span_of_its_worker_and_a_bar_of_its_row(tmp_path: P
     assert recall.end <= model_call.start  # before its first turn
     [row] = build_timeline(recorder.spans).workers
     assert [bar.name for bar in row.bars][:1] == ["recall"]
+
+
+async def test_a_hives_priced_embeddings_count_in_its_runs_usage(tmp_path: Path) -> None:
+    pytest.importorskip("sqlite_vec")
+    from tests.support.openai_server import OpenAIServer
+
+    with OpenAIServer() as server:
+        text = HIVE.replace("http://127.0.0.1:9/v1", server.base_url).replace(
+            "api_key: sk-secret}", "api_key: sk-secret, price: {input_per_mtok: 4.0}}"
+        )
+        executor = Executor.from_hive(load_hive(hive(tmp_path, text)))
+        result = await executor.run("trip", subtasks=[("guide", "Lisbon sights")])
+        inputs = [request.body["input"] for request in server.requests]
+    assert result.status == "ok"
+    assert len(inputs) >= 2  # its recall at its start, its answer kept (and its tools')
+    tokens = sum(len(text.split()) for each in inputs for text in each)
+    assert result.usage.cost == pytest.approx(tokens * 4.0 / 1e6)  # the models are free
+    assert result.usage.input_tokens > tokens
+
+
+def test_a_bad_embeddings_price_is_an_error_at_its_line(tmp_path: Path) -> None:
+    text = HIVE.replace("api_key: sk-secret}", "price: {input_per_mtok: -1}}")
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(hive(tmp_path, text))
+    [error] = caught.value.errors
+    assert error.line == 5
+    assert "memory.embeddings.price.input_per_mtok" in str(error)
