@@ -321,7 +321,7 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed
     "honeycomb/backends/ray.py": {"ray"},  # `ray`, once a RayBackend is used
     "honeycomb/backends/_setup.py": {"ray"},  # `ray`, as the backend starts
-    "honeycomb/backends/_driver.py": {"ray"},  # `ray`, as its workers run
+    "honeycomb/backends/_channel.py": {"ray"},  # `ray`, as it sends to an actor
     "honeycomb/cli/backend.py": {"ray"},  # `ray`, to shut down a Ray the command started
     "honeycomb/hive/backend.py": {"ray"},  # `ray`, to check a hive's runtime_env
     "honeycomb/store/postgres.py": {"psycopg", "psycopg_pool"},  # `postgresql`, for its stores

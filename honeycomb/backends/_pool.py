@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from honeycomb.backends._driver import Channel
+from honeycomb.backends._channel import Channel
 from honeycomb.backends._setup import answering
 
 
