@@ -116,6 +116,8 @@ class MemoryEmbedded(Event, frozen=True, kw_only=True):
     duration_s: float
     input_tokens: int = 0
     cost: float = 0.0
+    # An attempt its timeout cut off: its texts were sent, and count by the estimate.
+    error: str | None = None
 
 
 class MemorySpending:
@@ -136,7 +138,7 @@ class MemorySpending:
     def check(self) -> None:
         self.budget.check()
 
-    def spent(self, model: str, usage: Usage, duration_s: float) -> None:
+    def spent(self, model: str, usage: Usage, duration_s: float, error: str | None) -> None:
         self.budget.charge(usage)
         caller = self.caller
         if caller.tracer.enabled:
@@ -148,6 +150,7 @@ class MemorySpending:
                     duration_s=duration_s,
                     input_tokens=usage.input_tokens,
                     cost=usage.cost,
+                    error=error,
                 )
             )
 

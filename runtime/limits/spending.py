@@ -32,9 +32,10 @@ class Payer(Protocol):
             BudgetExceeded: when the run's budget is spent.
         """
 
-    def spent(self, model: str, usage: Usage, duration_s: float) -> None:
-        """A call of ``model`` answered in ``duration_s`` seconds, having spent
-        ``usage``."""
+    def spent(self, model: str, usage: Usage, duration_s: float, error: str | None) -> None:
+        """An attempt at a call of ``model`` ended after ``duration_s`` seconds, having
+        spent ``usage``: answered, or cut off by its timeout (``error`` says so; the
+        endpoint had the request, and bills it)."""
 
 
 paying: ContextVar[Payer | None] = ContextVar("honeycomb_payer", default=None)

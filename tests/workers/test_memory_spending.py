@@ -22,7 +22,7 @@ from runtime import (
     Usage,
 )
 from runtime.events import Caller
-from runtime.limits import Limits
+from runtime.limits import Limits, RetryPolicy
 from runtime.limits.spending import paid_by
 from runtime.testing import ScriptedModel, call
 from tests.support.openai_server import OpenAIServer, Raw, embedding
@@ -116,6 +116,30 @@ async def test_an_answer_without_usage_is_counted_by_the_estimate(
     assert got == pytest.approx(vector)
     assert budget.usage.input_tokens == 7  # a token a short word, by the estimate
     assert budget.usage.cost == pytest.approx(7 * 2.0 / 1e6)
+
+
+async def test_an_attempt_cut_off_by_its_timeout_is_paid_and_a_spent_budget_retries_none(
+    openai_server: OpenAIServer,
+) -> None:
+    text = "a red car by the old bus"  # seven tokens by the estimate
+    slow = Raw(200, body={"data": [{"index": 0, "embedding": embedding(text)}]}, delay_s=0.5)
+    retry = RetryPolicy(attempts=3, initial_wait_s=0, jitter_s=0)
+    embeddings = OpenAIEmbeddings(
+        "embed-small", base_url=openai_server.base_url, timeout=0.1, retry=retry, price=PRICE
+    )
+    events: list[Event] = []
+    budget = Budget(Limits(total_tokens=7))
+    payer = MemorySpending(budget, Caller(worker="w", tracer=Tracer(events.append, log=False)))
+    openai_server.enqueue(slow)
+    with paid_by(payer), pytest.raises(BudgetExceeded):
+        await embeddings.embed([text])
+    await embeddings.endpoint.client.close()
+    assert len(openai_server.requests) == 1  # its retry was not sent: the budget was spent
+    assert (budget.usage.input_tokens, budget.usage.cost) == (7, pytest.approx(7 * 2.0 / 1e6))
+    [cut] = [e for e in events if isinstance(e, MemoryEmbedded)]
+    assert (cut.input_tokens, cut.worker) == (7, "w")
+    assert cut.error is not None
+    assert cut.error.startswith("ModelTimeout")
 
 
 async def test_nobody_paying_counts_nothing_and_no_price_costs_nothing(

@@ -13,10 +13,10 @@ retried, a malformed one is a :class:`~runtime.errors.ModelResponseError` naming
 field.
 
 What a call spends counts in the run of the worker that makes it, as a model call's
-does (:mod:`runtime.limits.spending`): a run whose budget is spent refuses it before it
-is sent, and one that answered is charged its tokens (the endpoint's
-``usage.prompt_tokens``; the token estimate of its texts when it reports none) and
-their cost at ``price``.
+does (:mod:`runtime.limits.spending`): a run whose budget is spent sends no attempt of
+it (a retry neither), and each attempt is charged its tokens and their cost at
+``price``: the endpoint's ``usage.prompt_tokens``, or the token estimate of its texts
+when it reports none, and for an attempt its timeout cut off (the endpoint had them).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from runtime.errors import ModelResponseError, kind_of
+from runtime.errors import ModelResponseError, ModelTimeout, kind_of
 from runtime.limits.retry import endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
-from runtime.limits.spending import payer
+from runtime.limits.spending import Payer, payer
 from runtime.messages import Usage
 from runtime.models.checks import shown
 from runtime.models.openai._completion import answered_error, error_in
@@ -100,7 +100,8 @@ class OpenAIEmbeddings:
         task's calls (:func:`~runtime.limits.spending.payer`), if anyone does.
 
         Raises:
-            BudgetExceeded: when the payer's budget is spent (nothing is sent then).
+            BudgetExceeded: when the payer's budget is spent before an attempt (that
+                attempt is not sent).
             ModelHTTPError, ModelConnectionError, ModelTimeout, ModelResponseError: when
                 the call fails and retrying did not help (or is not allowed).
         """
@@ -109,21 +110,17 @@ class OpenAIEmbeddings:
         endpoint = self.endpoint
         sent = [valid_text(t) for t in texts]  # as a chat model's: a lone surrogate, U+FFFD
         who = payer()
+        return await endpoint_call(
+            endpoint.retry, endpoint.limiter, lambda: self._embed_once(sent, who)
+        )
+
+    async def _embed_once(self, texts: list[str], who: Payer | None) -> list[list[float]]:
+        """One attempt at the vectors of ``texts``, paid by ``who``: not made once its
+        budget is spent (a retry neither), and charged the tokens the endpoint counted
+        (the estimate when it counts none), or, cut off by its timeout, the estimate
+        (the endpoint had the texts, and bills them whether or not anyone waits)."""
         if who is not None:
             who.check()
-        started = time.perf_counter()
-        vectors, tokens = await endpoint_call(
-            endpoint.retry, endpoint.limiter, lambda: self._embed_once(sent)
-        )
-        if who is not None:
-            cost = self.price.of(tokens, 0) if self.price is not None else 0.0
-            usage = Usage(input_tokens=tokens, cost=cost)
-            who.spent(self.name, usage, time.perf_counter() - started)
-        return vectors
-
-    async def _embed_once(self, texts: list[str]) -> tuple[list[list[float]], int]:
-        """The vectors of ``texts``, and the tokens the endpoint counted (estimated when
-        it says nothing of them)."""
         endpoint = self.endpoint
         params: dict[str, Any] = {"model": self.model, "input": texts, "timeout": endpoint.timeout}
         if self.dimensions is not None:
@@ -132,14 +129,31 @@ class OpenAIEmbeddings:
         # body read and checked here (the SDK's lenient parsing lets a malformed answer
         # through as objects with missing attributes).
         client = endpoint.client  # made before the clock starts, as a chat call's
-        with endpoint._bounded(endpoint.timeout, "its timeout"), endpoint._translated(params):
-            raw = await client.embeddings.with_raw_response.create(**params)
-            body = await read_body(raw.http_response)
+        started = time.perf_counter()
+        try:
+            with endpoint._bounded(endpoint.timeout, "its timeout"), endpoint._translated(params):
+                raw = await client.embeddings.with_raw_response.create(**params)
+                body = await read_body(raw.http_response)
+        except ModelTimeout as exc:
+            if who is not None:
+                self._charge(who, _estimate(texts), started, error=f"ModelTimeout: {exc}")
+            raise
         vectors, tokens = parse_answer(body, len(texts), self.model)
         endpoint._observe(raw.headers)
-        if tokens is None:
-            tokens = (sum(quarter_tokens(text) for text in texts) + 3) // 4
-        return vectors, tokens
+        if who is not None:
+            self._charge(who, _estimate(texts) if tokens is None else tokens, started)
+        return vectors
+
+    def _charge(self, who: Payer, tokens: int, started: float, error: str | None = None) -> None:
+        """Tell ``who`` an attempt begun at ``started`` spent ``tokens``, at the price."""
+        cost = self.price.of(tokens, 0) if self.price is not None else 0.0
+        usage = Usage(input_tokens=tokens, cost=cost)
+        who.spent(self.name, usage, time.perf_counter() - started, error)
+
+
+def _estimate(texts: Sequence[str]) -> int:
+    """The tokens of ``texts`` by the token estimate."""
+    return (sum(quarter_tokens(text) for text in texts) + 3) // 4
 
 
 def parse_answer(body: bytes, count: int, model: str) -> tuple[list[list[float]], int | None]:
