@@ -27,6 +27,7 @@ import copy
 import inspect
 import re
 import time
+from asyncio import CancelledError
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -42,7 +43,6 @@ from runtime import (
     GuardrailTripped,
     HoneycombError,
     Model,
-    ModelError,
     ModelRequest,
     ModelResponseError,
     SystemMessage,
@@ -315,13 +315,13 @@ class Judge:
         call = model_calls(model, self.budget, who, kind="judge").open(request)
         try:
             answer = await call.made()
-        except BaseException as failure:
-            # (its cause is the layer's to set; what its timeouts cut off was spent)
-            raise _spending(call.failed(failure), unanswered_usage(call))  # noqa: B904
+        except BaseException as failure:  # (its cause is the layer's to set)
+            spent = unanswered_usage(call) or Usage()  # the attempts its timeout cut off
+            raise _spending(call.failed(failure), spent)  # noqa: B904
         try:
             response = call.answered(answer)
         except HoneycombError as failure:  # an answer a layer refused
-            raise _spending(failure, unanswered_usage(call))  # noqa: B904
+            raise _spending(failure, unanswered_usage(call) or Usage())  # noqa: B904
         text = (response.message.content or "").strip()
         if not text:  # no verdict: no answer of the worker's could pass it
             why = "empty"
@@ -337,12 +337,19 @@ class Judge:
         return verdict, response.usage, response.model
 
 
-def _spending(error: BaseException, usage: Usage | None) -> BaseException:
-    """``error``, a judge's call's, saying what the call spent (a model error's
-    ``spent``): its guard's event reports it, as the run's budget counted it."""
-    if isinstance(error, ModelError):
-        error.spent = usage
+def _spending(error: BaseException, usage: Usage) -> BaseException:
+    """``error``, ending a judge's call that was made, saying what the call spent (its
+    ``spent``: a model error's field, and as well on what cuts the call off or refuses
+    its retry): its guard's event reports it, as the run's budget counted it."""
+    error.spent = usage  # type: ignore[attr-defined]
     return error
+
+
+def _spent_by(error: BaseException) -> Usage | None:
+    """What the judge's call that ``error`` ended spent (None: none was made, or it is
+    not a judge's error)."""
+    spent = getattr(error, "spent", None)
+    return spent if isinstance(spent, Usage) else None
 
 
 def _cut_off(role_name: str, asked: int, sent: int) -> str:
@@ -493,15 +500,23 @@ class GuardRunner:
             else:
                 assert guard.fn is not None
                 reason = await self._called(guard, check, turn)
-        except BudgetExceeded:  # the budget refused the judge's call: none was made
-            self._report(guard, check, turn, call_id, started, "error", "budget exceeded")
+        except BudgetExceeded as exc:  # it refused the judge's call (none made), or a retry
+            made = _spent_by(exc)
+            spent = (made or usage, "", calls if made is not None else 0, _attempts(report))
+            self._report(guard, check, turn, call_id, started, "error", "budget exceeded", spent)
             raise
         except Exception as exc:  # a broken guard trips: the model cannot fix it
             reason, broken = f"the guard raised {type(exc).__name__}: {exc}", True
-            if isinstance(exc, ModelError) and exc.spent is not None:
-                usage = exc.spent  # a judge's call that gave no verdict spent it still
+            usage = _spent_by(exc) or usage  # a judge's call that gave no verdict spent it
+        except BaseException as stopped:  # cut off as its worker was: it ends too
+            status, reason = "cancelled", None
+            if not isinstance(stopped, CancelledError):  # what stops the process fails it
+                status, reason = "error", f"{type(stopped).__name__}: {stopped}"
+            spent = (_spent_by(stopped) or usage, "", calls, _attempts(report))
+            self._report(guard, check, turn, call_id, started, status, reason, spent)
+            raise
         status = "ok" if reason is None else "error" if broken else "tripped"
-        spent = (usage, model, calls, report.attempts if report is not None else 1)
+        spent = (usage, model, calls, _attempts(report))
         self._report(guard, check, turn, call_id, started, status, reason, spent)
         return None if reason is None else Refusal(guard=guard.name, reason=reason, broken=broken)
 
@@ -556,6 +571,11 @@ class GuardRunner:
                 attempts=attempts,
             )
         )
+
+
+def _attempts(report: CallReport | None) -> int:
+    """The attempts a judge's call took, as its report counted them (1 unreported)."""
+    return report.attempts if report is not None else 1
 
 
 async def _called(fn: Callable[[GuardCheck], Any], check: GuardCheck) -> Any:

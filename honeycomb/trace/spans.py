@@ -744,7 +744,8 @@ class SpanRecorder:
             cost=event.cost,
         )
         if event.model_calls:  # a judge's call: a model call, its usage the guard's
-            answered = "ok" if event.model else "error"
+            cut = event.status == "cancelled"  # its worker was, with its call
+            answered = "ok" if event.model else "cancelled" if cut else "error"
             judged = msgspec.structs.replace(
                 span,
                 span_id=next(self._ids),

@@ -30,9 +30,11 @@ from honeycomb import (
 )
 from honeycomb.events import GuardChecked, ModelCallFinished
 from honeycomb.planning import RolePlanner
+from honeycomb.run.events import RunFinished
 from honeycomb.testing import FunctionModel
+from honeycomb.trace.spans import SpanRecorder
 from runtime import ModelTimeout, Usage
-from runtime.limits.budget import timed_out
+from runtime.limits.budget import retried, timed_out
 from runtime.models.pricing import Price, PricedModel
 
 
@@ -254,3 +256,73 @@ async def test_a_judge_that_gives_no_verdict_reports_what_its_call_spent_as_the_
     assert checked.input_tokens > 0
     assert checked.input_tokens + sum(e.input_tokens for e in answers) == usage.input_tokens
     assert checked.output_tokens + sum(e.output_tokens for e in answers) == usage.output_tokens
+
+
+def _checked_against(events: list[Event], run: RunFinished) -> GuardChecked:
+    """The one guard check of a run, its tokens and calls with its answers' adding up to
+    what the run spent."""
+    [checked] = [e for e in events if isinstance(e, GuardChecked)]
+    answers = [e for e in events if isinstance(e, ModelCallFinished)]
+    usage = run.usage
+    assert usage is not None
+    assert checked.input_tokens + sum(e.input_tokens for e in answers) == usage.input_tokens
+    assert checked.output_tokens + sum(e.output_tokens for e in answers) == usage.output_tokens
+    assert checked.model_calls + len(answers) == usage.model_calls
+    return checked
+
+
+async def test_a_judge_cut_off_by_the_wall_time_reports_a_cancelled_check_and_its_spend() -> None:
+    # The check had no event at all: no span, and neither its call nor the prompt of
+    # its attempt that timed out, which the run's usage counts, was reported.
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if "You are a guard" in (request.messages[0].content or ""):
+            timed_out()  # an attempt its timeout cut off, then the wall time cuts it
+            await anyio.sleep(30)
+        usage = Usage(input_tokens=10, output_tokens=1)
+        return ModelResponse(message=AssistantMessage(content="found"), usage=usage)
+
+    events: list[Event] = []
+    recorder = SpanRecorder()
+    executor = Executor(
+        [Role(name="w", guards=Guards(output=("reviewer",))), Role(name="reviewer")],
+        TellingModel(answer),
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(wall_time_s=0.3)),
+        on_event=[events.append, recorder],
+    )
+    with pytest.raises(BudgetExceeded):
+        await executor.run("task", subtasks=[("w", "a")])
+    [run] = [e for e in events if isinstance(e, RunFinished)]
+    checked = _checked_against(events, run)
+    assert (checked.status, checked.model_calls, checked.reason) == ("cancelled", 1, None)
+    assert checked.input_tokens > 0
+    [guard] = [s for s in recorder.spans if s.kind == "guard"]
+    [judged] = [s for s in recorder.spans if s.parent_id == guard.span_id]
+    assert (guard.status, judged.kind, judged.status) == ("cancelled", "model_call", "cancelled")
+
+
+async def test_a_judges_retry_the_budget_refused_reports_the_call_it_made() -> None:
+    # Its first attempt timed out (its prompt counted), and the budget then refused
+    # the retry: the check said no model call and no tokens.
+    def answer(request: ModelRequest) -> ModelResponse | str:
+        if "You are a guard" in (request.messages[0].content or ""):
+            timed_out()
+            retried()  # as a retry policy says it sends another attempt
+            return "PASS"
+        usage = Usage(input_tokens=10, output_tokens=1)
+        return ModelResponse(message=AssistantMessage(content="found"), usage=usage)
+
+    events: list[Event] = []
+    executor = Executor(
+        [Role(name="w", guards=Guards(output=("reviewer",))), Role(name="reviewer")],
+        TellingModel(answer),
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(total_tokens=40)),
+        on_event=[events.append],
+    )
+    with pytest.raises(BudgetExceeded):
+        await executor.run("task", subtasks=[("w", "a")])
+    [run] = [e for e in events if isinstance(e, RunFinished)]
+    checked = _checked_against(events, run)
+    assert (checked.status, checked.model_calls, checked.reason) == ("error", 1, "budget exceeded")
+    assert checked.input_tokens > 0
