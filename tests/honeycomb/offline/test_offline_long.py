@@ -8,8 +8,15 @@ import pytest
 
 from honeycomb import Executor, Role
 from honeycomb.offline import OfflineModel
+from honeycomb.offline.plan import follow_up_for
 from honeycomb.run.plan import INSTRUCTION_CHARS, Plan, plan_type
-from honeycomb.run.prompts import PLANNER_INSTRUCTIONS, CatalogEntry, planner_task
+from honeycomb.run.prompts import (
+    PLANNER_INSTRUCTIONS,
+    CatalogEntry,
+    ResultEntry,
+    follow_up_task,
+    planner_task,
+)
 from runtime import ModelRequest, OutputSchema, SystemMessage, UserMessage
 
 ROLES = [
@@ -50,3 +57,16 @@ async def test_a_run_of_a_long_message_ends_with_an_answer() -> None:
     assert result.status == "ok"
     assert isinstance(result.plan, Plan)
     assert len(result.plan.subtasks[0].instruction) <= INSTRUCTION_CHARS
+
+
+def test_a_long_sentence_asking_for_more_is_followed_up_within_the_cap() -> None:
+    # A lead planning a later round follows up a result's sentence that asks for more.
+    asking = "the range of the colony needs more study " + "and its forage " * 100
+    results = [ResultEntry(id="r1", role="researcher", ok=True, text=f"Bees dance. {asking}.")]
+    text = follow_up_task("Task: t", results, round=2, rounds=3, room=2, ids=("s2", "s3"))
+    [added] = follow_up_for(text, ("s2", "s3")).subtasks
+    assert 0 < len(added.instruction) <= INSTRUCTION_CHARS
+    assert added.instruction.startswith("Follow up on r1: the range of the colony")
+    plan_type(("researcher",), 2, 0, ("r1",)).model_validate(  # as a lead's schema takes it
+        {"subtasks": [{"id": "s2", "role": "researcher", "instruction": added.instruction}]}
+    )
