@@ -49,6 +49,7 @@ from runtime.events import (
     current_call,
 )
 from runtime.model import context_of
+from runtime.models.layers.base import ModelCall
 from runtime.models.layers.budget import unanswered_usage
 from runtime.value import Value
 from workers.calls import model_calls
@@ -385,11 +386,13 @@ class Compactor:
         tokens, ``fixed`` of them the head's and the tools'. Returns the state, where
         the turn's next fold ends (the state's ``summarized``: none follows), and the
         context's size now."""
-        if self.budget is not None:  # a call the budget refuses is never begun, nor told
-            self.budget.check()  # (its layer reserves it, with no await in between)
+        if self.budget is not None:  # spent: no request is made up
+            self.budget.check()
         allowance = self._allowance(fixed)
         end, summary_call = self._request(state, messages, cut, allowance)
-        summary_call = replace(summary_call, turn=turn)
+        # Opened before it is told: a call the budget (or its cost cap) refuses is never
+        # begun, nor a compaction, as its layer reserves it.
+        call = self._calls.open(replace(summary_call, turn=turn))
         tracing = self.tracer.enabled
         folding = end - state.summarized
         if tracing:
@@ -406,7 +409,7 @@ class Compactor:
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
             )
         started = time.perf_counter()
-        outcome = await self._summarize(summary_call)
+        outcome = await self._summarize(call)
         if outcome.stopped is not None:  # cancelled, or the budget: it ends, then its worker
             if tracing:
                 self._finished(turn, started, outcome, (0, before, False), state)
@@ -425,13 +428,9 @@ class Compactor:
             self._finished(turn, started, outcome, (folding, after, window), state)
         return state, following, after
 
-    async def _summarize(self, request: ModelRequest) -> _Outcome:
+    async def _summarize(self, call: ModelCall) -> _Outcome:
         """The summary call's outcome; cancellation, and a budget that allows no
-        summary call (or no retry of one), are its ``stopped``."""
-        try:
-            call = self._calls.open(request)
-        except BaseException as refused:  # by the budget: nothing was sent
-            return _Outcome(stopped=refused)
+        retry of it, are its ``stopped``."""
         try:
             answer = await call.made()
         except BaseException as failure:  # what its timeouts cut off was spent still

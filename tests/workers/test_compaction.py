@@ -23,10 +23,13 @@ from runtime import (
     Dispatcher,
     Event,
     Limits,
+    Model,
     ModelHTTPError,
     ModelRequest,
     ModelResponse,
     ModelTimeout,
+    Price,
+    PricedModel,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -41,7 +44,7 @@ from runtime.events import ModelCallFinished
 from runtime.limits.budget import timed_out
 from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.testing import FunctionModel, estimate_usage
-from workers import AgentLoop, Final, LoopSettings, LoopState
+from workers import AgentLoop, Failed, Final, LoopSettings, LoopState
 from workers.compaction import FOLDED_HEADER, PREVIOUS_HEADER, is_summary_request
 from workers.context import TOKENS_PER_MESSAGE, Compaction, estimate_tokens, fold_point
 from workers.guards import Guard, GuardRunner, ResolvedGuards
@@ -93,7 +96,7 @@ def loop(
     model: FunctionModel,
     compaction: Compaction,
     *,
-    summarizer: FunctionModel | None = None,
+    summarizer: Model | None = None,
     events: list[Event] | None = None,
     budget: Budget | None = None,
     max_turns: int = 30,
@@ -573,6 +576,23 @@ async def test_a_summary_call_cut_off_after_a_timeout_reports_that_attempts_prom
     [ended] = [e for e in events if isinstance(e, CompactionFinished)]
     assert (ended.status, ended.messages, ended.error) == ("cancelled", 0, None)
     assert ended.input_tokens > 0
+    assert _spent_in_events(events) == (budget.usage.input_tokens, budget.usage.output_tokens)
+
+
+async def test_a_summary_call_the_cost_cap_refuses_is_no_compaction_and_no_call() -> None:
+    # Its prompt alone passes the cap: the budget never counted it, but it was told as
+    # a compaction that failed (a model call more in the trace than in the usage).
+    price = Price(input_per_mtok=1000.0, output_per_mtok=1000.0)  # a summary is dear
+    budget, events = Budget(Limits(cost_per_call=0.01)), []
+    result = await loop(
+        FunctionModel(pager(12)), Compaction(budget_tokens=2500, keep_turns=2),
+        summarizer=PricedModel(summarizer([]), price), budget=budget, events=events,
+    ).run("read the log")  # fmt: skip
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, BudgetExceeded)
+    assert not [e for e in events if isinstance(e, CompactionStarted | CompactionFinished)]
+    calls = [e for e in events if isinstance(e, ModelCallFinished)]
+    assert len(calls) == budget.usage.model_calls
     assert _spent_in_events(events) == (budget.usage.input_tokens, budget.usage.output_tokens)
 
 
