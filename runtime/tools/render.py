@@ -19,6 +19,16 @@ __all__ = ["cut", "render"]
 
 _SCALARS = (str, int, float, bool, type(None))
 
+_DEEPEST = 100
+"""Containers nested deeper than this are given up for the value's ``str()`` (a cycle,
+or a structure no reader follows): well short of Python's recursion limit, near which
+whatever else runs meanwhile (a finalizer the garbage collector calls, a signal
+handler) would fail for want of stack."""
+
+
+class _TooDeep(Exception):
+    """The value nests deeper than :data:`_DEEPEST`."""
+
 
 def render(value: Any, limit: int) -> str:
     """``value`` as text of at most ``limit`` characters, plus a marker when cut."""
@@ -31,7 +41,7 @@ def render(value: Any, limit: int) -> str:
     budget = _Budget(limit)
     try:
         text = pydantic_core.to_json(budget.bounded(value), fallback=_as_text).decode()
-    except (ValueError, RecursionError):  # PydanticSerializationError is a ValueError
+    except (ValueError, _TooDeep):  # PydanticSerializationError is a ValueError
         text = _as_text(value)  # cycles, deep nesting: give up on structure
     return _cut(text, limit, complete=not budget.clipped)
 
@@ -44,17 +54,23 @@ class _Budget:
         self.left = limit
         self.clipped = False
 
-    def bounded(self, value: Any) -> Any:
-        """``value`` with iterators read into lists, and containers cut, within budget."""
+    def bounded(self, value: Any, depth: int = 0) -> Any:
+        """``value`` with iterators read into lists, and containers cut, within budget.
+
+        Raises:
+            _TooDeep: when containers nest deeper than :data:`_DEEPEST`.
+        """
         self.left -= 1
         if isinstance(value, _SCALARS):
             return value
         if isinstance(value, bytes | bytearray):
             return bytes(value).decode("utf-8", errors="replace")
+        if depth >= _DEEPEST:
+            raise _TooDeep
         if isinstance(value, dict):
-            return {k: self.bounded(v) for k, v in self._take(iter(value.items()))}
+            return {k: self.bounded(v, depth + 1) for k, v in self._take(iter(value.items()))}
         if isinstance(value, list | tuple | set | frozenset | Iterator):
-            return [self.bounded(v) for v in self._take(iter(value))]
+            return [self.bounded(v, depth + 1) for v in self._take(iter(value))]
         return value
 
     def _take(self, items: Iterator[Any]) -> Iterator[Any]:
