@@ -16,18 +16,13 @@ from __future__ import annotations
 
 import os
 
-import msgspec
-
 from honeycomb.store.database import Connection
+from honeycomb.store.runs import read_spans
+from honeycomb.trace.lives import life_of
 from honeycomb.trace.spans import Span
 from runtime.text import encode_json
 
 __all__ = ["keep_cut_off"]
-
-_SPANS = msgspec.json.Decoder(list[Span])
-
-_LIFE_DIGITS = 8
-"""The digits of a span id that are its life's (see :class:`~honeycomb.trace.Span`)."""
 
 
 def keep_cut_off(db: Connection, run_id: str, heartbeat: float) -> None:
@@ -44,14 +39,13 @@ def keep_cut_off(db: Connection, run_id: str, heartbeat: float) -> None:
     if life is None or task is None:
         return
     started_at = float(life[0])
-    rows = db.execute("SELECT spans FROM spans WHERE run_id = ?", (run_id,)).fetchall()
-    own = [s for (batch,) in rows for s in _SPANS.decode(batch) if s.start >= started_at]
+    own = [s for s in read_spans(db, run_id) if s.start >= started_at]
     if any(s.kind == "run" and s.parent_id is None for s in own):
         return
     # Its life's digits, as its first span has them (a hive tool's sub-run may have
     # others), so that its spans and this one make one life.
     first = min(own, key=lambda s: s.start, default=None)
-    life_id = first.span_id[:_LIFE_DIGITS] if first is not None else os.urandom(4).hex()
+    life_id = life_of(first.span_id) if first is not None else os.urandom(4).hex()
     span = Span(
         span_id=f"{life_id}{0:08x}",  # its tracer counted its spans from 1
         parent_id=None,

@@ -12,6 +12,7 @@ from honeycomb.store import lease as _lease
 from honeycomb.store.approvals import read_approvals
 from honeycomb.store.database import Connection
 from honeycomb.store.schema import columns
+from honeycomb.trace.spans import Span
 from runtime import JournalEntry, Usage
 from runtime.tools.approvals import ApprovalEntry
 from runtime.value import Value
@@ -25,6 +26,7 @@ __all__ = [
     "last_life",
     "most",
     "read_run",
+    "read_spans",
     "read_summaries",
 ]
 
@@ -307,3 +309,13 @@ def read_run(db: Connection, run_id: str) -> StoredRun | None:
         spent=spent,
         error=error if status != "running" else None,  # a life before this one's
     )
+
+
+_SPANS = msgspec.json.Decoder(list[Span])
+"""A batch of stored spans: a JSON array of spans, each an array of its fields."""
+
+
+def read_spans(db: Connection, run_id: str) -> list[Span]:
+    """The spans kept for run ``run_id`` (every life of it), in the order kept."""
+    rows = db.execute("SELECT spans FROM spans WHERE run_id = ?", (run_id,)).fetchall()
+    return [span for (batch,) in rows for span in _SPANS.decode(batch)]

@@ -45,6 +45,7 @@ from honeycomb.store.runs import (
     StoredRun,
     StoredWorker,
     read_run,
+    read_spans,
     read_summaries,
 )
 from honeycomb.store.sqlite import SQLiteDatabase
@@ -52,9 +53,6 @@ from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import ConfigError, StoreError
 from runtime.tools.approvals import ApprovalEntry
-
-_SPANS = msgspec.json.Decoder(list[Span])
-"""A batch of stored spans: a JSON array of spans, each an array of its fields."""
 
 __all__ = [
     "STATE_FIELDS",
@@ -341,11 +339,7 @@ class RunStore:
     def spans(self, run_id: str) -> list[Span]:
         """The spans kept for run ``run_id`` (every life of it), by start time."""
 
-        def read(db: Connection) -> list[Span]:
-            rows = db.execute("SELECT spans FROM spans WHERE run_id = ?", (run_id,)).fetchall()
-            return [span for (batch,) in rows for span in _SPANS.decode(batch)]
-
-        found: list[Span] = self._reading(read, [])
+        found: list[Span] = self._reading(functools.partial(read_spans, run_id=run_id), [])
         return sorted(found, key=lambda s: s.start)
 
     def progress(self, run_id: str) -> tuple[int, ...]:

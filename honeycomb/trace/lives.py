@@ -21,7 +21,7 @@ from msgspec.structs import replace
 from honeycomb.trace.spans import Span
 from runtime.value import Value
 
-__all__ = ["IN_TIME", "Axis", "Life", "lives_of"]
+__all__ = ["IN_TIME", "Axis", "Life", "life_of", "lives_of"]
 
 
 class Life(Value, frozen=True, kw_only=True):
@@ -86,7 +86,7 @@ def lives_of(spans: Sequence[Span], origin: float) -> tuple[Life, ...]:
     own_id = _OWN_ID.fullmatch
     for span in spans:
         sid = span.span_id
-        key = sid[:_LIFE_DIGITS] if own_id(sid) else _foreign_life(span, by_id)
+        key = life_of(sid) if own_id(sid) else _foreign_life(span, by_id)
         grouped.setdefault(key, []).append(span)
     answered = _answered(spans, by_id)
     found = sorted(
@@ -130,6 +130,11 @@ _LIFE_DIGITS = 8
 
 _OWN_ID = re.compile("[0-9a-fA-F]{16}")
 """A span id as Honeycomb makes them: its life's digits first."""
+
+
+def life_of(span_id: str) -> str:
+    """The digits of a span id as Honeycomb makes them that are its life's."""
+    return span_id[:_LIFE_DIGITS]
 
 
 def _foreign_life(span: Span, by_id: Mapping[str, Span]) -> str:

@@ -377,10 +377,8 @@ class ApprovalGate:
 
     def _requested(self, pending: PendingApproval, asked: str) -> None:
         """Tell the run's listeners that ``pending`` waits for a person (once)."""
-        told = ApprovalRequested.kind, pending.turn, pending.call_id
-        if not self._tracer.enabled or told in self._told:
+        if not self._first(ApprovalRequested.kind, pending):
             return
-        self._told.add(told)
         self._tracer.emit(  # masked as it is emitted, as the store keeps it
             ApprovalRequested(
                 worker=pending.worker or None,
@@ -397,12 +395,19 @@ class ApprovalGate:
             )
         )
 
+    def _first(self, kind: str, pending: PendingApproval) -> bool:
+        """Whether an event of ``kind`` for ``pending`` is to be told: someone listens,
+        and it was not told before (it is told now)."""
+        told = kind, pending.turn, pending.call_id
+        if not self._tracer.enabled or told in self._told:
+            return False
+        self._told.add(told)
+        return True
+
     def _decided(self, pending: PendingApproval, decision: Decision, by: str | None) -> None:
         """Tell the run's listeners the decision the worker goes on with (once)."""
-        told = ApprovalDecided.kind, pending.turn, pending.call_id
-        if not self._tracer.enabled or told in self._told:
+        if not self._first(ApprovalDecided.kind, pending):
             return
-        self._told.add(told)
         self._tracer.emit(
             ApprovalDecided(
                 worker=pending.worker or None,

@@ -134,3 +134,45 @@ def decide_with_others(
             deciding.store.close()
 
     anyio.run(decide)
+
+
+def payer_beside_reader(
+    store: Where | None, payer_done: anyio.Event, paid: dict[str, str], **options: Any
+) -> Executor:
+    """A ``payer`` whose ``pay`` (called with the arguments ``paid``) asks for approval,
+    and a ``reader`` whose ``read`` returns once ``payer_done`` is set: the run cannot
+    end before the payer's call is decided. Each worker answers with what its call
+    returned (``payer saw: paid ann``)."""
+
+    @tool(side_effects=True)
+    async def pay(to: str, dsn: str = "") -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    @tool
+    async def read() -> str:
+        """Read the news (until the payer is done)."""
+        with anyio.fail_after(10):
+            await payer_done.wait()
+        return "news"
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        worker = (request.conversation or "").rsplit("/", 1)[-1]
+        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if seen:
+            return f"{worker} saw: {seen[-1].content}"
+        name = "pay" if worker == "payer" else "read"
+        arguments = json.dumps(paid if name == "pay" else {})
+        return AssistantMessage(tool_calls=(ToolCall(id="c1", name=name, arguments=arguments),))
+
+    return Executor(
+        [
+            Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",))),
+            Role(name="reader", tools=("read",)),
+        ],
+        FunctionModel(answer),
+        tools=[pay, read],
+        aggregator="concat",
+        store=store,
+        **options,
+    )

@@ -5,29 +5,21 @@ events, while the other workers go on, instead of polling ``Executor.pending``."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import anyio
 
 from honeycomb import (
     ApprovalRequest,
-    Approvals,
-    AssistantMessage,
     Decision,
     Event,
     Executor,
-    ModelRequest,
     Policy,
-    Role,
     Subtask,
-    ToolCall,
-    ToolMessage,
-    tool,
 )
 from honeycomb.events import ApprovalDecided, ApprovalRequested, ToolCallStarted, WorkerFinished
-from honeycomb.testing import FunctionModel
 from runtime.secrets import add_secret
+from tests.support.approvals import payer_beside_reader
 
 PASSWORD = "pw-7f3e9a1c2b"
 DSN = f"postgres://ann:{PASSWORD}@db/pay"
@@ -38,41 +30,9 @@ PLAN = [
 
 
 def _service(store: Path | None, payer_done: anyio.Event, **options: object) -> Executor:
-    """A payer whose ``pay`` asks for approval, and a reader that reads until the
-    payer is done: the run cannot end before the payer's call is decided."""
-
-    @tool(side_effects=True)
-    async def pay(to: str, dsn: str) -> str:
-        """Pay someone."""
-        return f"paid {to}"
-
-    @tool
-    async def read() -> str:
-        """Read the news (until the payer is done)."""
-        with anyio.fail_after(10):
-            await payer_done.wait()
-        return "news"
-
-    def answer(request: ModelRequest) -> AssistantMessage | str:
-        worker = (request.conversation or "").rsplit("/", 1)[-1]
-        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
-        if seen:
-            return f"{worker} saw: {seen[-1].content}"
-        name = "pay" if worker == "payer" else "read"
-        arguments = json.dumps({"to": "ann", "dsn": DSN} if name == "pay" else {})
-        return AssistantMessage(tool_calls=(ToolCall(id="c1", name=name, arguments=arguments),))
-
-    executor = Executor(
-        [
-            Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",))),
-            Role(name="reader", tools=("read",)),
-        ],
-        FunctionModel(answer),
-        tools=[pay, read],
-        aggregator="concat",
-        store=store,
-        **options,  # type: ignore[arg-type]
-    )
+    """The payer beside a reader (:func:`tests.support.approvals.payer_beside_reader`),
+    its call holding a password."""
+    executor = payer_beside_reader(store, payer_done, {"to": "ann", "dsn": DSN}, **options)
     add_secret(PASSWORD, "password", owner=executor)
     return executor
 

@@ -34,7 +34,7 @@ from honeycomb.errors import ApprovalError
 from honeycomb.events import WorkerFinished
 from honeycomb.testing import FunctionModel
 from tests.support import ROOT
-from tests.support.approvals import TASK, executor, payer_saw, plan
+from tests.support.approvals import TASK, executor, payer_beside_reader, payer_saw, plan
 from tests.support.concurrency import Rendezvous
 
 
@@ -175,41 +175,12 @@ async def test_a_call_whose_time_runs_out_while_the_run_goes_on_is_denied_in_tha
     now takes the denial once the time runs out, and goes on in the same run."""
     payer_done = anyio.Event()
 
-    @tool(side_effects=True)
-    async def pay(to: str) -> str:
-        """Pay someone."""
-        return f"paid {to}"
-
-    @tool
-    async def read() -> str:
-        """Read the news (until the payer is done)."""
-        with anyio.fail_after(10):
-            await payer_done.wait()
-        return "news"
-
-    def answer(request: ModelRequest) -> AssistantMessage | str:
-        worker = (request.conversation or "").rsplit("/", 1)[-1]
-        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
-        if seen:
-            return f"{worker} saw: {seen[-1].content}"
-        name = "pay" if worker == "payer" else "read"
-        arguments = json.dumps({"to": "ann"} if name == "pay" else {})
-        return AssistantMessage(tool_calls=(ToolCall(id="c1", name=name, arguments=arguments),))
-
     def payer_ended(event: Event) -> None:
         if isinstance(event, WorkerFinished) and event.worker == "payer":
             payer_done.set()
 
-    service = Executor(
-        [
-            Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",))),
-            Role(name="reader", tools=("read",)),
-        ],
-        FunctionModel(answer),
-        tools=[pay, read],
-        aggregator="concat",
-        policy=Policy(approval_timeout_s=0.1),
-        store=tmp_path / "runs.db",
+    service = payer_beside_reader(
+        tmp_path / "runs.db", payer_done, {"to": "ann"}, policy=Policy(approval_timeout_s=0.1)
     )
     plan = [Subtask(id="payer", role="payer", instruction="Pay ann."),
             Subtask(id="reader", role="reader", instruction="Read.")]  # fmt: skip
