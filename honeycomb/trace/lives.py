@@ -42,9 +42,10 @@ class Life(Value, frozen=True, kw_only=True):
             by a guard, its arguments invalid), but a repeat skipped, as the run's
             budget counts them (a call of a turn a life left unfinished is the next
             life's, which dispatches it again).
-        input_tokens: Tokens in (summary calls and judges included).
+        input_tokens: Tokens in (summary calls, judges and the memory's embeddings
+            included).
         output_tokens: Tokens out.
-        cost: Dollars.
+        cost: Dollars (the memory's embeddings included).
         cached_input_tokens: Of the tokens in, those read from the provider's cache.
     """
 
@@ -160,6 +161,7 @@ def _life(own: Sequence[Span], origin: float, answered: set[str]) -> Life:
     first, last = own[0].start, own[0].end
     calls: list[Span] = []
     checks: list[Span] = []  # guards' checks
+    embedded: list[Span] = []  # the memory's embeddings calls
     workers: list[Span] = []
     ids: set[str] = set()
     tool_calls = 0
@@ -173,6 +175,8 @@ def _life(own: Sequence[Span], origin: float, answered: set[str]) -> Life:
             calls.append(span)
         elif kind == "guard":
             checks.append(span)
+        elif kind == "embedding":
+            embedded.append(span)
         elif kind == "worker":
             workers.append(span)
         if kind in _COUNTED:
@@ -183,7 +187,7 @@ def _life(own: Sequence[Span], origin: float, answered: set[str]) -> Life:
     # A judge's call is a model call under its guard's span, which holds its usage too;
     # a trace written before kept the usage on the guard's span alone.
     judged = {s.parent_id for s in calls}
-    spent = [*calls, *(s for s in checks if s.span_id not in judged)]
+    spent = [*calls, *embedded, *(s for s in checks if s.span_id not in judged)]
     outer = [s for s in workers if s.parent_id not in ids]  # not nested
     phase = max(s.end for s in outer) - min(s.start for s in outer) if outer else 0.0
     return Life(

@@ -26,6 +26,9 @@ How Honeycomb spans map to the conventions (which are still in development statu
   the response reported, not the one requested, so ``gen_ai.request.model`` and
   ``gen_ai.provider.name`` are left out rather than guessed;
 - tool call: ``execute_tool {tool}`` (``gen_ai.tool.name``, ``gen_ai.tool.call.id``);
+- embedding (a memory's call to its embeddings model): ``embeddings {model}``, span
+  kind CLIENT, with ``gen_ai.usage.input_tokens`` (the name is the one the memory
+  records, its size after a colon when it asks for one);
 - aggregate, turn, recall (a worker's search of its memory) and guard spans keep
   their Honeycomb names.
 
@@ -185,6 +188,12 @@ def _describe(span: Span, workflow: str) -> tuple[str, trace.SpanKind, Attribute
             if span.detail:
                 attributes["gen_ai.tool.call.id"] = span.detail
             return f"execute_tool {span.name}", internal, attributes
+        case "embedding":  # a memory's call to its embeddings model
+            attributes = {
+                "gen_ai.operation.name": "embeddings",
+                "gen_ai.usage.input_tokens": span.input_tokens,
+            }
+            return f"embeddings {span.name}", trace.SpanKind.CLIENT, attributes
         case _:  # aggregate, turn, recall, guard: no GenAI operation of their own
             return span.name, internal, {}
 

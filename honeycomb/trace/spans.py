@@ -3,15 +3,18 @@
 A run is a tree of spans: ``run`` → ``plan`` / ``worker`` / ``aggregate`` → ``turn`` →
 ``model_call`` / ``tool_call`` / ``compaction`` (the summary call that folded old turns
 before the turn's model call); a worker's ``recall`` of its memory at its start is a
-span of the worker too, and each check of a ``guard`` is a span of what it checked
-(the worker before its first turn, the turn of the answer or calls it checked, or the
-plan or aggregate phase for a run's own guards), with what a judge's call cost, and
-that call as a ``model_call`` span of its own under it. A nested worker (a role called
-as a tool, ``agent:ROLE``) is a ``worker`` span under the ``tool_call`` it runs for;
-the calls of a hive called as a tool (a sub-run, see :meth:`SpanRecorder.nested`) are
-spans under its ``tool_call`` too, their workers named ``CALLER/CALL/WORKER``, in
-every recorder of the run's spans (:class:`SubRunSpans`). A call cut off ends no
-later than its worker, with the status that says why.
+span of the worker too, and each call its memory made to its embeddings model an
+``embedding`` span with what it cost (of the turn whose tool call made it, or of the
+worker: its recall at its start, its answer kept), and each check of a ``guard`` is a
+span of what it checked (the worker before its first turn, the turn of the answer or
+calls it checked, or the plan or aggregate phase for a run's own guards), with what a
+judge's call cost, and that call as a ``model_call`` span of its own under it. A
+nested worker (a role called as a tool, ``agent:ROLE``) is a ``worker`` span under the
+``tool_call`` it runs for; the calls of a hive called as a tool (a sub-run, see
+:meth:`SpanRecorder.nested`) are spans under its ``tool_call`` too, their workers
+named ``CALLER/CALL/WORKER``, in every recorder of the run's spans
+(:class:`SubRunSpans`). A call cut off ends no later than its worker, with the status
+that says why.
 :class:`SpanRecorder` builds them from the run's events as they happen (it is an event
 handler). A run with a store keeps its spans there (``honeycomb trace RUN_ID``), and
 :func:`to_jsonl` exports them.
@@ -66,6 +69,7 @@ SpanKind = Literal[
     "compaction",
     "recall",
     "guard",
+    "embedding",
 ]
 
 
@@ -79,8 +83,8 @@ class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
             at random as the life starts, the rest count its spans).
         parent_id: The enclosing span (None for the run).
         kind: What it is.
-        name: The task (run), subtask id (worker), model (model call), tool (tool call),
-            ``recall`` (a recall).
+        name: The task (run), subtask id (worker), model (model call, embedding), tool
+            (tool call), ``recall`` (a recall).
         start: Seconds since the epoch.
         end: Seconds since the epoch.
         status: ``ok``, ``error``, ``failed``, ``timeout``, ``skipped``, ``unknown``,
@@ -92,7 +96,8 @@ class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
         output_tokens: Tokens out (idem).
         cost: Dollars (idem), from the model's price.
         detail: The tool call id (tool calls), the role (workers), the namespace
-            (recalls), the kind and the call id checked (guards: ``arguments call_1``).
+            (recalls), the kind and the call id checked (guards: ``arguments call_1``),
+            ``memory`` (embeddings).
         attempts: Attempts the model call took, retries included (1 for other spans).
         reasoning_tokens: Of the output tokens, those spent reasoning (summed as
             tokens are).
@@ -212,6 +217,23 @@ class _RecallEvent(Protocol):
     def namespace(self) -> str: ...
     @property
     def duration_s(self) -> float: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+class _EmbeddedEvent(Protocol):
+    """What the recorder reads of ``memory.embedded``."""
+
+    @property
+    def worker(self) -> str | None: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def cost(self) -> float: ...
     @property
     def error(self) -> str | None: ...
 
@@ -368,6 +390,7 @@ class SpanRecorder:
             "run.aggregation_finished": self._aggregation_finished,
             "run.finished": self._run_finished,
             "memory.recalled": self._recalled,
+            "memory.embedded": self._embedded,
             "guard.checked": self._guarded,
         }
 
@@ -720,6 +743,32 @@ class SpanRecorder:
         )
         self._keep(span, parent)
 
+    def _embedded(self, event: _EmbeddedEvent) -> None:
+        """A worker's memory called its embeddings model: a span, as long as the call
+        took, with what it spent (the run's budget counts it), of the worker's turn
+        whose tool call made it (a turn with calls in flight), else of the worker."""
+        name, now = event.worker or "?", self._clock()
+        turn = self._turns.get(name)
+        if turn is not None and not turn.calls:  # its recall or answer, not a tool's
+            turn = None
+        parent = turn if turn is not None else self._owner(name)
+        span = Span(
+            span_id=next(self._ids),
+            parent_id=_id(parent),
+            kind="embedding",
+            name=event.model,
+            start=now - event.duration_s,
+            end=now,
+            status="error" if event.error else "ok",
+            error=event.error,
+            worker=name,
+            turn=turn.turn if turn is not None else None,
+            detail="memory",
+            input_tokens=event.input_tokens,
+            cost=event.cost,
+        )
+        self._keep(span, parent, span)
+
     def _guarded(self, event: _GuardEvent) -> None:
         """A guard checked an instruction, an answer or a call: a span of the worker's
         turn (or of the worker, or the phase), as long as the check took."""
@@ -765,7 +814,7 @@ class SpanRecorder:
     def nested(self, caller: str, turn: int, call_id: str) -> Callable[[Event], None]:
         """The event handler of a sub-run that the tool call ``call_id`` of worker
         ``caller`` in turn ``turn`` runs (a hive called as a tool): the sub-run's
-        calls (model, summary, tool, guard, recall) and nested workers become spans
+        calls (model, summary, tool, guard, recall, embedding) and nested workers become spans
         under that call, its workers named ``CALLER/CALL/WORKER`` (``CALLER/CALL`` for
         its own guards), and what they spend is the call's (its turn's, its worker's,
         the run's). The sub-run's phases and workers have no spans of their own."""
@@ -883,6 +932,7 @@ _NESTED = frozenset(
         ToolCallsAnswered.kind,
         "guard.checked",
         "memory.recalled",
+        "memory.embedded",
         "worker.started",
         "worker.finished",
     }

@@ -169,8 +169,8 @@ class Timeline(Value, frozen=True, kw_only=True):
         serial_s: Planning, every worker one after another, and aggregation.
         speedup: ``serial_s / wall_s``.
         lives: Each time the run was started or resumed, with what it spent;
-            ``model_calls``, ``tool_calls``, ``input_tokens`` (summary calls and
-            judges included), ``output_tokens``, ``cost`` and
+            ``model_calls``, ``tool_calls``, ``input_tokens`` (summary calls,
+            judges and the memory's embeddings included), ``output_tokens``, ``cost`` and
             ``cached_input_tokens`` add them up.
         compactions: How many of the model calls were summary calls.
         workers_s: The worker phases, first worker start to last worker end (the
