@@ -86,7 +86,7 @@ from runtime.events import (
 )
 from runtime.messages import with_distinct_ids
 from runtime.model import TextSink, request_writer
-from runtime.models.layers import ModelCall
+from runtime.models.layers import ModelCall, failed_usage
 from runtime.tools.approvals import ApprovalNeeded
 from runtime.value import pydantic_errors
 from workers.calls import model_calls
@@ -309,6 +309,7 @@ class AgentLoop:
                 window = window.narrowest(fitted)
         held: HeldText | None = None
         sink: TextSink | None = None
+        call: ModelCall | None = None  # once made: a failed one's spending is the worker's too
         try:
             context, omitted = self._context(state, messages, window)
             request = self._request(context, tools, turn, wrap_up)
@@ -329,7 +330,8 @@ class AgentLoop:
             response = call.answered(answer)
             sent = call.request.max_output_tokens  # a cost cap may have lowered it
         except HoneycombError as exc:  # the budget's, the model's, or its answer's
-            return Failed(state=replace(state, messages=messages, wrapped_up=wrap_up), error=exc)
+            unanswered = replace(state, messages=messages, wrapped_up=wrap_up)
+            return Failed(state=unanswered, error=exc, spent=failed_usage(call))
         if self.tracer.text and sink is None and response.message.content:
             # Held text is not streamed: nobody could read it as it is written, and a
             # streamed call is not retried once it passed text on (a 503 mid-answer

@@ -232,10 +232,17 @@ class Final(Value, frozen=True, kw_only=True):
 
 
 class Failed(Value, frozen=True, kw_only=True):
-    """The loop ended without an answer."""
+    """The loop ended without an answer; ``spent``: what the model call that failed
+    spent, which ``state`` does not count (its turn was never answered)."""
 
     state: LoopState
     error: HoneycombError
+    spent: Usage = Usage()
+
+    @property
+    def usage(self) -> Usage:
+        """What the loop spent, its failed call included."""
+        return self.state.usage + self.spent
 
 
 class Waiting(Value, frozen=True, kw_only=True):

@@ -447,7 +447,7 @@ class Worker:
             return self._result(
                 "over_budget" if isinstance(outcome.error, BudgetExceeded) else "failed",
                 transcript,
-                state.usage,
+                outcome.usage,
                 state.turn,
                 started_at,
                 started,

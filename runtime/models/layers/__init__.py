@@ -14,7 +14,7 @@ inside. They are composed, in their order, in one place:
 :func:`workers.calls.model_calls`."""
 
 from runtime.models.layers.base import CallSite, ModelCall, ModelCalls, ModelLayer
-from runtime.models.layers.budget import Budgeted
+from runtime.models.layers.budget import Budgeted, failed_usage
 from runtime.models.layers.checked import Checked
 from runtime.models.layers.cost_cap import CostCap, check_priced, price_of
 from runtime.models.layers.trace import Traced
@@ -29,5 +29,6 @@ __all__ = [
     "ModelLayer",
     "Traced",
     "check_priced",
+    "failed_usage",
     "price_of",
 ]

@@ -28,7 +28,7 @@ from runtime.model import ModelResponse
 from runtime.models.layers.base import ModelCall, ModelLayer
 from runtime.models.layers.cost_cap import price_of, prompt_tokens
 
-__all__ = ["Budgeted", "unanswered_usage"]
+__all__ = ["Budgeted", "failed_usage", "unanswered_usage"]
 
 
 class Budgeted(ModelLayer):
@@ -84,6 +84,17 @@ def unanswered_usage(call: ModelCall, *, answered: bool = False) -> Usage | None
     pieces = 0 if answered else call.pieces or 0
     prompts = call.timeouts + (1 if pieces else 0)
     return _spent(call, prompts, pieces) if prompts else None
+
+
+def failed_usage(call: ModelCall | None) -> Usage:
+    """What ``call``, which failed, spent, for its caller's own usage to count as its
+    run's budget does: the model call, and what :func:`unanswered_usage` estimates its
+    endpoint billed. No call (None: a layer refused it as it opened, so it was never
+    made): nothing."""
+    if call is None:
+        return Usage()
+    made, lost = Usage(model_calls=1), unanswered_usage(call)
+    return made if lost is None else made + lost
 
 
 def _spent(call: ModelCall, prompts: int, pieces: int) -> Usage:

@@ -113,6 +113,9 @@ async def test_a_call_no_attempt_of_which_was_answered_counts_each_prompt(
     usage = partial.usage
     assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (1, 2 * prompt, 0)
     assert usage.cost == pytest.approx(PRICE.of(2 * prompt, 0))
+    worker = partial.subtasks["s1"].worker
+    assert worker is not None
+    assert worker.usage == usage  # the call failed, and its worker counts it as the run does
     (finished,) = [e for e in events if isinstance(e, ModelCallFinished)]
     assert (finished.status, finished.attempts) == ("error", 2)
     assert (finished.input_tokens, finished.cost) == (usage.input_tokens, usage.cost)

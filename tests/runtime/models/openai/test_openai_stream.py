@@ -193,6 +193,9 @@ async def test_a_worker_whose_stream_breaks_after_text_fails_with_it(
     assert isinstance(result.error, StreamInterrupted)
     assert [e.text for e in seen if isinstance(e, TextDelta)] == ["a "]
     assert len(openai_server.requests) == 1
+    # Its endpoint read the prompt and wrote a piece of text: the worker counts them.
+    assert (result.usage.model_calls, result.usage.output_tokens) == (1, 1)
+    assert result.usage.input_tokens > 0
 
 
 # --- time limits: the whole attempt, not the gap between two chunks -------------------
