@@ -244,16 +244,18 @@ class Driver:
         self._channel.send(("answer", self._key, [(number, ok, value)]))
 
     def _reserve(self, tools: int = 0) -> tuple[bool, Any]:
-        """Reserve a model call, or a turn's ``tools`` calls, in the run's budget."""
+        """Reserve a model call, or a turn's ``tools`` calls, in the run's budget; the
+        answer says what the run has spent now (the worker checks a retry against it)."""
+        budget = self.services.budget
         try:
             if tools:
-                self.services.budget.reserve_tool_calls_now(tools)
+                budget.reserve_tool_calls_now(tools)
                 self._tools_reserved += tools
             else:
-                self.services.budget.reserve_model_call()
+                budget.reserve_model_call()
         except BudgetExceeded as exc:
             return (False, portable_error(exc))
-        return (True, None)
+        return (True, (budget.usage, budget.elapsed_s))
 
     def give_back_turn(self) -> None:
         """Its actor died in the middle of a turn, and the worker goes on elsewhere from

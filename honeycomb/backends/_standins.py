@@ -57,15 +57,16 @@ def served(
     """A worker's model and services in the actor: its models reserve each call at the
     driver, and what lives there is asked for there."""
     at = sent.at_driver
-    reserve, slots = sent.limits != Limits(), "model_slots" in at
+    budget, slots = DriverBudget(link, sent.limits), "model_slots" in at
+    reserving = budget if sent.limits != Limits() else None
     models = {}
     if summarizer is not None:
-        models[summarizer[0]] = ReservedModel(summarizer[1], link, slots, reserve)
+        models[summarizer[0]] = ReservedModel(summarizer[1], link, slots, reserving)
     events = Tracer(lambda e: link.send("event", e), log=False, text=sent.text)
-    return ReservedModel(model, link, slots, reserve), Services(
+    return ReservedModel(model, link, slots, reserving), Services(
         run_id=sent.run_id,
         tracer=events if "events" in at else Tracer(),
-        budget=DriverBudget(link, sent.limits),
+        budget=budget,
         locks=DriverLocks(link),
         tool_slots=DriverSlots(link, "tools") if "tool_slots" in at else None,
         approver=AtDriver("services.approver") if "approver" in at else None,
@@ -173,7 +174,12 @@ class DriverSlots:
 class DriverBudget(Budget):
     """The run's budget, seen from an actor: the driver reserves each model call (see
     :class:`ReservedModel`) and each turn's tool calls, and is told what was spent and
-    given back; its limits are the run's."""
+    given back; its limits are the run's.
+
+    Each reservation's answer says what the run had spent then (:meth:`told`):
+    :meth:`check` checks that, with what this worker spent since, so that a retry is
+    not sent once the budget is spent, as in one process (the driver checks again as
+    it reserves the next call)."""
 
     def __init__(self, link: Link, limits: Limits) -> None:
         super().__init__(limits)
@@ -181,9 +187,22 @@ class DriverBudget(Budget):
         self._ask = limits != Limits()  # no limit to check: counted without waiting
         # A wall time that runs out tells the model calls it cut off: the driver's.
         self._tells_calls = limits.wall_time_s is not None
+        self._heard = _Heard(limits)  # one for every view of it (:meth:`named`)
 
     def check(self) -> None:
-        """Nothing to check here: the driver checks as it reserves."""
+        """Raise if the run's budget, as last told, with what this worker spent since,
+        is spent.
+
+        Raises:
+            BudgetExceeded: naming the limit, what is allowed and what was used.
+        """
+        self._heard.budget.check()
+
+    def told(self, spent: SpentAtDriver | None) -> None:
+        """What the run had spent as the driver answered a reservation (None: not
+        said)."""
+        if spent is not None:
+            self._heard.told(*spent)
 
     def reserve_model_call(self) -> None:
         """Counted at the driver, as the model call is made."""
@@ -207,7 +226,7 @@ class DriverBudget(Budget):
             BudgetExceeded: when the run's budget refused them.
         """
         if self._ask:
-            await self._link.ask("reserve_tools", count)
+            self.told(await self._link.ask("reserve_tools", count))
         else:
             self._link.send("reserve_tools", count)
         super().reserve_tool_calls_now(count)
@@ -222,25 +241,50 @@ class DriverBudget(Budget):
 
     def charge(self, usage: Usage) -> None:
         super().charge(usage)
+        self._heard.budget.charge(usage)
         self._link.send("charge", usage)
+
+
+SpentAtDriver = tuple[Usage, float]
+"""What a run had spent as the driver answered a reservation: its usage, and the
+seconds of wall time it had run."""
+
+
+class _Heard:
+    """The run's spending as a worker in an actor last heard of it, and what the worker
+    spent since: a budget of the run's limits, made again each time it is told."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.budget = Budget(limits)
+
+    def told(self, usage: Usage, elapsed_s: float) -> None:
+        heard = Budget(self.limits)
+        heard.restore(usage, wall_s=elapsed_s)
+        self.budget = heard
 
 
 class ReservedModel(WrapperModel):
     """A model whose every call is first reserved in the run's budget at the driver
     (and, when the driver bounds the model's calls in flight, holds a slot there)."""
 
-    def __init__(self, inner: Model, link: Link, limited: bool, reserve: bool) -> None:
+    def __init__(
+        self, inner: Model, link: Link, limited: bool, budget: DriverBudget | None
+    ) -> None:
+        """``budget``: the worker's, told what the run had spent as each call is
+        reserved (None: the run has no limit, and each call is counted there, without
+        waiting)."""
         super().__init__(inner)
         self._link = link
         self._limited = limited
-        self._reserve = reserve
+        self._budget = budget
 
     def __repr__(self) -> str:  # what errors name: the model, as without Ray
         return repr(self.inner)
 
     async def _reserved(self) -> None:
-        if self._reserve:
-            await self._link.ask("reserve")
+        if self._budget is not None:
+            self._budget.told(await self._link.ask("reserve"))
         else:  # no limit to check: counted, without waiting for the driver
             self._link.send("count")
 
