@@ -156,7 +156,7 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
     stored = _stored(args.store)
     if stored is None:
         return ExitStatus.UNUSABLE
-    known = {row[0] for row in stored.sessions(limit=-1)}
+    known = set(stored.known(args.session_ids))
     missing = [sid for sid in args.session_ids if sid not in known]
     if missing:
         where = stored.store.where

@@ -406,11 +406,12 @@ class Session:
         return target
 
     async def forget(self) -> None:
-        """Delete the session: its turns and their runs (those another session forked
-        from it does not share).
+        """Delete the session: its turns and their runs, and the runs of the turns it
+        took back (``pop``, ``clear`` ...), but those another session links (a fork).
 
         Raises:
-            SessionBusy: when a turn is being answered.
+            SessionBusy: when a turn is being answered, or a run of the session carried
+                on (resumed by its id).
         """
         async with self._turn_lock("refuse"):
             self._not_answering(await self._rows.turns(self.id))

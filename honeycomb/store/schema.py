@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -138,6 +138,7 @@ ADDED: dict[int, dict[str, tuple[tuple[str, str, str], ...]]] = {
         "approvals": (("decided_by", "TEXT", "NULL"),),
     },
     6: {},  # tables of their own: evals, and the turns of sessions (CREATED)
+    7: {},  # the runs of turns taken back, and the indexes retention reads (CREATED)
 }
 """The columns each version adds, by table: ``(name, declaration, what a store of an
 earlier version reads for it)``."""
@@ -219,9 +220,33 @@ and its subtasks' results (a JSON array of ``{id, role, ok, text}``)."""
 
 SESSION_TURNS_OF_RUN = "CREATE INDEX IF NOT EXISTS session_turns_of_run ON session_turns (run_id)"
 
+SESSION_TURNS_BY_TIME = (
+    "CREATE INDEX IF NOT EXISTS session_turns_by_time ON session_turns (session_id, started_at)"
+)
+"""When each session's turns started: retention and the list of sessions read each
+session's last from it alone, not from the turns' rows (their messages, answers and
+summaries)."""
+
+TAKEN_BACK = """
+CREATE TABLE IF NOT EXISTS session_taken_back (
+    session_id TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (session_id, started_at, run_id)
+)
+"""
+"""The runs of the turns a session took back (``pop``, ``clear``, a fork over them, a
+message refused), which stay in the store as runs: forgetting the session (or
+retention) deletes them with its turns' runs (schema 7)."""
+
+TAKEN_BACK_OF_RUN = (
+    "CREATE INDEX IF NOT EXISTS session_taken_back_of_run ON session_taken_back (run_id)"
+)
+
 CREATED: dict[int, tuple[str, ...]] = {
     5: (APPROVALS, LIVES),
     6: (EVALS, SESSION_TURNS, SESSION_TURNS_OF_RUN),
+    7: (TAKEN_BACK, TAKEN_BACK_OF_RUN, SESSION_TURNS_BY_TIME),
 }
 """The tables each version adds (``IF NOT EXISTS``: made before its columns are)."""
 
@@ -492,8 +517,11 @@ __all__ = [
     "LIVES",
     "SCHEMA_VERSION",
     "SESSION_TURNS",
+    "SESSION_TURNS_BY_TIME",
     "SESSION_TURNS_OF_RUN",
     "TABLES",
+    "TAKEN_BACK",
+    "TAKEN_BACK_OF_RUN",
     "Unchanged",
     "columns",
     "connect",

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from honeycomb.store.database import Connection
+from honeycomb.store.forgetting import expired, forget, known
 from honeycomb.store.lease import Lease, carried_on, handed
 from honeycomb.store.runs import read_summaries
 from runtime.errors import SessionBusy
@@ -63,6 +64,11 @@ _BEGIN = (
 _FITTED = "UPDATE session_turns SET summary = ?, summarized = ? WHERE session_id = ? AND turn = ?"
 _ENDED = "UPDATE session_turns SET answer = ?, results = ? WHERE session_id = ? AND turn = ?"
 _DROP = "DELETE FROM session_turns WHERE session_id = ? AND turn > ?"
+_KEEP_TAKEN_BACK = (
+    "INSERT INTO session_taken_back (session_id, started_at, run_id) SELECT session_id, "
+    "started_at, run_id FROM session_turns WHERE session_id = ? AND turn > ? "
+    "ON CONFLICT DO NOTHING"
+)
 _COPY = (
     "INSERT INTO session_turns (session_id, turn, run_id, message, started_at, summary, "
     "summarized, answer, results) SELECT ?, turn, run_id, message, started_at, summary, "
@@ -75,14 +81,12 @@ TAKEN_BACK_BY = "the session: its turn was taken back"
 _TAKEN_BACK = (
     "UPDATE approvals SET approved = 0, reason = ?, decided_at = ?, decided_by = ? "
     "WHERE approved IS NULL AND run_id IN ("
-    "SELECT run_id FROM session_turns WHERE session_id = ? AND turn > ? EXCEPT "
-    "SELECT run_id FROM session_turns WHERE session_id <> ? OR turn <= ?)"
+    "SELECT run_id FROM session_turns AS t WHERE session_id = ? AND turn > ? AND NOT EXISTS "
+    "(SELECT 1 FROM session_turns AS o WHERE o.run_id = t.run_id "
+    "AND (o.session_id <> ? OR o.turn <= ?)))"
 )
 _Turned = tuple[int, str]
 """A turn's number and its run's id."""
-
-_RUN_TABLES = ("runs", "workers", "messages", "journal", "spans", "leases", "approvals", "lives")
-"""The tables that hold a run's rows, each by its ``run_id``."""
 
 
 def _begin(db: Connection, row: Sequence[Any], follows: str | None, kept: list[bool]) -> None:
@@ -152,7 +156,16 @@ def _idle(db: Connection, session_id: str) -> None:
 def _drop(db: Connection, session_id: str, after: int, idle: bool) -> None:
     if idle:
         _idle(db, session_id)
+    _cut(db, session_id, after)
+
+
+def _cut(db: Connection, session_id: str, after: int) -> None:
+    """Take back the session's turns after ``after``: the calls their runs wait on
+    denied, and the runs (which stay) kept as the session's, for forgetting it to
+    delete them too."""
     _taken_back(db, session_id, after)
+    if db.columns("session_taken_back"):  # a store of schema 6 or before has none
+        db.execute(_KEEP_TAKEN_BACK, (session_id, after))
     db.execute(_DROP, (session_id, after))
 
 
@@ -186,35 +199,23 @@ def _copy(db: Connection, source: str, target: str, upto: int) -> None:
             turn=turn,
             run_id=run_id,
         )
-    kept = upto if source == target else 0
-    _taken_back(db, target, kept)
-    db.execute(_DROP, (target, kept))
+    _cut(db, target, upto if source == target else 0)
     if source != target:
         db.execute(_COPY, (target, source, upto))
 
 
 def _forget(db: Connection, session_ids: Sequence[str], idle: bool = True) -> None:
-    """Delete the sessions' turns and their runs (those no other session's turns
-    link: a fork shares the runs of the turns it was made from); none of them, when
-    one is answering (unless not ``idle``: known not to be, in this transaction).
+    """Delete the sessions, as :func:`~honeycomb.store.forgetting.forget` does; none
+    of them when one is answering (unless not ``idle``: known not to be, in this
+    transaction).
 
     Raises:
-        SessionBusy: naming the session answering.
+        SessionBusy: naming the session answering, or a run of theirs carried on.
     """
-    if not session_ids:
-        return
     if idle:
         for session_id in session_ids:
             _idle(db, session_id)
-    marks = ", ".join("?" * len(session_ids))
-    runs = (
-        f"SELECT run_id FROM session_turns WHERE session_id IN ({marks}) EXCEPT "
-        f"SELECT run_id FROM session_turns WHERE session_id NOT IN ({marks})"
-    )
-    for table in _RUN_TABLES:
-        if db.columns(table):  # a store of an earlier schema lacks some
-            db.execute(f"DELETE FROM {table} WHERE run_id IN ({runs})", (*session_ids,) * 2)
-    db.execute(f"DELETE FROM session_turns WHERE session_id IN ({marks})", tuple(session_ids))
+    forget(db, session_ids)
 
 
 def _read_turns(db: Connection, session_id: str) -> list[tuple[Any, ...]]:
@@ -274,27 +275,23 @@ def _read_sessions(db: Connection, limit: int) -> list[tuple[Any, ...]]:
 
 def _prune(db: Connection, before: float | None, keep: int | None, out: list[str]) -> None:
     """Forget the sessions retention forgets (put in ``out``), in one transaction:
-    those whose last turn started ``before``, and those past the newest ``keep``; never
-    one a process answers now (its run would be deleted under it)."""
+    those :func:`~honeycomb.store.forgetting.expired` names; never one a process
+    answers now, nor one with a run carried on (its run would be deleted under it)."""
     if not _has_sessions(db):
         return
-    found: set[str] = set()
-    if before is not None:
-        found |= {
-            sid
-            for (sid,) in db.execute(
-                "SELECT session_id FROM session_turns GROUP BY session_id "
-                "HAVING max(started_at) < ?",
-                (before,),
-            )
-        }
-    if keep is not None:
-        newest_first = db.execute(
-            "SELECT session_id FROM session_turns GROUP BY session_id ORDER BY max(started_at) DESC"
-        ).fetchall()
-        found |= {sid for (sid,) in newest_first[keep:]}
-    out[:] = sorted(sid for sid in found if _answered_now(db, sid) is None)
-    _forget(db, out, idle=False)
+    out[:] = [sid for sid in expired(db, before, keep) if _forgotten(db, sid)]
+
+
+def _forgotten(db: Connection, session_id: str) -> bool:
+    """Forget the session, unless it is answering or has a run carried on: whether
+    it was forgotten."""
+    if _answered_now(db, session_id) is not None:
+        return False
+    try:
+        forget(db, (session_id,))
+    except SessionBusy:  # raised before anything is deleted
+        return False
+    return True
 
 
 def _answered_now(db: Connection, session_id: str, upto: int | None = None) -> _Turned | None:
@@ -420,6 +417,11 @@ class StoredSessions:
         """The latest sessions, newest first (rows of :data:`SESSION_COLUMNS`; a quick
         read, fine to call from a CLI)."""
         return self.store.read_now(functools.partial(_read_sessions, limit=limit), [])
+
+    def known(self, session_ids: Sequence[str]) -> list[str]:
+        """Those of ``session_ids`` the store holds something of (a turn, or the run of
+        a turn taken back: a session cleared is still one to forget); from sync code."""
+        return self.store.read_now(functools.partial(known, session_ids=tuple(session_ids)), [])
 
     async def session_of(self, run_id: str) -> str | None:
         """The session whose turn run ``run_id`` answers (None: no session's)."""

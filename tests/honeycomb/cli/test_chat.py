@@ -58,6 +58,20 @@ def test_a_conversation_in_the_terminal_is_kept_and_goes_on(
     assert main(["sessions", "show", "u1"]) == 2
 
 
+def test_a_conversation_started_over_is_forgotten_with_the_runs_of_its_turns(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its turns all taken back (/new), it was "no session", its runs kept for good.
+    said = ["Find the weather in Rome.", "/new", "/exit"]
+    assert chat(monkeypatch, hive, said, "--session", "u1") == 0
+    assert main(["runs"]) == 0
+    assert "Find the weather in Rome." in capsys.readouterr().out
+    assert main(["sessions", "forget", "u1"]) == 0
+    assert "forgot session u1" in capsys.readouterr().out
+    assert main(["runs"]) == 0
+    assert "Find the weather in Rome." not in capsys.readouterr().out
+
+
 def test_a_session_the_store_does_not_keep_is_said_to_start_with_the_one_meant(
     hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,6 +15,7 @@ import pytest
 from honeycomb import Executor, OfflineModel, Policy, Role, SessionPolicy
 from honeycomb.run.session import StoreRows
 from honeycomb.store import RunStore
+from honeycomb.store.schema import SCHEMA_VERSION
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest, ModelResponse, SessionBusy
@@ -180,7 +181,7 @@ async def test_a_store_of_schema_5_reads_as_holding_no_session_and_takes_one(db:
     await later.session("new").run("Find the weather in Oslo.")
     assert [t.status for t in await later.session("new").turns()] == ["ok"]
     with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (6,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
 
 
 async def test_a_turn_cut_off_before_its_run_was_kept_is_run_when_resumed(db: Path) -> None:
