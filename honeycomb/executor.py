@@ -64,6 +64,7 @@ from runtime import (
 )
 from runtime.concurrency import LoopLock, LoopSlots, OneLoop, require_asyncio
 from runtime.events import event_handlers
+from runtime.limits.room import nested_work
 from runtime.model import held, missing_key
 from runtime.models.layers.cost_cap import price_of, unpriced_called
 from runtime.secrets import masked, masked_errors
@@ -468,7 +469,8 @@ class Executor:
         )
         if spans is not None:  # the sub-runs it runs go under its calls, as its own do
             run.context = replace(run.context, spans=spans.under(caller, context.call_id))
-        async with self.shared.crew.scope():
+        # In its caller's room: the sub-run works there, its caller waits for it.
+        async with self.shared.crew.scope(), nested_work():
             result = await run.execute(None, resumable=False, steal=False)
         return handed_on(result.answer_text, result.answer_cut_off)
 

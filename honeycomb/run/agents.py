@@ -32,6 +32,7 @@ from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
 from runtime import BudgetExceeded, HoneycombError, ModelRetry, Tool, ToolContext
 from runtime.errors import NotStarted
+from runtime.limits.room import nested_work
 from runtime.tools.approvals import ApprovalNeeded, ApprovalRequest, Approver, Decision
 from workers import LoopState, Role, WorkerResult
 from workers.nesting import AGENT_PREFIX, agent_ref
@@ -156,13 +157,14 @@ class NestedRuns:
         backend = ctx_run.backend  # where the run's workers run: its nested ones too
         shown = ctx_run.shown_to(role)
         try:
-            result = await (
-                worker.run(instruction, resume=state, conversation=shown)
-                if backend is None
-                else backend.run_worker(
-                    worker, instruction, inputs=None, resume=state, conversation=shown
+            async with nested_work():  # in its caller's room: it works there, its caller waits
+                result = await (
+                    worker.run(instruction, resume=state, conversation=shown)
+                    if backend is None
+                    else backend.run_worker(
+                        worker, instruction, inputs=None, resume=state, conversation=shown
+                    )
                 )
-            )
         except asyncio.CancelledError:  # its call cut off (a time limit, a run that stops)
             if tracer.enabled:
                 tracer.emit(_finished(name, role, ctx_run.run_id, ctx, "cancelled", started))

@@ -14,8 +14,8 @@ memory once it ends well, before it is reported finished.
 
 A worker whose calls wait for a person's approval pauses, out of its slot: the others
 go on, and subtasks that depend on it wait. So does one whose approver asks a person in
-the run: its slot is another's until the person has decided
-(:mod:`runtime.limits.room`). A decision recorded by this process
+the run, once nothing else of it works (its nested workers, whose slot is its own): its
+slot is another's until the person has decided (:mod:`runtime.limits.room`). A decision recorded by this process
 (:meth:`notify`) or elsewhere (found in the store) lets it go on; once nothing else
 can proceed, the paused workers end ``waiting`` (not a failure), and so do the
 subtasks after them: a resumed run continues them.
@@ -43,7 +43,7 @@ from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus, why_failed
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime.concurrency import TimedOut, run_together, stoppable, within
-from runtime.limits.room import Room
+from runtime.limits.room import Room, in_room, nested_work
 from runtime.limits.worktime import OwnTime
 from workers import Worker, WorkerError, WorkerResult
 
@@ -309,8 +309,14 @@ class Scheduler:
         backend = ctx.backend
         task, shown = subtask.instruction, ctx.shown_to(subtask.role)
         if backend is None:
-            return worker.run(task, inputs=inputs, resume=state, conversation=shown)
-        return backend.run_worker(worker, task, inputs=inputs, resume=state, conversation=shown)
+            running = worker.run(task, inputs=inputs, resume=state, conversation=shown)
+        else:
+            running = backend.run_worker(
+                worker, task, inputs=inputs, resume=state, conversation=shown
+            )
+        if self._slots is None and in_room():  # a sub-run's, in its caller's room
+            return _nested(running)
+        return running
 
     async def _ended(
         self, subtask: Subtask, worker: Worker, result: WorkerResult | None, started: float | None
@@ -496,6 +502,14 @@ class Scheduler:
         if self.stopped is None:
             self.stopped = reason
         self._cancel()
+
+
+async def _nested(running: Awaitable[WorkerResult]) -> WorkerResult:
+    """A sub-run's worker, with no ``max_workers`` slots of the sub-run's own to share:
+    one of the nested workers of the room its caller's call runs in, as an agent
+    tool's is (:func:`~runtime.limits.room.nested_work`)."""
+    async with nested_work():
+        return await running
 
 
 def _lost(outcome: SubtaskResult) -> bool:

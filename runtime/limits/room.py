@@ -1,13 +1,18 @@
 """The room a worker runs in (one of a run's ``max_workers`` slots), which it leaves
-while it waits for a person.
+while nothing of it works but its waits for a person.
 
 A call that needs approval pauses only its worker: a worker paused in the run store
 for a decision leaves its slot (the scheduler's), and one whose approver is asked in
 the run leaves it too, for as long as the approver takes (:func:`out_of_room`), so the
-run's other subtasks take the slot and go on; once the person has decided, the worker
-waits for a slot again (not counted in its own time limit: a wait for room). The room
-is found through a context variable, which the tasks the worker starts (its tool
-calls, its nested workers) inherit.
+run's other subtasks take the slot and go on. A worker's nested workers (an agent
+tool's, a sub-run's: :func:`nested_work`) work in its room, each a strand of it, and
+their caller's strand does not work while it waits for them: the room is left only
+once none of its strands works (each waits for a person, or for strands nested in
+it), so a nested worker never works beside the run's other subtasks past
+``max_workers``. The first strand to work again takes a slot again (a wait for room,
+not counted in the worker's own time limit). The room and the strand are found
+through context variables, which the tasks the worker starts (its tool calls, its
+nested workers) inherit.
 """
 
 from __future__ import annotations
@@ -19,32 +24,35 @@ from contextvars import ContextVar
 
 from runtime.limits.worktime import waiting_for_room
 
-__all__ = ["Room", "out_of_room"]
+__all__ = ["Room", "in_room", "nested_work", "out_of_room"]
 
 
 class Room:
     """One worker's slot among ``slots``: taken, left and given back, never released
-    nor taken twice (``held`` says whether it holds it). Left while any of its waits
-    for a person goes on (a worker's nested workers may ask at once), it is taken
-    again once the last of them has ended."""
+    nor taken twice (``held`` says whether it holds it). Left once none of its strands
+    works (the worker's own, and one for each nested worker under way), it is taken
+    again once one of them works again."""
 
-    __slots__ = ("_away", "_slots", "held")  # one a worker, as long as it runs
+    __slots__ = ("_own", "_slots", "_working", "held")  # one a worker, as long as it runs
 
     def __init__(self, slots: asyncio.Semaphore) -> None:
         self._slots = slots
         self.held = False
-        self._away = 0  # its waits for a person going on
+        self._working = 0  # its strands that work
+        self._own = _Strand(self)
 
     async def take(self) -> None:
-        """Wait for a slot, and hold it. The task that takes it first is the worker's,
-        for the worker's whole life: its work is in this room from then on (what
-        :func:`out_of_room` finds), and that of the tasks it starts. No block marks it,
-        nor is it unmarked: a worker waiting on its model holds nothing more for it
-        (benchmarks A and E, where 10,000 workers wait at once)."""
+        """Wait for a slot, and hold it: a stretch of the worker's run begins, its own
+        strand working. The task that takes it first is the worker's, for the worker's
+        whole life: its work is in this room from then on (what :func:`out_of_room`
+        finds), and that of the tasks it starts. No block marks it, nor is it
+        unmarked: a worker waiting on its model holds nothing more for it (benchmarks
+        A and E, where 10,000 workers wait at once)."""
         await self._slots.acquire()
         self.held = True
-        if _room.get() is not self:
-            _room.set(self)
+        self._working = 1
+        if _strand.get() is not self._own:
+            _strand.set(self._own)
 
     def give_back(self) -> None:
         """Let the slot go, if it holds it."""
@@ -52,41 +60,106 @@ class Room:
             self.held = False
             self._slots.release()
 
-    def leave(self) -> None:
-        """A wait for a person begins: the first lets the slot go."""
-        self._away += 1
-        if self._away == 1:
+    def _less(self) -> None:
+        """A strand stops working: the last lets the slot go."""
+        self._working -= 1
+        if self._working == 0:
             self.give_back()
 
-    async def back(self, *, cancelled: bool = False) -> None:
-        """A wait for a person ended: the last takes a slot again (not when it was
+    async def _more(self, *, cancelled: bool = False) -> None:
+        """A strand works again: the first takes a slot again (not when it was
         cancelled: nothing of the worker goes on)."""
-        self._away -= 1
-        if self._away == 0 and not self.held and not cancelled:
-            with waiting_for_room():  # the worker's own time limit does not count it
-                await self.take()
+        self._working += 1
+        if self._working == 1 and not self.held and not cancelled:
+            try:
+                with waiting_for_room():  # the worker's own time limit does not count it
+                    await self._slots.acquire()
+            except BaseException:  # cancelled as it waits: it does not work
+                self._working -= 1
+                raise
+            self.held = True
 
 
-_room: ContextVar[Room | None] = ContextVar("honeycomb_room", default=None)
+class _Strand:
+    """A line of a worker's work in its room: the worker's own, or a nested worker's.
+    It works unless it waits for a person (``asking``) or for the strands nested in it
+    (``nested``)."""
+
+    __slots__ = ("asking", "nested", "room")
+
+    def __init__(self, room: Room) -> None:
+        self.room = room
+        self.asking = 0  # its waits for a person under way (parallel ones may overlap)
+        self.nested = 0  # the strands nested in it under way
+
+    @property
+    def works(self) -> bool:
+        return not self.asking and not self.nested
+
+
+_strand: ContextVar[_Strand | None] = ContextVar("honeycomb_strand", default=None)
+
+
+def in_room() -> bool:
+    """Whether the work under way is in a worker's room (one of a run's
+    ``max_workers``)."""
+    return _strand.get() is not None
 
 
 @asynccontextmanager
 async def out_of_room() -> AsyncIterator[None]:
-    """The block waits for a person: the worker it is part of gives its slot back
-    meanwhile, and takes one again once the block ends (a failure in it too) and no
-    other of its waits for a person goes on; not once it is cancelled. Nothing without
-    a room."""
-    room = _room.get()
-    if room is None:
+    """The block waits for a person: its strand does not work meanwhile, and the
+    worker gives its slot back once none of its strands does; a slot is taken again
+    as the block ends (a failure in it too) and the strand works again, not once it
+    is cancelled. Nothing without a room."""
+    strand = _strand.get()
+    if strand is None:
         yield  # no slots to share
         return
-    room.leave()
+    strand.asking += 1
+    if strand.asking == 1 and not strand.nested:
+        strand.room._less()
     try:
         yield
     except Exception:
-        await room.back()
+        await _asked(strand, cancelled=False)
         raise
     except BaseException:
-        await room.back(cancelled=True)
+        await _asked(strand, cancelled=True)
         raise
-    await room.back()
+    await _asked(strand, cancelled=False)
+
+
+async def _asked(strand: _Strand, *, cancelled: bool) -> None:
+    strand.asking -= 1
+    if strand.works:
+        await strand.room._more(cancelled=cancelled)
+
+
+@asynccontextmanager
+async def nested_work() -> AsyncIterator[None]:
+    """The block runs a nested worker (an agent tool's, or a sub-run's) in the room of
+    the worker it is part of: a strand of its own, which works while it runs, and its
+    caller's strand does not work until it ends (nor until the others nested in it
+    do). Nothing without a room."""
+    caller = _strand.get()
+    if caller is None:
+        yield
+        return
+    room = caller.room
+    own = _Strand(room)
+    # It works, in a slot: its caller's, or, when the caller's other nested workers all
+    # wait for a person (a call started after them), one taken again.
+    await room._more()
+    caller.nested += 1
+    if caller.nested == 1 and not caller.asking:
+        room._less()
+    token = _strand.set(own)
+    try:
+        yield
+    finally:
+        _strand.reset(token)
+        caller.nested -= 1
+        if caller.works:  # ``own`` works as its block ends: the room holds a slot
+            room._working += 1
+        room._less()  # ``own`` ends

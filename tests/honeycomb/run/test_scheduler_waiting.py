@@ -95,3 +95,83 @@ async def test_a_worker_whose_approver_asks_a_person_leaves_its_slot_to_the_othe
     assert seen == ["paid ann"]
     assert answered == ["s2", "s3", "s1"]
     assert most == 1  # never two workers at once
+
+
+async def test_a_worker_leaves_its_slot_only_once_none_of_its_nested_workers_works() -> None:
+    """``max_workers: 1``: s1 calls a clerk, whose call waits for a person, and a
+    researcher at once. s1 left its slot as the clerk's approver asked, while its
+    researcher still worked, so s2 ran beside the researcher: two workers at once.
+    Now s1 keeps the slot until nothing of it works but the wait, s2 runs then, and
+    the clerk takes a slot again once the person has decided."""
+    asked, s2_done = asyncio.Event(), asyncio.Event()
+    running: set[str] = set()
+    most = 0
+
+    async def working(who: str, seconds: float) -> None:
+        nonlocal most
+        running.add(who)
+        most = max(most, len(running))
+        await asyncio.sleep(seconds)  # its own latency: the work of two workers would meet
+        running.discard(who)
+
+    @tool(side_effects=True)
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        await working("clerk", 0.01)
+        return f"paid {to}"
+
+    @tool
+    async def look(topic: str) -> str:
+        """Look something up."""
+        await asked.wait()  # the clerk's call is being asked about meanwhile
+        await working("researcher", 0.1)
+        return f"{topic}: found"
+
+    def seen(request: ModelRequest) -> list[str]:
+        return [str(m.content) for m in request.messages if isinstance(m, ToolMessage)]
+
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        me, told = str(request.messages[0].content), seen(request)
+        if me.startswith("You are the clerk"):
+            if told:
+                return "clerk: " + told[0]
+            return AssistantMessage(tool_calls=(call("pay", {"to": "ann"}, id="p1"),))
+        if me.startswith("You are the researcher"):
+            if told:
+                return "researcher: " + told[0]
+            return AssistantMessage(tool_calls=(call("look", {"topic": "bees"}, id="l1"),))
+        if "s2" in (request.conversation or ""):
+            await working("s2", 0.05)
+            s2_done.set()
+            return "s2 done"
+        if told:
+            return " | ".join(told)
+        return AssistantMessage(
+            tool_calls=(
+                call("clerk", {"instruction": "pay ann"}, id="c1"),
+                call("researcher", {"instruction": "bees"}, id="c2"),
+            )
+        )
+
+    async def person(request: ApprovalRequest) -> Decision:
+        asked.set()
+        with contextlib.suppress(TimedOut), within(5):
+            await s2_done.wait()
+            return Decision.approved()
+        return Decision.denied("s2 never ran while the clerk's call was asked about")
+
+    roles = [
+        Role(name="lead", tools=("agent:clerk", "agent:researcher")),
+        Role(name="clerk", tools=("pay",), approvals=Approvals(tools=("pay",))),
+        Role(name="researcher", tools=("look",)),
+    ]
+    one_slot = Executor(
+        roles, FunctionModel(answer), tools=[pay, look], approver=person,
+        aggregator="concat", policy=Policy(max_workers=1),
+    )  # fmt: skip
+    two = [Subtask(id=name, role="lead", instruction="x") for name in ("s1", "s2")]
+    with within(10):
+        done = await one_slot.run("pay", subtasks=two)
+    assert done.subtasks["s1"].text == "clerk: paid ann | researcher: bees: found"
+    assert done.subtasks["s2"].text == "s2 done"
+    assert most == 1  # never two workers at once

@@ -4,13 +4,16 @@ attach, whether the calling run keeps a store or not."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 
-from honeycomb import Executor, Role, tool
+from honeycomb import ApprovalRequest, Decision, Executor, Policy, Role, Subtask, tool
 from honeycomb.run.agents import CANNOT_WAIT
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest
+from runtime.concurrency import TimedOut, within
 from runtime.testing import call
 from tests.support.model_requests import Answer, observations
 
@@ -68,3 +71,70 @@ async def test_a_sub_hives_call_in_a_run_without_a_store_is_denied_so_too() -> N
     result = await _calling(paid, None).run("t", subtasks=ONE)
     assert result.subtasks["s1"].text == f"lead: ## s1 (clerk)\nclerk: denied: {CANNOT_WAIT}"
     assert paid == []
+
+
+async def test_a_sub_hives_worker_keeps_its_callers_slot_while_a_sibling_waits() -> None:
+    """``max_workers: 1``: the sub-run of a hive s1 calls runs a clerk, whose call waits
+    for a person, and a researcher. s1's slot was left as the clerk was asked about,
+    while the researcher still worked, so s2 ran beside it. Now s2 runs only once
+    nothing of s1 works but the wait."""
+    asked, s2_done = asyncio.Event(), asyncio.Event()
+    running: set[str] = set()
+    most = 0
+
+    async def working(who: str) -> None:
+        nonlocal most
+        running.add(who)
+        most = max(most, len(running))
+        await asyncio.sleep(0.05)  # its own latency: the work of two workers would meet
+        running.discard(who)
+
+    @tool(approval=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    async def answer(request: ModelRequest) -> Answer:
+        me, seen = str(request.messages[0].content), observations(request)
+        if me.startswith("You are the clerk"):
+            if seen:
+                return f"clerk: {seen[0].content}"
+            return AssistantMessage(tool_calls=(call("pay", {"to": "bob"}),))
+        if me.startswith("You are the researcher"):
+            await asked.wait()  # it works while the clerk's call is asked about
+            await working("researcher")
+            return "researcher: found"
+        if me.startswith("You are the other"):
+            await working("s2")
+            s2_done.set()
+            return "s2 done"
+        if seen:
+            return "lead: " + seen[0].content
+        return AssistantMessage(tool_calls=(call("team", {"instruction": "pay bob"}),))
+
+    async def person(request: ApprovalRequest) -> Decision:
+        asked.set()
+        with contextlib.suppress(TimedOut), within(5):
+            await s2_done.wait()
+            return Decision.approved()
+        return Decision.denied("s2 never ran while the clerk's call was asked about")
+
+    team = Executor(
+        [Role(name="clerk", tools=("pay",)), Role(name="researcher")], FunctionModel(answer),
+        tools=[pay], aggregator="concat",
+        planner=lambda task: [("clerk", task), ("researcher", task)],
+    )  # fmt: skip
+    calling = Executor(
+        [Role(name="lead", tools=("team",)), Role(name="other")], FunctionModel(answer),
+        tools=[team.as_tool("team")], aggregator="concat", approver=person,
+        policy=Policy(max_workers=1),
+    )  # fmt: skip
+    plan = [
+        Subtask(id="s1", role="lead", instruction="pay the team"),
+        Subtask(id="s2", role="other", instruction="other work"),
+    ]
+    with within(10):
+        result = await calling.run("t", subtasks=plan)
+    assert result.subtasks["s1"].text.startswith("lead: ## s1 (clerk)\nclerk: paid bob")
+    assert result.subtasks["s2"].text == "s2 done"
+    assert most == 1  # never two workers at once

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from runtime.concurrency import within
-from runtime.limits.room import Room, out_of_room
+from runtime.limits.room import Room, nested_work, out_of_room
 
 
 async def test_overlapping_waits_for_a_person_leave_the_slot_once_and_take_it_once() -> None:
@@ -40,5 +40,42 @@ async def test_overlapping_waits_for_a_person_leave_the_slot_once_and_take_it_on
             slots.release()  # and ends: the room has it again
     assert room.held
     assert slots.locked()  # the one slot is the room's
+    room.give_back()
+    assert not slots.locked()
+
+
+async def test_the_slot_is_left_only_once_no_nested_worker_works() -> None:
+    """One nested worker of a worker asks a person while another works: the room kept
+    its slot only until the asking began, so the other worked out of any slot. Now it
+    is left once the other ends, and taken again once the person has answered."""
+    slots = asyncio.Semaphore(1)
+    room = Room(slots)
+    await room.take()
+    asking, answered, worked = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    held_while_working: list[bool] = []
+
+    async def asks() -> None:
+        async with nested_work(), out_of_room():
+            asking.set()
+            await answered.wait()
+        held_while_working.append(room.held)  # it works again: in a slot
+
+    async def works() -> None:
+        async with nested_work():
+            await asking.wait()
+            await asyncio.sleep(0)  # one more step of work, beside the wait
+            held_while_working.append(room.held)
+        worked.set()
+
+    with within(5):  # the room taken above is this task's
+        async with asyncio.TaskGroup() as group:
+            group.create_task(asks())
+            group.create_task(works())
+            await worked.wait()
+            assert not room.held  # nothing of the worker works: its slot is another's
+            answered.set()
+    assert held_while_working == [True, True]
+    assert room.held
+    assert slots.locked()
     room.give_back()
     assert not slots.locked()
