@@ -42,7 +42,7 @@ from honeycomb.run.crew import Crew
 from honeycomb.run.mcp import McpTools
 from honeycomb.run.plan import Plan
 from honeycomb.run.planner import PlannerLike, SubtaskSpec, as_planner
-from honeycomb.run.policy import Policy
+from honeycomb.run.policy import Policy, priced_by_models
 from honeycomb.run.result import RunResult
 from honeycomb.run.run import Run
 from honeycomb.run.setups import open_memory, open_store, resolve_setups
@@ -65,6 +65,7 @@ from runtime import (
 from runtime.concurrency import LoopLock, LoopSlots, OneLoop, require_asyncio
 from runtime.events import event_handlers
 from runtime.limits.room import nested_work
+from runtime.memory import embeddings_priced
 from runtime.model import held, missing_key
 from runtime.models.layers.cost_cap import price_of, unpriced_called
 from runtime.secrets import masked, masked_errors
@@ -175,7 +176,9 @@ class Executor:
             output_type=output_type,
         )
         readers = shown_the_conversation(role_list, phases.leads)
-        kept_policy = (policy or Policy()).within(model_map.values(), readers)
+        kept_policy = (policy or Policy()).within(
+            model_map.values(), readers, embeddings_priced=_memory_priced(kept_memory, role_list)
+        )
         setups, run_guards = resolve_setups(
             role_list,
             model_map,
@@ -487,7 +490,8 @@ class Executor:
 
     def _check_called_prices(self) -> None:
         """Refuse a budget in dollars that a hive its roles call as a tool (or one that
-        calls) would spend at 0 a call: none of its models has a price.
+        calls) would spend at 0 a call: none of its models has a price (nor, for
+        ``cost``, its memory's embeddings).
 
         Raises:
             ConfigError: naming the budget, the hive tool and how to price its models.
@@ -501,25 +505,34 @@ class Executor:
             if id(sub) in seen:
                 continue
             seen.add(id(sub))
-            priced = any(price_of(model) is not None for model in sub.models.values())
-            problem = unpriced_called(limits, f"the hive tool {name!r}", priced)
+            counted = priced_by_models(limits, sub._memory_priced())
+            problem = unpriced_called(counted, f"the hive tool {name!r}", sub._models_priced())
             if problem is not None:
                 raise ConfigError(problem[1], field=f"policy.budgets.{problem[0]}")
             called += sub._called()
 
     def priced(self) -> bool:
-        """Whether a model of its roles, or of a hive they call as a tool, has a price:
-        what a budget in dollars of its runs (or of an eval of them) counts."""
+        """Whether a model of its roles or its memory's embeddings, or those of a hive
+        they call as a tool, have a price: what a budget in dollars of its runs (or of
+        an eval of them) counts."""
         found, seen = [self], set()
         while found:
             executor = found.pop()
             if id(executor) in seen:
                 continue
             seen.add(id(executor))
-            if any(price_of(model) is not None for model in executor.models.values()):
+            if executor._models_priced() or executor._memory_priced():
                 return True
             found += [sub for _, sub in executor._called()]
         return False
+
+    def _models_priced(self) -> bool:
+        """Whether a model of its roles has a price."""
+        return any(price_of(model) is not None for model in self.models.values())
+
+    def _memory_priced(self) -> bool:
+        """Whether its roles' memory calls embeddings that have a price."""
+        return _memory_priced(self.memory, self.shared.crew.roles.values())
 
     def _called(self) -> list[tuple[str, Executor]]:
         """The Executors its roles call as tools (:meth:`as_tool`), by tool name."""
@@ -912,3 +925,9 @@ def _own(models: Mapping[str, Model] | None) -> Mapping[str, Model] | None:
     if models is None:
         return None
     return {name: m for name, m in models.items() if "/" not in name}
+
+
+def _memory_priced(memory: Memory | None, roles: Iterable[Role]) -> bool:
+    """Whether a role of ``roles`` uses ``memory`` and its embeddings have a price: a
+    run's budget in dollars counts what they spend."""
+    return embeddings_priced(memory) and any(role.memory is not None for role in roles)

@@ -20,8 +20,8 @@ import runtime.models.llama_server as llama_server
 from honeycomb.hive.backend import backend_problems
 from honeycomb.hive.specs import HiveSpec, PlannerSpec
 from honeycomb.run.conversation import sessions_within, shown_the_conversation
-from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
-from runtime import ConfigError, YamlDocument, did_you_mean
+from honeycomb.run.policy import FailurePolicy, Policy, priced_by_models, quorum_problem
+from runtime import ConfigError, Limits, YamlDocument, did_you_mean
 from runtime.config.yaml_config import YamlPath, YamlPlace
 from runtime.models.layers.cost_cap import unpriced_called, unpriced_problem
 from runtime.models.openai.request import Api, settings_problems
@@ -52,7 +52,7 @@ def check_across_fields(
     _check_local_models(doc, spec, errors)
     _check_compaction_contexts(doc, spec, roles, places, errors)
     _check_session_readers(doc, spec, roles, errors)
-    _check_budget_prices(doc, spec, errors)
+    _check_budget_prices(doc, spec, roles, errors)
     errors.extend(backend_problems(doc, spec.backend))
 
 
@@ -300,14 +300,31 @@ def _check_session_readers(
         errors.append(doc.error(("policy", "sessions", "context", "budget_tokens"), exc.message))
 
 
-def _check_budget_prices(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> None:
-    """A budget in dollars has a priced model to count (as an Executor of the hive
-    would refuse it)."""
-    priced = any(model.price is not None for model in spec.models.values())
-    problem = unpriced_problem(spec.policy.budgets, priced)
+def _check_budget_prices(
+    doc: YamlDocument, spec: HiveSpec, roles: Mapping[str, Role], errors: list[ConfigError]
+) -> None:
+    """A budget in dollars has a priced model to count, or for ``cost`` priced
+    embeddings its roles' memory calls (as an Executor of the hive would refuse it)."""
+    problem = unpriced_problem(_by_models(spec.policy.budgets, spec, roles), _models_priced(spec))
     if problem is not None:
         limit, message = problem
         errors.append(doc.error(("policy", "budgets", limit), message))
+
+
+def _models_priced(spec: HiveSpec) -> bool:
+    """Whether a model of the hive has a price."""
+    return any(model.price is not None for model in spec.models.values())
+
+
+def _by_models(budgets: Limits, spec: HiveSpec, roles: Mapping[str, Role]) -> Limits:
+    """Of ``budgets``, the limits in dollars only the hive's models' prices can count:
+    ``cost`` counts its memory's embeddings too, when they have a price and a role
+    uses the memory (see :func:`~honeycomb.run.policy.priced_by_models`)."""
+    embeddings = spec.memory.embeddings if spec.memory is not None else None
+    used = any(role.memory is not None for role in roles.values())
+    return priced_by_models(
+        budgets, used and embeddings is not None and embeddings.price is not None
+    )
 
 
 class _Called(Protocol):
@@ -322,6 +339,9 @@ class _Called(Protocol):
     @property
     def hives(self) -> Mapping[str, _Called]: ...
 
+    @property
+    def roles(self) -> Mapping[str, Role]: ...
+
 
 def check_called_prices(
     doc: YamlDocument,
@@ -334,27 +354,34 @@ def check_called_prices(
     """A hive tool (``hive:PATH``) of a hive with a budget in dollars calls a priced
     model, and so does each hive it calls: their calls spend the budget (as an Executor
     of the hive would refuse it), told at the tool's line."""
+    budgets = spec.policy.budgets
     for name, role in roles.items():
         for index, ref in enumerate(role.tools):
             called = hives.get(ref)
-            chain = _unpriced(called, ()) if called is not None else None
+            chain = _unpriced(called, (), budgets) if called is not None else None
             if chain is None:
                 continue
             which = " → ".join(hive.file.name for hive in chain)
-            problem = unpriced_called(spec.policy.budgets, f"{ref!r} ({which})", False)
+            counted = _by_models(budgets, chain[-1].spec, chain[-1].roles)
+            problem = unpriced_called(counted, f"{ref!r} ({which})", False)
             if problem is not None:
                 errors.append(role_error(doc, places, name, ("tools", index), problem[1]))
 
 
-def _unpriced(hive: _Called, chain: tuple[_Called, ...]) -> tuple[_Called, ...] | None:
-    """The hives from the one called down to one none of whose models has a price
-    (None: each has one), ``chain`` the hives that call it."""
+def _unpriced(
+    hive: _Called, chain: tuple[_Called, ...], budgets: Limits
+) -> tuple[_Called, ...] | None:
+    """The hives from the one called down to one whose calls would spend ``budgets``
+    in dollars uncounted (None: none would), ``chain`` the hives that call it: none of
+    its models has a price, nor, for ``cost``, its memory's embeddings."""
     chain = (*chain, hive)
-    if not any(model.price is not None for model in hive.spec.models.values()):
-        return chain
+    if not _models_priced(hive.spec):
+        counted = _by_models(budgets, hive.spec, hive.roles)
+        if unpriced_called(counted, "", False) is not None:
+            return chain
     for called in hive.hives.values():
         if called not in chain:
-            found = _unpriced(called, chain)
+            found = _unpriced(called, chain, budgets)
             if found is not None:
                 return found
     return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal, Self
 
+from msgspec.structs import replace
 from pydantic import ConfigDict, Field, model_validator
 
 from honeycomb.run.conversation import SessionPolicy, sessions_within
@@ -16,7 +17,7 @@ from workers.state import DEFAULT_OUTPUT_TOKENS
 if TYPE_CHECKING:
     from workers.role import Role
 
-__all__ = ["Budgets", "FailurePolicy", "Policy", "quorum_problem"]
+__all__ = ["Budgets", "FailurePolicy", "Policy", "priced_by_models", "quorum_problem"]
 
 FailurePolicy = Literal["fail_fast", "best_effort", "quorum"]
 
@@ -87,20 +88,34 @@ class Policy(SettingsModel):
             raise ValueError(problem)
         return self
 
-    def within(self, models: Iterable[Model], readers: Iterable[Role] = ()) -> Policy:
+    def within(
+        self,
+        models: Iterable[Model],
+        readers: Iterable[Role] = (),
+        *,
+        embeddings_priced: bool = False,
+    ) -> Policy:
         """This policy for an Executor of ``models``: its sessions' conversation fits
         the smallest context among them and the compaction budgets of ``readers``, the
         roles shown it (:func:`sessions_within`).
 
         Raises:
             ConfigError: when the conversation's budget given fills that context; when
-                a budget in dollars is set and none of ``models`` has a price
-                (:func:`~runtime.models.layers.check_priced`).
+                a budget in dollars is set and nothing has a price to count
+                (:func:`~runtime.models.layers.check_priced`): none of ``models``,
+                nor, for ``cost``, its memory's embeddings (``embeddings_priced``).
         """
         models = list(models)
-        check_priced(self.budgets, models)
+        check_priced(priced_by_models(self.budgets, embeddings_priced), models)
         sessions = sessions_within(self.sessions, models, readers)
         return self if sessions is self.sessions else self.model_copy(update={"sessions": sessions})
+
+
+def priced_by_models(budgets: Limits, embeddings_priced: bool) -> Limits:
+    """Of ``budgets``, the limits in dollars that only the models' prices can count: a
+    memory's embeddings that have a price (``embeddings_priced``) spend ``cost`` too,
+    not ``cost_per_call``, a model call's cap."""
+    return replace(budgets, cost=None) if embeddings_priced else budgets
 
 
 def quorum_problem(

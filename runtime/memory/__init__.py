@@ -12,6 +12,7 @@ from runtime.memory.store import (
     MemoryHit,
     MemoryKind,
     MemoryRecord,
+    embeddings_priced,
     fts_query,
     memory_id,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "MemoryKind",
     "MemoryRecord",
     "SQLiteMemory",
+    "embeddings_priced",
     "fts_query",
     "memory_id",
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "MemoryHit",
     "MemoryKind",
     "MemoryRecord",
+    "embeddings_priced",
     "fts_query",
     "memory_id",
 ]
@@ -112,6 +113,15 @@ class Embeddings(Protocol):
 
     async def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
         """One vector per text, in order."""
+
+
+def embeddings_priced(memory: object) -> bool:
+    """Whether ``memory`` embeds its texts with a model that has a price (the
+    ``embeddings`` it holds were given one, as an
+    :class:`~runtime.memory.sqlite.SQLiteMemory`'s ``OpenAIEmbeddings(price=...)``):
+    a run's budget in dollars then counts what its calls spend."""
+    price = getattr(getattr(memory, "embeddings", None), "price", None)
+    return callable(getattr(price, "of", None))
 
 
 def memory_id(namespace: str, text: str) -> str:
