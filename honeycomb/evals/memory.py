@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from runtime.errors import MemoryStoreError
-from runtime.memory import DEFAULT_NAMESPACE, Memory, MemoryHit, MemoryKind, MemoryRecord
+from runtime.memory import (
+    DEFAULT_NAMESPACE,
+    Embeddings,
+    Memory,
+    MemoryHit,
+    MemoryKind,
+    MemoryRecord,
+)
 
 if TYPE_CHECKING:
     from honeycomb.executor import Executor
@@ -60,6 +67,14 @@ class EvalMemory:
 
     def __repr__(self) -> str:
         return f"EvalMemory(like={self.like!r})"
+
+    @property
+    def embeddings(self) -> Embeddings | None:
+        """The embeddings its scopes' memories embed with (``like``'s), which its
+        runs' budgets count as they count ``like``'s."""
+        from runtime.memory.sqlite import SQLiteMemory
+
+        return self.like.embeddings if isinstance(self.like, SQLiteMemory) else None
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[None]:

@@ -20,6 +20,7 @@ from honeycomb import (
     RoleMemory,
     SQLiteMemory,
 )
+from honeycomb.evals.memory import EvalMemory
 from honeycomb.hive import load_hive
 from honeycomb.models import OpenAIEmbeddings, Price, PricedModel
 from honeycomb.testing import FunctionModel, ScriptedModel
@@ -139,3 +140,12 @@ policy:
     [error] = caught.value.errors
     assert error.line == 3  # the tool's line
     assert "calls models none of which has a price" in str(error)
+
+
+def test_an_evals_memory_keeps_a_hives_budget_in_dollars_on_its_embeddings(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("sqlite_vec")
+    loaded = load_hive(hive(tmp_path, HIVE))
+    evaluated = Executor.from_hive(loaded, memory=EvalMemory(loaded.memory()))  # honeycomb eval's
+    assert evaluated.priced()  # what an eval's --max-cost counts
