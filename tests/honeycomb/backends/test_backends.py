@@ -849,6 +849,7 @@ async def test_the_memorys_embeddings_spend_the_runs_budget(
     pytest.importorskip("sqlite_vec")
     from honeycomb import RoleMemory, SQLiteMemory
     from honeycomb.models import OpenAIEmbeddings, Price
+    from honeycomb.trace.spans import SpanRecorder
     from tests.support.openai_server import OpenAIServer
 
     role = Role(name="m", memory=RoleMemory(namespace="bees", recall=0))
@@ -860,10 +861,17 @@ async def test_the_memorys_embeddings_spend_the_runs_budget(
         ex = Executor(
             [role], FunctionModel(scripted), memory=memory, aggregator="concat", backend=backend
         )
-        result = await ex.run("t", subtasks=[("m", script([("remember", {"text": note})]))])
+        recorder = SpanRecorder()
+        subtasks = [("m", script([("remember", {"text": note})]))]
+        result = await ex.run("t", subtasks=subtasks, on_event=[recorder])
         await embeddings.endpoint.client.close()
     assert result.status == "ok"
     assert result.usage.cost == pytest.approx(5 * 3.0 / 1e6)  # its five words, at its price
+    [root] = [s for s in recorder.spans if s.kind == "run"]  # its trace says so too
+    assert (root.input_tokens, root.cost) == (
+        result.usage.input_tokens,
+        pytest.approx(result.usage.cost),
+    )
 
 
 async def test_a_call_needing_approval_goes_to_the_runs_approver(
