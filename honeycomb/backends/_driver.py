@@ -17,6 +17,7 @@ from honeycomb.backends._deltas import Deltas
 from honeycomb.backends._pinned import PinnedCalls
 from honeycomb.backends._wire import (
     Message,
+    RemoteFailure,
     SentDeadline,
     WorkerSpec,
     deadline_again,
@@ -276,6 +277,13 @@ class Driver:
         except Exception as exc:
             self._answer_now(number, False, portable_error(exc))
             return
+        except asyncio.CancelledError as cut:  # given up: what it spent goes back, if said
+            spent = getattr(cut, "spent", None)
+            if spent is not None:
+                stopped = RemoteFailure(f"{op} was cut off")
+                stopped.spent = spent  # type: ignore[attr-defined]
+                self._answer_now(number, False, portable_error(stopped))
+            raise
         self._answer_now(number, True, value)
 
     async def _done_here(self, op: str, args: tuple[Any, ...], options: dict[str, Any]) -> Any:

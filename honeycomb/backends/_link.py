@@ -10,7 +10,11 @@ from contextvars import ContextVar
 from typing import Any
 
 from honeycomb.backends._wire import Message, raised
-from runtime.concurrency import TimedOut, within
+from runtime.concurrency import TimedOut, shielded, within
+
+SPENT_WAIT_S = 1.0
+"""How long a request cut off here waits for what its call at the driver spent until it
+stopped (see :meth:`Link.ask_spending`)."""
 
 
 class Outbox:
@@ -70,6 +74,34 @@ class Link:
         finally:
             self._waiting.pop(number, None)
 
+    async def ask_spending(self, op: str, *args: Any) -> Any:
+        """:meth:`ask`, for a call at the driver that spends the run's budget and says
+        so in its error (a judge's): cut off here, the request waits a while for the
+        call there, cut off too, to say what it spent, and the cancellation raised
+        carries it (its ``spent``), as the call's own would in one process.
+
+        Raises:
+            BudgetExceeded: when the driver's budget refused it.
+            RemoteFailure: when it failed at the driver.
+        """
+        number = next(self._ids)
+        answer = self._waiting[number] = asyncio.get_running_loop().create_future()
+        self._outbox.post(self._key, ("ask", number, op, args, {}))
+        try:
+            return await asyncio.shield(answer)
+        except asyncio.CancelledError as cut:
+            if not answer.done():
+                self.send("forget", number)
+                with contextlib.suppress(asyncio.CancelledError):  # (``cut`` goes on)
+                    await shielded(_settled(answer))
+            told = answer.exception() if answer.done() and not answer.cancelled() else None
+            spent = getattr(told, "spent", None)
+            if spent is not None:
+                cut.spent = spent  # type: ignore[attr-defined]
+            raise
+        finally:
+            self._waiting.pop(number, None)
+
     def answer(self, number: int, ok: bool, value: Any) -> None:
         found = self._waiting.get(number)
         if found is None or found.done():
@@ -88,3 +120,9 @@ all its workers in the actor, does at the driver)."""
 async def at_driver(op: str, *args: Any, **options: Any) -> Any:
     """Ask the driver to do ``op`` for the current worker, and wait for its answer."""
     return await here.get().ask(op, *args, **options)
+
+
+async def _settled(answer: asyncio.Future[Any]) -> None:
+    """Once ``answer`` is given, or :data:`SPENT_WAIT_S` passed."""
+    with contextlib.suppress(TimedOut), within(SPENT_WAIT_S):
+        await asyncio.wait((answer,))

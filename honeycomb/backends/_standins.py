@@ -372,7 +372,9 @@ class DriverJudge(Judge):
         super().__init__({}, _no_model)
 
     async def ask(self, role_name: str, check: GuardCheck) -> tuple[str | None, Usage, str]:
-        answer = await at_driver("services.judge.ask", role_name, check)
+        # Cut off here (its worker cancelled, the run's wall time out), it is cut off
+        # there too, and says what it spent, which its guard reports.
+        answer = await here.get().ask_spending("services.judge.ask", role_name, check)
         return cast(tuple[str | None, Usage, str], answer)
 
 

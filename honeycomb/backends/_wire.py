@@ -95,9 +95,12 @@ class WorkerLost(HoneycombError):
 def portable_error(exc: BaseException) -> tuple[str, Any]:
     """An error that crosses a process and comes back the same (see :func:`raised`):
     itself, when it pickles and is made again as itself (a tool's ``ModelRetry``, say),
-    else as plain values."""
+    else as plain values. What a judge's call it ended spent (its ``spent``, which the
+    guard that asked reports) crosses with it either way."""
+    spent = getattr(exc, "spent", None)
     if isinstance(exc, BudgetExceeded):
-        return ("budget", (exc.limit, exc.allowed, exc.used, exc.requested, exc.running))
+        fields = (exc.limit, exc.allowed, exc.used, exc.requested, exc.running)
+        return ("budget", (fields, spent))
     try:
         pickle.dumps(exc)  # its class importable where it goes ...
         again = copy.deepcopy(exc)  # ... and made again from what is pickled
@@ -105,18 +108,24 @@ def portable_error(exc: BaseException) -> tuple[str, Any]:
         again = None
     if type(again) is type(exc) and str(again) == str(exc):
         return ("raised", again)
-    return ("error", f"{type(exc).__name__}: {exc}")
+    return ("error", (f"{type(exc).__name__}: {exc}", spent))
 
 
 def raised(error: tuple[str, Any]) -> BaseException:
     """The error :func:`portable_error` made portable."""
     kind, value = error
-    if kind == "budget":
-        limit, allowed, used, requested, running = value
-        return BudgetExceeded(limit, allowed, used, requested=requested, running=running)
     if kind == "raised":
         return cast(BaseException, value)
-    return RemoteFailure(str(value))
+    again: BaseException
+    if kind == "budget":
+        (limit, allowed, used, requested, running), spent = value
+        again = BudgetExceeded(limit, allowed, used, requested=requested, running=running)
+    else:
+        text, spent = value
+        again = RemoteFailure(text)
+    if spent is not None:
+        again.spent = spent  # type: ignore[union-attr]
+    return again
 
 
 SentDeadline = tuple[float, int, tuple[str, Any] | None, str]

@@ -4,18 +4,36 @@ alike, stops alike and reports the same spend."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import anyio
 import pytest
 
-from honeycomb import BudgetExceeded, Budgets, Event, Executor, Policy, Role
+from honeycomb import (
+    BudgetExceeded,
+    Budgets,
+    Event,
+    Executor,
+    Guards,
+    Policy,
+    Role,
+    RunFailed,
+)
 from honeycomb.backends import RayBackend
 from honeycomb.errors import ModelHTTPError, ModelTimeout
-from honeycomb.events import ModelCallFinished, ModelCallRetrying
+from honeycomb.events import GuardChecked, ModelCallFinished, ModelCallRetrying
+from honeycomb.run.events import RunFinished
 from honeycomb.testing import FunctionModel
-from runtime import ModelRequest, RetryingModel, RetryPolicy
-from runtime.limits.budget import timed_out
+from runtime import (
+    AssistantMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryingModel,
+    RetryPolicy,
+    Usage,
+)
+from runtime.limits.budget import retried, timed_out
 
 pytest.importorskip("ray")
 
@@ -64,3 +82,116 @@ async def test_a_remote_call_sends_no_retry_once_its_first_attempt_spent_the_bud
     assert retrying.attempt == 1
     (finished,) = [e for e in heard if isinstance(e, ModelCallFinished)]
     assert finished.status == "error"
+
+
+class TellingModel(FunctionModel):
+    """A function model that tells its calls of their attempts, as an endpoint does."""
+
+    tells_attempts = True
+
+
+def judged_after_a_refused_retry(request: ModelRequest) -> ModelResponse | str:
+    """A judge's first attempt times out (its prompt spends the run's tokens), and the
+    budget refuses its retry; a worker's answer is answered."""
+    if "You are a guard" in (request.messages[0].content or ""):
+        timed_out()
+        retried()  # as a retry policy says it sends another attempt
+        return "PASS"
+    usage = Usage(input_tokens=10, output_tokens=1)
+    return ModelResponse(message=AssistantMessage(content="found"), usage=usage)
+
+
+def judged_empty(request: ModelRequest) -> ModelResponse:
+    """A judge answers nothing it could use (spent all the same)."""
+    usage = Usage(input_tokens=10, output_tokens=1)
+    if "You are a guard" in (request.messages[0].content or ""):
+        return ModelResponse(message=AssistantMessage(content=""), usage=usage)
+    return ModelResponse(message=AssistantMessage(content="found"), usage=usage)
+
+
+@pytest.mark.parametrize(
+    ("answer", "budgets", "reason"),
+    [
+        (judged_after_a_refused_retry, Budgets(total_tokens=40), "budget exceeded"),
+        (judged_empty, Budgets(), "the guard raised ModelResponseError"),
+    ],
+)
+async def test_a_judges_error_reports_what_its_call_spent_wherever_its_worker_runs(
+    backend: RayBackend | None,
+    answer: Callable[[ModelRequest], ModelResponse | str],
+    budgets: Budgets,
+    reason: str,
+) -> None:
+    """A judge's call that ends in an error (its retry refused by the budget, an answer
+    with no verdict) says what it spent, and its ``guard.checked`` reports it as the
+    run's usage counts it. The judge asked at the driver for a worker in an actor sent
+    its error back rebuilt without it: the check said no model call and no tokens."""
+    heard: list[Event] = []
+    ex = Executor(
+        [Role(name="w", guards=Guards(output=("reviewer",))), Role(name="reviewer")],
+        TellingModel(answer), aggregator="concat", backend=backend,
+        policy=Policy(budgets=budgets, failure="best_effort"), on_event=[heard.append],
+    )  # fmt: skip
+    with anyio.fail_after(60), contextlib.suppress(BudgetExceeded, RunFailed):
+        await ex.run("task", subtasks=[("w", "a")])
+    (run,) = [e for e in heard if isinstance(e, RunFinished)]
+    assert run.usage is not None
+    (checked,) = [e for e in heard if isinstance(e, GuardChecked)]
+    assert checked.reason is not None
+    assert checked.reason.startswith(reason)
+    answers = [e for e in heard if isinstance(e, ModelCallFinished)]
+    assert checked.model_calls + len(answers) == run.usage.model_calls == 2
+    assert checked.input_tokens + sum(e.input_tokens for e in answers) == run.usage.input_tokens
+    assert checked.input_tokens > 0
+
+
+def test_what_a_judges_call_spent_crosses_with_its_error_in_any_form() -> None:
+    """A budget's refusal crosses as its fields, an error that does not pickle as its
+    text: what the judge's call it ended spent went with neither."""
+    from honeycomb.backends._wire import portable_error, raised
+
+    class Unpicklable(Exception):  # a class of a function's: no import path
+        pass
+
+    spent = Usage(input_tokens=12, output_tokens=3)
+    for error in (BudgetExceeded("total_tokens", 40, 45), Unpicklable("no verdict")):
+        error.spent = spent  # type: ignore[attr-defined]
+        again = raised(portable_error(error))
+        assert str(again).endswith(str(error))
+        assert getattr(again, "spent", None) == spent
+
+
+async def judged_until_cut_off(request: ModelRequest) -> ModelResponse:
+    """A judge's first attempt times out (its prompt spent), and its retry hangs until
+    the run's wall time cuts it off; a worker's answer is answered."""
+    if "You are a guard" in (request.messages[0].content or ""):
+        timed_out()
+        await anyio.sleep(60)
+    usage = Usage(input_tokens=10, output_tokens=1)
+    return ModelResponse(message=AssistantMessage(content="found"), usage=usage)
+
+
+async def test_a_judge_cut_off_by_the_wall_time_reports_its_spend_wherever_its_worker_runs(
+    backend: RayBackend | None,
+) -> None:
+    """The run's wall time cuts a judge's call off: its guard's check is reported
+    cancelled, with what the call spent (the prompt of its attempt that timed out), as
+    the run's usage counts it. For a worker in an actor, the check reported no tokens:
+    its request to the judge at the driver was given up, and what the call spent there
+    never came back."""
+    heard: list[Event] = []
+    ex = Executor(
+        [Role(name="w", guards=Guards(output=("reviewer",))), Role(name="reviewer")],
+        TellingModel(judged_until_cut_off), aggregator="concat", backend=backend,
+        policy=Policy(budgets=Budgets(wall_time_s=6)),  # room for the actors to start
+        on_event=[heard.append],
+    )  # fmt: skip
+    with anyio.fail_after(60), pytest.raises(BudgetExceeded):
+        await ex.run("task", subtasks=[("w", "a")])
+    (run,) = [e for e in heard if isinstance(e, RunFinished)]
+    assert run.usage is not None
+    (checked,) = [e for e in heard if isinstance(e, GuardChecked)]
+    assert (checked.status, checked.model_calls) == ("cancelled", 1)
+    (answer,) = [e for e in heard if isinstance(e, ModelCallFinished)]
+    assert checked.input_tokens > 0
+    assert checked.input_tokens + answer.input_tokens == run.usage.input_tokens
