@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Self
 from msgspec.structs import replace
 from pydantic import BaseModel
 
-from honeycomb.run.agents import Instruction, current_run
+from honeycomb.run.agents import Instruction, current_run, may_ask, nobody_decides
 from honeycomb.run.aggregator import AggregatorLike, as_aggregator
 from honeycomb.run.conversation import shown_the_conversation
 from honeycomb.run.crew import Crew
@@ -534,6 +534,39 @@ class Executor:
         """Whether its roles' memory calls embeddings that have a price."""
         return _memory_priced(self.memory, self.shared.crew.roles.values())
 
+    def _check_deciders(self) -> None:
+        """Raise if a hive tool (``hive:PATH``) of the hive file this Executor was made
+        from may ask for a person's approval and nobody can decide: it has no approver,
+        and a sub-run's calls cannot wait in the run store.
+
+        Raises:
+            ConfigErrors: at each such tool's line.
+        """
+        hive = self._hive
+        if hive is None or self.shared.services.approver is not None:
+            return
+        asking = {name for name, sub in self._called() if sub._may_ask(set())}
+        errors = [
+            hive.tool_error(name, index, nobody_decides(ref, hive.hives[ref].file.name))
+            for name, role in hive.roles.items()
+            for index, ref in enumerate(role.tools)
+            if ref in hive.hives and nested_tool_name(ref) in asking
+        ]
+        if errors:
+            raise ConfigErrors(errors)
+
+    def _may_ask(self, seen: set[int]) -> bool:
+        """Whether a call of its runs, run as a tool, may need a person's approval that
+        its caller's approver is to give: it has no approver of its own, and a tool of
+        its roles asks, or a hive they call as a tool does (each Executor once:
+        ``seen``)."""
+        seen.add(id(self))
+        if self.shared.services.approver is not None:
+            return False
+        if may_ask(self.shared.crew):
+            return True
+        return any(sub._may_ask(seen) for _, sub in self._called() if id(sub) not in seen)
+
     def _called(self) -> list[tuple[str, Executor]]:
         """The Executors its roles call as tools (:meth:`as_tool`), by tool name."""
         crew = self.shared.crew
@@ -625,6 +658,7 @@ class Executor:
         self._serving.adopt()  # another thread's loop using it now: refused before anything
         event_handlers(on_event)  # an async handler refused before anything is kept
         self.check_keys()
+        self._check_deciders()
         if converse is None and resumable and subtasks is None and self.store is not None:
             session = await self._session_of(run_id)
             if session is not None:  # a session's turn: continued as the session does

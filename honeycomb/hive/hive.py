@@ -128,6 +128,11 @@ class Hive:
         to the modules its loading imported (``Executor.from_hive`` builds in one)."""
         return imports_from(self.folder)
 
+    def tool_error(self, role: str, index: int, message: str) -> ConfigError:
+        """An error at the line of the role's ``index``-th tool, in the file that
+        writes the role."""
+        return role_error(self._doc, self._places, role, ("tools", index), message)
+
     @property
     def name(self) -> str:
         return self.spec.name

@@ -33,11 +33,19 @@ from honeycomb.run.result import SubtaskResult
 from runtime import BudgetExceeded, HoneycombError, ModelRetry, Tool, ToolContext
 from runtime.errors import NotStarted
 from runtime.limits.room import nested_work
-from runtime.tools.approvals import ApprovalNeeded, ApprovalRequest, Approver, Decision
+from runtime.tools.approvals import (
+    CALLER_BY,
+    NOBODY_BY,
+    ApprovalNeeded,
+    ApprovalRequest,
+    Approver,
+    Decision,
+)
 from workers import LoopState, Role, WorkerResult
 from workers.nesting import AGENT_PREFIX, agent_ref
 
 if TYPE_CHECKING:
+    from honeycomb.run.crew import Crew
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
     from honeycomb.trace.spans import SubRunSpans
@@ -48,7 +56,9 @@ __all__ = [
     "agent_tool",
     "agent_tools",
     "current_run",
+    "may_ask",
     "nested_name",
+    "nobody_decides",
 ]
 
 
@@ -232,7 +242,11 @@ def _asked_as(approver: Approver, run_id: str, prefix: str) -> Approver:
 
     async def ask(request: ApprovalRequest) -> Decision:
         worker = f"{prefix}{request.worker}" if request.worker else prefix.rstrip("/")
-        return await approver(replace(request, run_id=run_id, worker=worker))
+        decision = await approver(replace(request, run_id=run_id, worker=worker))
+        if isinstance(decision, Decision) and decision.by is None:
+            # Kept as the calling run's approver's: the sub-run has none of its own.
+            return replace(decision, by=CALLER_BY)
+        return decision
 
     return ask
 
@@ -246,9 +260,36 @@ CANNOT_WAIT = (
 """Why a call of a sub-run (a hive called as a tool) is denied when nobody can decide it."""
 
 
+def may_ask(crew: Crew) -> bool:
+    """Whether a call of a worker of ``crew``'s roles may need a person's approval: a
+    tool of a role is one its rule asks about, or the role has MCP tools (known once
+    its servers list them) and its rule names tools or asks for every side-effecting
+    one."""
+    for role in crew.roles.values():
+        setup = crew.setup_for(role, None)
+        rule = setup.approvals
+        if any(rule.why(t) is not None for t in setup.tools):
+            return True
+        if crew.mcp.refs(role) and (rule.tools or rule.side_effects):
+            return True
+    return False
+
+
+def nobody_decides(tool: str, file: str) -> str:
+    """Why a run with no approver cannot call the hive tool ``tool`` (of the hive
+    ``file``), whose calls may need approval."""
+    return (
+        f"the hive {file} asks for approval of some calls, and nobody can decide them: "
+        "this run has no approver, and a call of a hive called as a tool cannot wait in "
+        "the run store (the sub-run keeps none), so each would be denied. Run it on a "
+        "terminal (honeycomb run asks there) or attach an approver "
+        f"(Executor(approver=...)); or take {tool!r} out of the role's tools"
+    )
+
+
 async def _no_wait(request: ApprovalRequest) -> Decision:
     """The approver of a sub-run whose caller has none: a call of it cannot wait."""
-    return Decision.denied(CANNOT_WAIT)
+    return Decision.denied(CANNOT_WAIT, by=NOBODY_BY)
 
 
 def _finished(

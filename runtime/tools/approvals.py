@@ -222,6 +222,14 @@ class MemoryApprovalLog:
 WITHDRAWN_BY = "the run: the call could not be made"
 """Who denied a waiting call that the run could not make when it went on."""
 
+NOBODY_BY = "the run: nobody can decide it (no approver is attached, and it cannot wait)"
+"""Who denied a call that needed approval when no approver could be asked and it had
+nowhere to wait."""
+
+CALLER_BY = "the calling run's approver"
+"""Who decided a call of a hive called as a tool, its calling run's approver asked (one
+that did not say who the person was)."""
+
 
 class Verdict(Value, frozen=True, kw_only=True):
     """What the dispatcher does with a call that needed approval: refuse it with

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Approvals, ConfigErrors, Executor, Role, tool
+from honeycomb import ApprovalRequest, Approvals, ConfigErrors, Decision, Executor, Role, tool
 from honeycomb.cli.main import demo_hive_path
 from honeycomb.cli.running import OUTBOX_TOOL, _asking
 from honeycomb.hive import load_hive
@@ -107,3 +107,55 @@ def test_demo_approve_asks_only_the_roles_that_use_the_outbox() -> None:
     asking = {name for name, role in hive.roles.items() if role.approvals is not None}
     assert asking == {"courier"}
     Executor.from_hive(hive)  # and it is a valid executor
+
+
+CALLING = """\
+models:
+  default: offline
+roles:
+  planner:
+    description: Plans.
+  lead:
+    description: Leads.
+    tools: [shout, "hive:payroll.yaml"]
+tools:
+  shout: tests.support.role_tools:shout
+"""
+
+PAYROLL = """\
+models:
+  default: offline
+tools:
+  count: tests.support.role_tools:word_count
+roles:
+  planner:
+    description: Plans.
+  clerk:
+    tools: [count]
+    approvals: {tools: [count]}
+"""
+
+
+async def test_a_hive_tool_whose_calls_nobody_can_decide_is_refused_at_its_line(
+    tmp_path: Path,
+) -> None:
+    """A hive tool whose hive asks for approval, in a run with no approver: each of its
+    calls that asked was denied as the run went (told as decided by "the run's
+    approver", which it has none of). Now the run does not start, and the error is at
+    the tool's line; with an approver, it runs."""
+    (tmp_path / "payroll.yaml").write_text(PAYROLL)
+    (tmp_path / "hive.yaml").write_text(CALLING)
+    hive = load_hive(tmp_path / "hive.yaml")
+    plan = [{"id": "s1", "role": "lead", "instruction": "count the team"}]
+    with pytest.raises(ConfigErrors) as caught:
+        await Executor.from_hive(hive).run("count", subtasks=plan)
+    (error,) = caught.value.errors
+    assert (Path(error.file or "").name, error.line) == ("hive.yaml", 8)  # the lead's tools
+    assert "the hive payroll.yaml asks for approval of some calls, and nobody can" in str(error)
+    assert "honeycomb run asks there" in str(error)
+
+    async def approves(request: ApprovalRequest) -> Decision:
+        return Decision.approved()
+
+    done = await Executor.from_hive(hive, approver=approves).run("count", subtasks=plan)
+    assert done.status == "ok"

@@ -8,20 +8,38 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-from honeycomb import ApprovalRequest, Decision, Executor, Policy, Role, Subtask, tool
+from honeycomb import (
+    ApprovalRequest,
+    Approver,
+    Decision,
+    Event,
+    Executor,
+    Policy,
+    Role,
+    Subtask,
+    tool,
+)
+from honeycomb.events import ApprovalDecided
 from honeycomb.run.agents import CANNOT_WAIT
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest
 from runtime.concurrency import TimedOut, within
 from runtime.testing import call
+from runtime.tools.approvals import CALLER_BY, NOBODY_BY
 from tests.support.model_requests import Answer, observations
 
 ONE = [{"id": "s1", "role": "lead", "instruction": "pay the team"}]
 
 
-def _calling(paid: list[str], store: Path | None) -> Executor:
-    """A lead that calls the hive ``payroll``, whose clerk's ``pay`` needs approval."""
+def _calling(
+    paid: list[str],
+    store: Path | None,
+    approver: Approver | None = None,
+    events: list[Event] | None = None,
+) -> Executor:
+    """A lead that calls the hive ``payroll``, whose clerk's ``pay`` needs approval
+    (``approver``: the lead's run's; ``events``: gets the sub-run's)."""
 
     @tool(approval=True)
     def pay(to: str) -> str:
@@ -44,10 +62,12 @@ def _calling(paid: list[str], store: Path | None) -> Executor:
     payroll = Executor(
         [Role(name="clerk", tools=("pay",))], FunctionModel(clerk), tools=[pay],
         aggregator="concat", planner=lambda task: [("clerk", task)],
+        on_event=[] if events is None else [events.append],
     )  # fmt: skip
     return Executor(
         [Role(name="lead", tools=("payroll",))], FunctionModel(lead),
         tools=[payroll.as_tool("payroll")], aggregator="concat", store=store,
+        approver=approver,
     )  # fmt: skip
 
 
@@ -71,6 +91,26 @@ async def test_a_sub_hives_call_in_a_run_without_a_store_is_denied_so_too() -> N
     result = await _calling(paid, None).run("t", subtasks=ONE)
     assert result.subtasks["s1"].text == f"lead: ## s1 (clerk)\nclerk: denied: {CANNOT_WAIT}"
     assert paid == []
+
+
+async def test_a_sub_hives_call_is_told_decided_by_whoever_decided_it() -> None:
+    """The sub-run of a hive with no approver of its own: its calls' decisions were
+    told as made by "the run's approver", which the sub-run does not have: the calling
+    run's approver decided them, or, with none, nobody could."""
+
+    async def approves(request: ApprovalRequest) -> Decision:
+        return Decision.approved()
+
+    async def ann(request: ApprovalRequest) -> Decision:
+        return Decision.approved(by="ann")
+
+    bys = []
+    for approver in (approves, ann, None):
+        events: list[Event] = []
+        await _calling([], None, approver, events).run("t", subtasks=ONE)
+        (decided,) = [e for e in events if isinstance(e, ApprovalDecided)]
+        bys.append(decided.by)
+    assert bys == [CALLER_BY, "ann", NOBODY_BY]
 
 
 async def test_a_sub_hives_worker_keeps_its_callers_slot_while_a_sibling_waits() -> None:
