@@ -26,6 +26,7 @@ from honeycomb.run.prompts import parse_catalog, parse_results
 from runtime import (
     AssistantMessage,
     Message,
+    ModelConnectionError,
     ModelRequest,
     ModelResponse,
     SystemMessage,
@@ -34,6 +35,7 @@ from runtime import (
     Usage,
     UserMessage,
 )
+from runtime.model import Model, TextSink, WrapperModel, call_model
 from runtime.testing import FunctionModel, stream_text
 from tests.interactions.ledger import append, now
 from workers.compaction import is_summary_request
@@ -277,3 +279,30 @@ def _actions(calls: Sequence[ToolCall]) -> str:
         for c in calls
     ]
     return "\n".join(blocks)
+
+
+BROKEN = "the connection broke at its first attempt"
+"""What every call's first attempt fails with, where the model is flaky."""
+
+
+class FirstAttemptFails(WrapperModel):
+    """A flaky endpoint: the first attempt of every call fails, as a connection that
+    broke does (retryable), before its model is asked; an attempt of the same request
+    again (its retry) is answered."""
+
+    def __init__(self, inner: Model) -> None:
+        super().__init__(inner)
+        self._tried: list[ModelRequest] = []  # held: a request's id may be reused
+
+    def _break_first(self, request: ModelRequest) -> None:
+        if not any(tried is request for tried in self._tried):
+            self._tried.append(request)
+            raise ModelConnectionError(BROKEN)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self._break_first(request)
+        return await self.inner.complete(request)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        self._break_first(request)
+        return await call_model(self.inner, request, on_text)

@@ -34,8 +34,8 @@ from honeycomb import (
 from honeycomb.models import TextToolModel
 from honeycomb.planning import RolePlanner
 from honeycomb.store import RunStore
-from runtime import McpServer, Model
-from tests.interactions.brain import Brain, Call, LoggedModel, Script
+from runtime import McpServer, Model, RetryingModel, RetryPolicy
+from tests.interactions.brain import Brain, Call, FirstAttemptFails, LoggedModel, Script
 from tests.interactions.ledger import Ledger
 
 __all__ = ["TASK", "Hive"]
@@ -45,6 +45,8 @@ BASE_PLAN = (
     {"id": "s1", "role": "bee", "instruction": "Work on part 1."},
     {"id": "s2", "role": "bee", "instruction": "Work on part 2."},
 )
+RETRY_ONCE = RetryPolicy(attempts=2, initial_wait_s=0.0, max_wait_s=0.01, jitter_s=0.0)
+"""A flaky model's retries: the second attempt of a call is answered."""
 
 
 @dataclass
@@ -90,6 +92,8 @@ class Hive:
     """Text that a guard refuses wherever it is written (no listener may see it)."""
     summary_chars: int = 200
     text: bool = False
+    flaky: bool = False
+    """Every model call's first attempt fails, and a retry policy sends it again."""
     pause: bool = False
     stream: bool = False
     interrupt: bool = False
@@ -158,8 +162,10 @@ class Hive:
     def model(self, life: int, scope: str = "run") -> Model:
         """The cell's model; ``scope`` says whose calls it answers in the ledger (the
         run's, or a hive tool's sub-runs')."""
-        logged = LoggedModel(self.brain(), str(self.ledger.models), life, scope)
-        return TextToolModel(logged) if self.text else logged
+        model: Model = LoggedModel(self.brain(), str(self.ledger.models), life, scope)
+        if self.flaky:  # as an endpoint's adapter retries inside a text protocol's model
+            model = RetryingModel(FirstAttemptFails(model), RETRY_ONCE)
+        return TextToolModel(model) if self.text else model
 
     def executor(
         self, life: int, toolkit: Callable[[str, int, str], Mapping[str, Tool[..., Any]]]

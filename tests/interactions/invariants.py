@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from honeycomb import AssistantMessage, BudgetExceeded, HoneycombError, RunResult
-from honeycomb.events import TextDelta
+from honeycomb.events import ModelCallFinished, TextDelta
 from honeycomb.store import RunStore
 from honeycomb.tracing import build_timeline
 from tests.interactions.brain import shape_problem
@@ -34,8 +34,9 @@ INVARIANTS = {
     "runs": "every life ends with a result or an error the features allow, never a crash",
     "usage counted": (
         "the result's usage is every model call the model functions answered, in every "
-        "life (tokens and calls), but what a killed life spent after its last write "
-        "(answers whose calls never started, asked for again)"
+        "life (tokens and calls), and the calls cut off after they streamed text (their "
+        "prompt and text by the estimate), but what a killed life spent after its last "
+        "write (answers whose calls never started, asked for again)"
     ),
     "budget kept": "no budget is ever exceeded, counting every life",
     "one observation per call": (
@@ -109,7 +110,14 @@ def _usage(outcome: Outcome, report: Report) -> None:
     if result is None:
         return
     calls = outcome.hive.ledger.model_calls()
-    seen = (len(calls), sum(c["input"] for c in calls), sum(c["output"] for c in calls))
+    # A call cut off after it streamed text was paid for, though no model answered it:
+    # it counts its prompt and its text by the estimate, as its event says.
+    cut = [e for e in outcome.events if isinstance(e, ModelCallFinished) and _cut_off(e)]
+    seen = (
+        len(calls) + len(cut),
+        sum(c["input"] for c in calls) + sum(e.input_tokens for e in cut),
+        sum(c["output"] for c in calls) + sum(e.output_tokens for e in cut),
+    )
     usage = result.usage
     counted = (usage.model_calls, usage.input_tokens, usage.output_tokens)
     short_calls, short_tokens = seen[0] - counted[0], sum(seen[1:]) - sum(counted[1:])
@@ -131,6 +139,11 @@ def _usage(outcome: Outcome, report: Report) -> None:
     if outcome.hive.store:
         _store_figures(outcome, report, counted, seen, reserved=bool(extra))
         _traced_as_told(outcome, report, result)
+
+
+def _cut_off(event: ModelCallFinished) -> bool:
+    """Whether ``event`` tells of a call cut off after it streamed text."""
+    return event.status == "cancelled" and event.output_tokens > 0
 
 
 def _cut_off_calls(outcome: Outcome) -> int:

@@ -21,6 +21,7 @@ from tests.interactions.features.context import CompactionFeature, Mcp, Memory, 
 from tests.interactions.features.guards import ArgumentGuard, InputGuard, OutputGuard, Tripwire
 from tests.interactions.features.limits import AgentTools, Budget, HiveTools, ModelLimit, ToolLimit
 from tests.interactions.features.running import (
+    FlakyModel,
     Ray,
     Resume,
     Rounds,
@@ -54,6 +55,7 @@ FEATURES: tuple[Feature, ...] = (
     SideEffects(),
     Rounds(),
     TextProtocol(),
+    FlakyModel(),
     Session(),
     Ray(),
 )

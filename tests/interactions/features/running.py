@@ -8,7 +8,8 @@ from typing import Any
 from honeycomb import BudgetExceeded, Executor, HoneycombError, Role, Tool, ToolContext
 from honeycomb.events import WorkerFinished
 from honeycomb.testing import FunctionModel
-from tests.interactions.brain import MARK, Call
+from runtime.events import ModelCallFinished
+from tests.interactions.brain import BROKEN, MARK, Call
 from tests.interactions.drive import Outcome
 from tests.interactions.features.base import (
     Env,
@@ -21,8 +22,9 @@ from tests.interactions.features.base import (
 from tests.interactions.hive import Hive
 from tests.interactions.invariants import Report
 from tests.interactions.toolkit import main_module_tool
+from workers.guards import GuardChecked
 
-__all__ = ["Ray", "Resume", "Rounds", "SideEffects", "Sigkill", "TextProtocol"]
+__all__ = ["FlakyModel", "Ray", "Resume", "Rounds", "SideEffects", "Sigkill", "TextProtocol"]
 
 
 class Resume(Feature):
@@ -273,6 +275,38 @@ class TextProtocol(Feature):
             "text protocol",
             "no action the model wrote was run",
         )
+
+
+class FlakyModel(Feature):
+    name = "flaky_model"
+    title = "a flaky model, retried"
+    about = (
+        "the first attempt of every model call fails (`ModelConnectionError`, before the "
+        "model function is asked), and the model's `RetryingModel` sends it again"
+    )
+    promises = (
+        "no worker, planner, aggregator or judge fails for it; each call it answers is "
+        "told answered at its second attempt; a failed attempt counts nothing"
+    )
+
+    def apply(self, hive: Hive, env: Env) -> None:
+        hive.flaky = True
+
+    def check(self, outcome: Outcome, report: Report) -> None:
+        errors = [str(life.error) for life in outcome.lives if life.error is not None]
+        result = outcome.result
+        if result is not None:
+            errors += [str(s.error) for s in result.subtasks.values() if s.error is not None]
+        broken = [e for e in errors if BROKEN in e]
+        report.expect(not broken, "retries", f"failed with the broken attempt: {broken}")
+        for event in outcome.events:
+            made = isinstance(event, ModelCallFinished) and event.status == "ok"
+            judged = isinstance(event, GuardChecked) and event.model_calls
+            report.expect(
+                not (made or judged) or getattr(event, "attempts", 0) == 2,
+                "retries",
+                f"{event.kind} of {event.worker} says {getattr(event, 'attempts', 0)} attempts",
+            )
 
 
 def _refused(made: Tool[..., Any], backend: Any) -> bool:
