@@ -1,6 +1,6 @@
 """Forgetting sessions (``session.forget()``, retention, ``honeycomb sessions
 forget``): what of a session the store holds, and its deletion, each a statement or a
-read on one connection, in the transaction of :mod:`honeycomb.store.sessions`.
+read on one connection, in a transaction that :mod:`honeycomb.store.sessions` runs.
 
 A session holds its turns (``session_turns``) and the runs of the turns it took back
 (``session_taken_back``: ``pop``, ``clear``, a fork over them, a message refused),
@@ -14,10 +14,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from honeycomb.store.database import Connection
+from honeycomb.store.held import answered_now, has_sessions, hold, not_answering
 from honeycomb.store.lease import carried_on
 from runtime.errors import SessionBusy
 
-__all__ = ["LAST", "RUN_TABLES", "expired", "forget", "known", "runs_of"]
+__all__ = [
+    "LAST",
+    "PRUNED_AT_ONCE",
+    "RUN_TABLES",
+    "Expired",
+    "Pruned",
+    "expired",
+    "forget",
+    "forget_held",
+    "forgotten_now",
+    "known",
+    "last_at",
+    "prune",
+    "runs_of",
+]
 
 RUN_TABLES = ("runs", "workers", "messages", "journal", "spans", "leases", "approvals", "lives")
 """The tables that hold a run's rows, each by its ``run_id``."""
@@ -26,8 +41,9 @@ _AT_ONCE = 500
 """Runs deleted by one statement (SQLite takes at most 32,766 values in one)."""
 
 LAST = (
-    "SELECT session_id FROM (SELECT session_id, started_at FROM session_turns UNION ALL "
-    "SELECT session_id, started_at FROM session_taken_back) AS t GROUP BY session_id"
+    "SELECT session_id, max(started_at) FROM (SELECT session_id, started_at FROM "
+    "session_turns UNION ALL SELECT session_id, started_at FROM session_taken_back) AS t "
+    "GROUP BY session_id"
 )
 """Each session, grouped for the start of its last turn, kept or taken back (a
 session whose turns were all taken back still holds their runs); read from the
@@ -92,16 +108,32 @@ def runs_of(db: Connection, session_ids: Sequence[str]) -> list[str]:
     return sorted(run_id for (run_id,) in rows)
 
 
-def expired(db: Connection, before: float | None, keep: int | None) -> list[str]:
-    """The sessions past retention: those whose last turn (kept, or taken back)
+Expired = tuple[str, float]
+"""A session past retention, and when its last turn (kept, or taken back) started."""
+
+
+def expired(db: Connection, before: float | None, keep: int | None) -> list[Expired]:
+    """The sessions past retention, in the order of their ids: those whose last turn
     started ``before``, and those past the newest ``keep``."""
-    found: set[str] = set()
+    found: dict[str, float] = {}
     if before is not None:
-        found |= {sid for (sid,) in db.execute(f"{LAST} HAVING max(started_at) < ?", (before,))}
+        found |= dict(db.execute(f"{LAST} HAVING max(started_at) < ?", (before,)).fetchall())
     if keep is not None:
         newest_first = db.execute(f"{LAST} ORDER BY max(started_at) DESC").fetchall()
-        found |= {sid for (sid,) in newest_first[keep:]}
-    return sorted(found)
+        found |= dict(newest_first[keep:])
+    return sorted(found.items())
+
+
+def last_at(db: Connection, session_id: str) -> float | None:
+    """When the session's last turn (kept, or taken back) started; None: it has none."""
+    row = db.execute(
+        "SELECT max(started_at) FROM (SELECT started_at FROM session_turns WHERE "
+        "session_id = ? UNION ALL SELECT started_at FROM session_taken_back WHERE "
+        "session_id = ?) AS t",
+        (session_id, session_id),
+    ).fetchone()
+    found: float | None = row[0] if row is not None else None
+    return found
 
 
 def known(db: Connection, session_ids: Sequence[str]) -> list[str]:
@@ -116,3 +148,56 @@ def known(db: Connection, session_ids: Sequence[str]) -> list[str]:
         sql += f" UNION SELECT session_id FROM session_taken_back WHERE session_id IN ({marks})"
         given *= 2
     return sorted(session_id for (session_id,) in db.execute(sql, given))
+
+
+def forget_held(db: Connection, session_ids: Sequence[str]) -> None:
+    """Delete the sessions, held, as :func:`forget` does; none of them when one is
+    answering.
+
+    Raises:
+        SessionBusy: naming the session answering, or a run of theirs carried on.
+    """
+    hold(db, session_ids)
+    for session_id in session_ids:
+        not_answering(db, session_id)
+    forget(db, session_ids)
+
+
+Pruned = tuple[list[str], str | None]
+"""The sessions a transaction of retention forgot, and the id it went up to when more
+may follow."""
+
+
+PRUNED_AT_ONCE = 200
+"""Sessions one transaction of retention holds and forgets (PostgreSQL keeps a lock of
+each until it ends, in a table of a few thousand for every connection)."""
+
+
+def prune(
+    db: Connection, before: float | None, keep: int | None, after: str, out: list[Pruned]
+) -> None:
+    """Forget the next sessions retention forgets, in one transaction: of those
+    :func:`~honeycomb.store.forgetting.expired` names, the first
+    :data:`PRUNED_AT_ONCE` whose ids come after ``after``, each held, and still as it
+    was read (no turn taken since); never one a process answers now, nor one with a
+    run carried on (its run would be deleted under it). ``out`` is made those
+    forgotten, and the last id considered when more may follow (else None)."""
+    if not has_sessions(db):
+        return
+    found = [(sid, at) for sid, at in expired(db, before, keep) if sid > after]
+    batch = found[:PRUNED_AT_ONCE]
+    hold(db, [sid for sid, _ in batch])
+    forgotten = [sid for sid, at in batch if last_at(db, sid) == at and forgotten_now(db, sid)]
+    out[:] = [(forgotten, batch[-1][0] if len(found) > len(batch) else None)]
+
+
+def forgotten_now(db: Connection, session_id: str) -> bool:
+    """Forget the session, unless it is answering or has a run carried on: whether
+    it was forgotten."""
+    if answered_now(db, session_id) is not None:
+        return False
+    try:
+        forget(db, (session_id,))
+    except SessionBusy:  # raised before anything is deleted
+        return False
+    return True

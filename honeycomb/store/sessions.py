@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from honeycomb.store.database import Connection
-from honeycomb.store.forgetting import expired, forget, known
+from honeycomb.store.forgetting import Pruned, forget_held, known, prune
+from honeycomb.store.held import answered_now, has_sessions, hold, last_turn, not_answering
 from honeycomb.store.lease import Lease, carried_on, handed
 from honeycomb.store.runs import read_summaries
 from runtime.errors import SessionBusy
@@ -85,8 +86,6 @@ _TAKEN_BACK = (
     "(SELECT 1 FROM session_turns AS o WHERE o.run_id = t.run_id "
     "AND (o.session_id <> ? OR o.turn <= ?)))"
 )
-_Turned = tuple[int, str]
-"""A turn's number and its run's id."""
 
 
 def _begin(db: Connection, row: Sequence[Any], follows: str | None, kept: list[bool]) -> None:
@@ -102,7 +101,8 @@ def _begin(db: Connection, row: Sequence[Any], follows: str | None, kept: list[b
         SessionBusy: when another process took that turn.
     """
     session_id, turn, run_id = row[0], row[1], row[2]
-    last = _last_turn(db, session_id)
+    hold(db, (session_id,))
+    last = last_turn(db, session_id)
     if last is not None and last[0] >= turn:
         raise _taken(session_id, turn, run_id)
     if (tuple(last) if last is not None else None) != ((turn - 1, follows) if follows else None):
@@ -123,39 +123,10 @@ def _taken(session_id: str, turn: int, run_id: str) -> SessionBusy:
     )
 
 
-def _last_turn(db: Connection, session_id: str, upto: int | None = None) -> _Turned | None:
-    """The number and run of the session's last turn (of those up to ``upto``)."""
-    within, given = ("", (session_id,)) if upto is None else (" AND turn <= ?", (session_id, upto))
-    last: _Turned | None = db.execute(
-        f"SELECT turn, run_id FROM session_turns WHERE session_id = ?{within} "
-        "ORDER BY turn DESC LIMIT 1",
-        given,
-    ).fetchone()
-    return last
-
-
-def _idle(db: Connection, session_id: str) -> None:
-    """Refuse to edit a session whose last turn a process answers now (in the
-    transaction that edits it, so that none begins answering in between).
-
-    Raises:
-        SessionBusy: naming that turn.
-    """
-    answered = _answered_now(db, session_id)
-    if answered is not None:
-        turn, run_id = answered
-        raise SessionBusy(
-            f"session {session_id!r} is answering message {turn} (run {run_id}), in "
-            "this process or another: try again once it has ended",
-            session_id=session_id,
-            turn=turn,
-            run_id=run_id,
-        )
-
-
 def _drop(db: Connection, session_id: str, after: int, idle: bool) -> None:
+    hold(db, (session_id,))
     if idle:
-        _idle(db, session_id)
+        not_answering(db, session_id)
     _cut(db, session_id, after)
 
 
@@ -188,8 +159,9 @@ def _copy(db: Connection, source: str, target: str, upto: int) -> None:
     Raises:
         SessionBusy: when it is.
     """
-    _idle(db, target)
-    answered = _answered_now(db, source, upto)
+    hold(db, (source, target))
+    not_answering(db, target)
+    answered = answered_now(db, source, upto)
     if answered is not None:
         turn, run_id = answered
         raise SessionBusy(
@@ -204,22 +176,8 @@ def _copy(db: Connection, source: str, target: str, upto: int) -> None:
         db.execute(_COPY, (target, source, upto))
 
 
-def _forget(db: Connection, session_ids: Sequence[str], idle: bool = True) -> None:
-    """Delete the sessions, as :func:`~honeycomb.store.forgetting.forget` does; none
-    of them when one is answering (unless not ``idle``: known not to be, in this
-    transaction).
-
-    Raises:
-        SessionBusy: naming the session answering, or a run of theirs carried on.
-    """
-    if idle:
-        for session_id in session_ids:
-            _idle(db, session_id)
-    forget(db, session_ids)
-
-
 def _read_turns(db: Connection, session_id: str) -> list[tuple[Any, ...]]:
-    if not _has_sessions(db):
+    if not has_sessions(db):
         return []
     rows = db.execute(
         f"SELECT {', '.join(TURN_COLUMNS[:-2])} FROM session_turns WHERE session_id = ? "
@@ -242,7 +200,7 @@ def _read_turns(db: Connection, session_id: str) -> list[tuple[Any, ...]]:
 
 
 def _session_of(db: Connection, run_id: str) -> list[str]:
-    if not _has_sessions(db):
+    if not has_sessions(db):
         return []
     rows = db.execute("SELECT session_id FROM session_turns WHERE run_id = ?", (run_id,))
     return [session_id for (session_id,) in rows]
@@ -260,7 +218,7 @@ def _no_run(db: Connection, run_id: str, answer: str | None) -> str:
 
 def _read_sessions(db: Connection, limit: int) -> list[tuple[Any, ...]]:
     """The latest ``limit`` sessions (all of them, below 0)."""
-    if not _has_sessions(db):
+    if not has_sessions(db):
         return []
     rows: list[tuple[Any, ...]] = db.execute(
         "SELECT session_id, count(*), min(started_at), max(started_at), "
@@ -271,40 +229,6 @@ def _read_sessions(db: Connection, limit: int) -> list[tuple[Any, ...]]:
         (limit,) if limit >= 0 else (),
     ).fetchall()
     return rows
-
-
-def _prune(db: Connection, before: float | None, keep: int | None, out: list[str]) -> None:
-    """Forget the sessions retention forgets (put in ``out``), in one transaction:
-    those :func:`~honeycomb.store.forgetting.expired` names; never one a process
-    answers now, nor one with a run carried on (its run would be deleted under it)."""
-    if not _has_sessions(db):
-        return
-    out[:] = [sid for sid in expired(db, before, keep) if _forgotten(db, sid)]
-
-
-def _forgotten(db: Connection, session_id: str) -> bool:
-    """Forget the session, unless it is answering or has a run carried on: whether
-    it was forgotten."""
-    if _answered_now(db, session_id) is not None:
-        return False
-    try:
-        forget(db, (session_id,))
-    except SessionBusy:  # raised before anything is deleted
-        return False
-    return True
-
-
-def _answered_now(db: Connection, session_id: str, upto: int | None = None) -> _Turned | None:
-    """The number and run of the session's last turn (of those up to ``upto``), when
-    a process answers it now (its run is carried on); else None."""
-    last = _last_turn(db, session_id, upto)
-    return last if last is not None and carried_on(db, last[1]) else None
-
-
-def _has_sessions(db: Connection) -> bool:
-    """Whether the store has the table (a store of schema 5 or before, read as it is,
-    does not)."""
-    return bool(db.columns("session_turns"))
 
 
 class StoredSessions:
@@ -395,7 +319,7 @@ class StoredSessions:
             SessionBusy: when one of them is answering a message (none is deleted).
         """
         await self.store.open()
-        await self.store.act(functools.partial(_forget, session_ids=tuple(session_ids)))
+        await self.store.act(functools.partial(forget_held, session_ids=tuple(session_ids)))
 
     async def prune(self, *, before: float | None, keep: int | None) -> list[str]:
         """Forget the sessions whose last turn started ``before`` (``time.time()``),
@@ -410,7 +334,13 @@ class StoredSessions:
             raise ValueError(f"keep is at least 1 (the newest sessions kept), not {keep}")
         await self.store.open()
         forgotten: list[str] = []
-        await self.store.act(functools.partial(_prune, before=before, keep=keep, out=forgotten))
+        after: str | None = ""
+        while after is not None:
+            out: list[Pruned] = []
+            batch = functools.partial(prune, before=before, keep=keep, after=after, out=out)
+            await self.store.act(batch)
+            some, after = out[0] if out else ([], None)
+            forgotten += some
         return forgotten
 
     def sessions(self, limit: int = 50) -> list[tuple[Any, ...]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from honeycomb import Executor, GuardCheck, GuardrailTripped, Guards, Role, ToolMessage, tool
-from honeycomb.store import RunStore
+from honeycomb.store import RunStore, forgetting
 from honeycomb.store.forgetting import LAST, runs_of
 from honeycomb.store.schema import SCHEMA_VERSION
 from honeycomb.store.sessions import StoredSessions
@@ -226,4 +226,18 @@ async def test_a_session_is_not_forgotten_while_a_run_it_took_back_is_carried_on
     await session.forget()  # once it has ended
     assert executor.store is not None
     assert executor.store.runs() == []
+    executor.store.close()
+
+
+async def test_retention_forgets_every_session_past_it_a_batch_at_a_time(
+    store: Where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(forgetting, "PRUNED_AT_ONCE", 2)
+    executor = _payer(store)
+    for name in ("a", "b", "c", "d", "e"):
+        await executor.session(name).run(f"Pay Zz{name}.")
+    assert executor.store is not None
+    stored = StoredSessions(executor.store)
+    assert await stored.prune(before=None, keep=1) == ["a", "b", "c", "d"]
+    assert [row[0] for row in stored.sessions()] == ["e"]
     executor.store.close()
