@@ -15,6 +15,7 @@ import msgspec
 from honeycomb.backends._channel import Channel
 from honeycomb.backends._deltas import Deltas
 from honeycomb.backends._pinned import PinnedCalls
+from honeycomb.backends._told import Told
 from honeycomb.backends._wire import (
     Message,
     RemoteFailure,
@@ -62,6 +63,7 @@ class Driver:
         worker: Worker,
         model_slots: Slots | None,
         held: Mapping[str, AdaptiveLimiter | CassetteWriter],
+        told: Told,
     ) -> None:
         self.worker = worker
         self.services = worker.services
@@ -81,6 +83,7 @@ class Driver:
         self._text = Deltas(self.services.tracer)
         self._calls: dict[int, CallInFlight] = {}  # its model calls under way, when told
         self.pinned = PinnedCalls(worker.setup.tools, worker.setup.policy.max_output_chars)
+        self.told = told  # its calls' approval events, across its lives
 
     async def follow(self, channel: Channel, key: str, spec: WorkerSpec) -> WorkerResult:
         """Run the worker in ``channel``'s actor, serving its stream until its result
@@ -168,6 +171,8 @@ class Driver:
                     return  # an earlier life's call, made on: it started once, as its span
             elif isinstance(event, ToolCallFinished):
                 self._running.pop(event.call_id, None)
+            elif not self.told.first(event):
+                return  # told already: as it was sent, or by an earlier life
             self.services.tracer.emit(event)
         elif kind == "save":
             self.last_state = message[1]

@@ -39,6 +39,7 @@ from honeycomb.backends._setup import (
     sendable_tools,
     start_ray,
 )
+from honeycomb.backends._told import Told, decided_as_sent
 from honeycomb.backends._warden import ward
 from honeycomb.backends._wire import (
     Pinned,
@@ -280,6 +281,8 @@ class RayBackend:
         """
         import ray.exceptions
 
+        told = Told()
+        decided_as_sent(worker, resume, told)  # as one process tells them, at its start
         with waiting_for_room():  # its worker_timeout_s counts what it does, not this
             await self.start()
         model, model_slots = _unlimited(worker.model)
@@ -298,7 +301,7 @@ class RayBackend:
             # tool's, a hive tool's) never waits for room its caller holds.
             token = _in_room.set(True)
             try:
-                link = Driver(worker, model_slots, self._held)  # in this context
+                link = Driver(worker, model_slots, self._held, told)  # in this context
             finally:
                 _in_room.reset(token)
             try:

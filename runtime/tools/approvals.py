@@ -60,6 +60,7 @@ __all__ = [
     "MemoryApprovalLog",
     "PendingApproval",
     "Verdict",
+    "decided_event",
     "described",
     "unmasked_edit",
     "withdraw",
@@ -416,19 +417,7 @@ class ApprovalGate:
         """Tell the run's listeners the decision the worker goes on with (once)."""
         if not self._first(ApprovalDecided.kind, pending):
             return
-        self._tracer.emit(
-            ApprovalDecided(
-                worker=pending.worker or None,
-                run_id=self._run_id,
-                turn=pending.turn,
-                call_id=pending.call_id,
-                tool=pending.tool,
-                approved=decision.approve,
-                by=by or decision.by or "",
-                reason=decision.reason,
-                edited=decision.approve and decision.arguments is not None,
-            )
-        )
+        self._tracer.emit(decided_event(pending, decision, by, self._run_id))
 
     async def _from_approver(self, pending: PendingApproval) -> Decision:
         assert self.approver is not None
@@ -487,6 +476,24 @@ class ApprovalGate:
             deadline=None if self._timeout_s is None else now + self._timeout_s,
             summary=described(tool, arguments),
         )
+
+
+def decided_event(
+    pending: PendingApproval, decision: Decision, by: str | None, run_id: str | None
+) -> ApprovalDecided:
+    """The ``approval.decided`` of ``pending``'s ``decision``, made by ``by`` (None: as
+    the decision says)."""
+    return ApprovalDecided(
+        worker=pending.worker or None,
+        run_id=run_id,
+        turn=pending.turn,
+        call_id=pending.call_id,
+        tool=pending.tool,
+        approved=decision.approve,
+        by=by or decision.by or "",
+        reason=decision.reason,
+        edited=decision.approve and decision.arguments is not None,
+    )
 
 
 async def withdraw(log: ApprovalLog, refused: list[tuple[ToolCall, str]], turn: int) -> None:

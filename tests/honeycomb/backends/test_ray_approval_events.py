@@ -14,7 +14,7 @@ import pytest
 
 from honeycomb import Event, Executor, Role
 from honeycomb.backends import RayBackend
-from honeycomb.events import ApprovalDecided, ApprovalRequested, RunFinished
+from honeycomb.events import ApprovalDecided, ApprovalRequested, RunFinished, WorkerStarted
 from honeycomb.testing import FunctionModel
 from runtime.secrets import add_secret
 from tests.support.ray_tools import scripted
@@ -101,3 +101,46 @@ async def test_a_call_the_runs_approver_decides_is_told_as_asked_and_as_decided(
     )
     assert heard.index(asked) < heard.index(decided)
     assert not notes.exists()
+
+
+async def test_a_resumed_workers_stored_decision_is_told_as_it_starts_again(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    """Two workers paused on calls waiting in the store, decided, and the run resumed:
+    each tells its decision as it starts again, before the other starts, as one
+    process does. From an actor it was told only once the worker ran there, after
+    both had started (the pool started, and room found in an actor), and the actor's
+    gate's event would have been a second one."""
+    notes, db = tmp_path / "notes", tmp_path / "runs.db"
+    role = Role(name="a", tools=(f"{TOOLS}:guarded_note",))
+
+    def executor() -> Executor:
+        return Executor(
+            [role], FunctionModel(scripted), aggregator="concat", backend=backend, store=db
+        )
+
+    plan = [
+        ("a", _script([("guarded_note", {"path": str(notes), "text": text})]))
+        for text in ("one", "two")
+    ]
+    waiting = await executor().run("t", subtasks=plan, run_id="r2")
+    assert waiting.status == "waiting"
+    for pending in waiting.pending:
+        await executor().decide(
+            "r2", pending.call_id, approve=True, worker=pending.worker, by="ann"
+        )
+    heard: list[Event] = []
+    done = await executor().resume("r2", on_event=[heard.append])
+    assert done.status == "ok"
+    for worker in ("s1", "s2"):
+        (started,) = [
+            i for i, e in enumerate(heard) if isinstance(e, WorkerStarted) and e.worker == worker
+        ]
+        (decided,) = [
+            i for i, e in enumerate(heard) if isinstance(e, ApprovalDecided) and e.worker == worker
+        ]
+        assert decided == started + 1
+        told = heard[decided]
+        assert isinstance(told, ApprovalDecided)
+        assert (told.turn, told.call_id, told.approved, told.by) == (1, "c0_0", True, "ann")
+    assert sorted(notes.read_text().split()) == ["one", "two"]
