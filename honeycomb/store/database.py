@@ -105,7 +105,8 @@ class WriteConnection(Connection, Protocol):
 
     def checkpoint(self, final: bool) -> None:
         """Make what was committed cheap to read (SQLite: move its WAL into the file,
-        as far as readers allow; ``final``: as the writer stops). Never raises."""
+        as far as readers allow; ``final``: all of it, the WAL emptied, as the writer
+        stops and after a deletion). Never raises."""
 
     def lost(self) -> bool:
         """Whether the connection is gone (the server restarted, or the network

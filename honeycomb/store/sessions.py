@@ -320,6 +320,7 @@ class StoredSessions:
         """
         await self.store.open()
         await self.store.act(functools.partial(forget_held, session_ids=tuple(session_ids)))
+        await self.store.scrub()
 
     async def prune(self, *, before: float | None, keep: int | None) -> list[str]:
         """Forget the sessions whose last turn started ``before`` (``time.time()``),
@@ -341,6 +342,8 @@ class StoredSessions:
             await self.store.act(batch)
             some, after = out[0] if out else ([], None)
             forgotten += some
+        if forgotten:
+            await self.store.scrub()
         return forgotten
 
     def sessions(self, limit: int = 50) -> list[tuple[Any, ...]]:

@@ -241,6 +241,16 @@ class RunStore:
         """
         await self._submit(action, None, False, True)
 
+    async def scrub(self) -> None:
+        """Return once what was deleted before is in no file of an SQLite store either
+        (its rows must not be read again: a session forgotten): the file is
+        checkpointed whole and its WAL emptied, as far as readers allow.
+
+        Raises:
+            StoreError: when the store cannot be written.
+        """
+        await self._submit((), None, False, True, scrub=True)
+
     @staticmethod
     def released(lease: Lease) -> Statement:
         """The statement that deletes ``lease`` (if it is still the run's)."""
@@ -252,12 +262,16 @@ class RunStore:
         lease: Lease | None,
         checkpoint: bool,
         urgent: bool,
+        *,
+        scrub: bool = False,
     ) -> None:
         if not self._writer.running:
             await self.open()  # connecting to a server takes a while: not in the loop
         # Told by the writer with one call into the loop for a whole batch of waiters.
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._writer.put(work, done=waiter, lease=lease, checkpoint=checkpoint, urgent=urgent)
+        self._writer.put(
+            work, done=waiter, lease=lease, checkpoint=checkpoint, scrub=scrub, urgent=urgent
+        )
         await waiter
 
     def close(self) -> None:

@@ -73,6 +73,9 @@ class Write(Value, frozen=True, kw_only=True):
     """The lease they are written under: committed only while it is still the run's."""
     checkpoint: bool = False
     """Checkpoint the file once they are committed."""
+    scrub: bool = False
+    """Checkpoint the file whole once they are committed, its WAL emptied: what they
+    deleted is then in neither file (SQLite keeps the pages it wrote in the WAL)."""
     urgent: bool = False
     """Commit it at once, not with whatever else arrives in the next moment."""
 
@@ -116,6 +119,7 @@ class Writer:
         merge: bool = False,
         lease: Lease | None = None,
         checkpoint: bool = False,
+        scrub: bool = False,
         urgent: bool = False,
     ) -> None:
         """Queue a write (see :class:`Write`), its statements' secrets masked."""
@@ -125,6 +129,7 @@ class Writer:
             merge=merge,
             lease=lease,
             checkpoint=checkpoint,
+            scrub=scrub,
             urgent=urgent,
         )
         life = self._life
@@ -302,7 +307,9 @@ class _Life:
                 error = self._failed(exc, lost=lost)
                 refused = dict.fromkeys(range(len(items)), error)
             else:
-                if any(item.checkpoint for item in items):
+                if any(item.scrub for item in items):
+                    connection.checkpoint(final=True)
+                elif any(item.checkpoint for item in items):
                     connection.checkpoint(final=False)
             _tell_all(items, refused)
             return

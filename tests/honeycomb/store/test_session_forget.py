@@ -241,3 +241,30 @@ async def test_retention_forgets_every_session_past_it_a_batch_at_a_time(
     assert await stored.prune(before=None, keep=1) == ["a", "b", "c", "d"]
     assert [row[0] for row in stored.sessions()] == ["e"]
     executor.store.close()
+
+
+def _files_holding(folder: Path, text: bytes) -> list[str]:
+    """The files in ``folder`` whose bytes hold ``text``."""
+    return sorted(f.name for f in folder.iterdir() if text in f.read_bytes())
+
+
+async def test_a_forgotten_session_is_nowhere_in_the_files_of_a_store_still_open(
+    tmp_path: Path,
+) -> None:
+    # Deleted from the tables, its text stayed in the file's write-ahead log (and the
+    # pages not yet moved from it) for as long as the service kept the store open.
+    db = tmp_path / "runs.db"
+    executor = _payer(db)
+    session = executor.session("ann")
+    await session.run("Pay ZzAlpha.")
+    await session.pop()
+    await session.run("Pay ZzBravo.")
+    await session.forget()
+    assert _files_holding(tmp_path, b"Zz") == []
+    await executor.session("bob").run("Pay ZzCharlie.")  # the store goes on
+    await executor.session("carol").run("Pay ZzDelta.")
+    assert executor.store is not None
+    assert await StoredSessions(executor.store).prune(before=None, keep=1) == ["bob"]
+    assert _files_holding(tmp_path, b"ZzCharlie") == []  # retention alike
+    assert len(executor.store.runs()) == 1
+    executor.store.close()
