@@ -29,6 +29,8 @@ How Honeycomb spans map to the conventions (which are still in development statu
 - embedding (a memory's call to its embeddings model): ``embeddings {model}``, span
   kind CLIENT, with ``gen_ai.usage.input_tokens`` (the name is the one the memory
   records, its size after a colon when it asks for one);
+- approval (a call's wait for a person's decision): ``approval {tool}``
+  (``gen_ai.tool.name``);
 - aggregate, turn, recall (a worker's search of its memory) and guard spans keep
   their Honeycomb names.
 
@@ -37,7 +39,7 @@ trace`` shows it), kind, status, worker, turn, cost, error. Statuses ``error``,
 ``failed``, ``timeout``, ``unknown``, ``cancelled``, ``over_budget`` and
 ``interrupted`` (a cancelled run) set the span status to ERROR, described by the
 error, and ``error.type`` to the status; others (``ok``, ``partial``, ``skipped``,
-``waiting``) leave it unset.
+``waiting``, an approval's ``approved`` and ``denied``) leave it unset.
 Prompts, answers and the task are never exported.
 """
 
@@ -194,6 +196,8 @@ def _describe(span: Span, workflow: str) -> tuple[str, trace.SpanKind, Attribute
                 "gen_ai.usage.input_tokens": span.input_tokens,
             }
             return f"embeddings {span.name}", trace.SpanKind.CLIENT, attributes
+        case "approval":  # a call's wait for a person's decision
+            return f"approval {span.name}", internal, {"gen_ai.tool.name": span.name}
         case _:  # aggregate, turn, recall, guard: no GenAI operation of their own
             return span.name, internal, {}
 

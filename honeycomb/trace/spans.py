@@ -9,6 +9,8 @@ worker: its recall at its start, its answer kept), and each check of a ``guard``
 span of what it checked (the worker before its first turn, the turn of the answer or
 calls it checked, or the plan or aggregate phase for a run's own guards), with what a
 judge's call cost, and that call as a ``model_call`` span of its own under it. A
+call's wait for a person's decision is an ``approval`` span of its turn, from when it
+is asked about until the decision the worker goes on with (in the life that asked). A
 nested worker (a role called as a tool, ``agent:ROLE``) is a ``worker`` span under the
 ``tool_call`` it runs for; the calls of a hive called as a tool (a sub-run, see
 :meth:`SpanRecorder.nested`) are spans under its ``tool_call`` too, their workers
@@ -35,6 +37,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import msgspec
 
 from runtime import (
+    ApprovalDecided,
+    ApprovalRequested,
     CompactionFinished,
     CompactionStarted,
     Event,
@@ -70,6 +74,7 @@ SpanKind = Literal[
     "recall",
     "guard",
     "embedding",
+    "approval",
 ]
 
 
@@ -84,7 +89,7 @@ class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
         parent_id: The enclosing span (None for the run).
         kind: What it is.
         name: The task (run), subtask id (worker), model (model call, embedding), tool
-            (tool call), ``recall`` (a recall).
+            (tool call, approval), ``recall`` (a recall).
         start: Seconds since the epoch.
         end: Seconds since the epoch.
         status: ``ok``, ``error``, ``failed``, ``timeout``, ``skipped``, ``unknown``,
@@ -97,7 +102,8 @@ class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
         cost: Dollars (idem), from the model's price.
         detail: The tool call id (tool calls), the role (workers), the namespace
             (recalls), the kind and the call id checked (guards: ``arguments call_1``),
-            ``memory`` (embeddings).
+            ``memory`` (embeddings), the call id and who decided (approvals:
+            ``call_1 by ann``).
         attempts: Attempts the model call took, retries included (1 for other spans).
         reasoning_tokens: Of the output tokens, those spent reasoning (summed as
             tokens are).
@@ -392,6 +398,8 @@ class SpanRecorder:
             "memory.recalled": self._recalled,
             "memory.embedded": self._embedded,
             "guard.checked": self._guarded,
+            ApprovalRequested.kind: self._approval_asked,
+            ApprovalDecided.kind: self._approval_decided,
         }
 
     def __call__(self, event: Event) -> None:
@@ -545,6 +553,8 @@ class SpanRecorder:
         kind: SpanKind = "tool_call" if call_id else "model_call"
         if call_id == _COMPACTION:
             kind, call_id = "compaction", ""
+        elif call_id.startswith(_APPROVAL):
+            kind, call_id = "approval", call_id.removeprefix(_APPROVAL)
         return Span(
             span_id=call.span_id or next(self._ids),
             parent_id=call.parent.span_id,
@@ -693,6 +703,40 @@ class SpanRecorder:
         if anchor is not None:  # it ran a sub-run: what that spent, it spent
             self._sub_run_ended(anchor, now)
         self._keep(span, call.parent, anchor)
+
+    def _approval_asked(self, event: ApprovalRequested) -> None:
+        """A call of the worker's turn waits for a person's decision: a wait in flight in
+        the turn, cut off with it if it ends first (as the run ends ``waiting``)."""
+        name, now = event.worker or "?", self._clock()
+        parent = self._turn(name, event.turn, now)
+        parent.calls += 1
+        self._calls[name, event.turn, _APPROVAL + event.call_id] = _Call(
+            start=now, parent=parent, name=event.tool, span_id=next(self._ids)
+        )
+
+    def _approval_decided(self, event: ApprovalDecided) -> None:
+        """The worker goes on with a decision: the wait's span ends, ``approved`` or
+        ``denied`` (the reason its error). A call asked about in an earlier life has no
+        span of this life: the time it waited is not this life's."""
+        name, now = event.worker or "?", self._clock()
+        call = self._calls.pop((name, event.turn, _APPROVAL + event.call_id), None)
+        if call is None:
+            return
+        call.parent.calls -= 1
+        span = Span(
+            span_id=call.span_id,
+            parent_id=call.parent.span_id,
+            kind="approval",
+            name=call.name,
+            start=call.start,
+            end=now,
+            status="approved" if event.approved else "denied",
+            error=None if event.approved else event.reason,
+            worker=name,
+            turn=event.turn,
+            detail=f"{event.call_id} by {event.by}",
+        )
+        self._keep(span, call.parent)
 
     def _answered(self, event: ToolCallsAnswered) -> None:
         """The worker has its turn's answers: the turn is done, and its tool calls are
@@ -933,6 +977,8 @@ _NESTED = frozenset(
         "guard.checked",
         "memory.recalled",
         "memory.embedded",
+        ApprovalRequested.kind,
+        ApprovalDecided.kind,
         "worker.started",
         "worker.finished",
     }
@@ -948,6 +994,9 @@ _OUTER = frozenset({"run", "plan", "aggregate"})
 
 _COMPACTION = "\0compaction"
 """The key of a summary call in flight among the calls (no tool call has this id)."""
+
+_APPROVAL = "\0approval "
+"""Before a call's id, the key of its wait for a decision among the calls in flight."""
 
 
 def _id(span: _Open | None) -> str | None:
