@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Ledger", "Span", "overlap"]
+__all__ = ["Ledger", "Span", "overlap", "read"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,11 @@ def append(path: str | Path, entry: dict[str, Any]) -> None:
 def now() -> float:
     """A clock every process of the machine shares (CLOCK_MONOTONIC)."""
     return time.monotonic()
+
+
+def read(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of a ledger's file, oldest first."""
+    return _read(Path(path))
 
 
 def _read(path: Path) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from tests.interactions.features.context import CompactionFeature, Mcp, Memory, 
 from tests.interactions.features.guards import ArgumentGuard, InputGuard, OutputGuard, Tripwire
 from tests.interactions.features.limits import AgentTools, Budget, HiveTools, ModelLimit, ToolLimit
 from tests.interactions.features.running import (
+    FailingTool,
     FlakyModel,
     Ray,
     Resume,
@@ -53,6 +54,7 @@ FEATURES: tuple[Feature, ...] = (
     Resume(),
     Sigkill(),
     SideEffects(),
+    FailingTool(),
     Rounds(),
     TextProtocol(),
     FlakyModel(),

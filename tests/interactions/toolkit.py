@@ -15,12 +15,15 @@ from typing import Any
 import anyio
 
 from runtime import Tool, ToolContext
-from tests.interactions.ledger import append, now
+from tests.interactions.ledger import append, now, read
 
-__all__ = ["PAGE_CHARS", "main_module_tool", "toolkit"]
+__all__ = ["FLAKED", "PAGE_CHARS", "main_module_tool", "toolkit"]
 
 PAGE_CHARS = 900
 """How long a page is: a few pages outgrow a small compaction budget."""
+
+FLAKED = "the service was down"
+"""What ``flake`` raises the first time a worker calls it."""
 
 
 def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
@@ -68,6 +71,20 @@ def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
         line = f"page {number}: the reading at station {number} was {number * 7} metres. "
         return (line * (PAGE_CHARS // len(line) + 1))[:PAGE_CHARS]
 
+    async def flake(text: str, context: ToolContext) -> str:
+        """Say the text back (it fails the first time a worker of the run asks, in
+        whatever life or process)."""
+        asked_before = any(
+            line["tool"] == "flake"
+            and line["run"] == context.run_id
+            and line["worker"] == context.worker
+            for line in read(ledger)
+        )
+        await run("flake", context, 0, text=text)
+        if not asked_before:
+            raise ConnectionError(FLAKED)
+        return f"flake {text}"
+
     async def effect(n: int, tag: str, context: ToolContext) -> str:
         """A side effect: the n-th of its turn."""
         await run("effect", context, 0.002, n=n, tag=tag)
@@ -100,6 +117,7 @@ def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
         # Parallel-safe: the answer asking for it is saved with its observation only.
         "hold": Tool(holding("hold"), name="hold"),
         "probe": Tool(probe),
+        "flake": Tool(flake),
         "page": Tool(page),
         "effect": Tool(effect, side_effects=True),
         "ledger": Tool(ledger_entry, name="ledger", exclusive="ledger"),

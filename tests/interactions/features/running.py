@@ -3,6 +3,7 @@ rounds, the text tool protocol, and the Ray backend."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from honeycomb import BudgetExceeded, Executor, HoneycombError, Role, Tool, ToolContext
@@ -21,10 +22,19 @@ from tests.interactions.features.base import (
 )
 from tests.interactions.hive import Hive
 from tests.interactions.invariants import Report
-from tests.interactions.toolkit import main_module_tool
+from tests.interactions.toolkit import FLAKED, main_module_tool
 from workers.guards import GuardChecked
 
-__all__ = ["FlakyModel", "Ray", "Resume", "Rounds", "SideEffects", "Sigkill", "TextProtocol"]
+__all__ = [
+    "FailingTool",
+    "FlakyModel",
+    "Ray",
+    "Resume",
+    "Rounds",
+    "SideEffects",
+    "Sigkill",
+    "TextProtocol",
+]
 
 
 class Resume(Feature):
@@ -275,6 +285,48 @@ class TextProtocol(Feature):
             "text protocol",
             "no action the model wrote was run",
         )
+
+
+class FailingTool(Feature):
+    name = "failing_tool"
+    title = "a tool that fails, then works"
+    about = (
+        "every working role calls `flake` in its first two turns with the same arguments; "
+        "its first call of each worker raises (`ConnectionError`), the second answers"
+    )
+    promises = (
+        "the failure is the call's observation, an error naming the tool and what it "
+        "raised, and the worker goes on; the repeat of a failed call runs (a repeat is "
+        "skipped only after a call that ended ok) and answers"
+    )
+
+    def apply(self, hive: Hive, env: Env) -> None:
+        hive.tools.add("flake")
+        for turn in (0, 1):
+            hive.add_calls(turn, Call("flake", {"text": "{w} again"}))
+
+    def check(self, outcome: Outcome, report: Report) -> None:
+        seen: dict[str, list[str]] = {}
+        for sid, message in top_observations(outcome, "flake"):
+            if not cut_off(outcome, message):
+                seen.setdefault(sid, []).append(f"{message.status}: {message.content}")
+        failed = f"error: Error: tool 'flake' raised ConnectionError: {FLAKED}"
+        for sid, told in seen.items():
+            # Its first call may have failed in a turn an earlier life ran and a later
+            # one ran again (a turn that waited for a person, or that a life's end cut
+            # off: a parallel-safe call is run again), which then answered it.
+            report.expect(
+                all(t == failed or t.startswith(("ok: flake ", "skipped: ")) for t in told),
+                "failing tool",
+                f"{sid}'s flake calls were told {told}",
+            )
+            after_failure = [b for a, b in itertools.pairwise(told) if a == failed]
+            report.expect(
+                all(b.startswith("ok: flake ") for b in after_failure),
+                "failing tool",
+                f"{sid}'s repeat of its failed flake call was told {after_failure}",
+            )
+            report.expect(len(told) == 2, "failing tool", f"{sid} had {len(told)} flake calls")
 
 
 class FlakyModel(Feature):
