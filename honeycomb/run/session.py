@@ -871,12 +871,16 @@ class StoreRows:
 
     async def fitted(self, turn: Turn, conversation: Conversation) -> None:
         c = conversation
-        await self.stored.fitted(turn.session_id, turn.turn, c.summary, c.summarized)
+        await self.stored.fitted(
+            turn.session_id, turn.turn, c.summary, c.summarized, run_id=turn.run_id
+        )
 
     async def ended(self, turn: Turn) -> None:
         if turn.answer is not None:  # its status and cost are its run's row
             results = msgspec.json.encode(turn.results).decode()
-            await self.stored.ended(turn.session_id, turn.turn, turn.answer, results)
+            await self.stored.ended(
+                turn.session_id, turn.turn, turn.answer, results, run_id=turn.run_id
+            )
 
     async def drop(self, session_id: str, after: int, *, idle: bool = True) -> None:
         await self.stored.drop(session_id, after, idle=idle)

@@ -64,6 +64,9 @@ _BEGIN = (
 )
 _FITTED = "UPDATE session_turns SET summary = ?, summarized = ? WHERE session_id = ? AND turn = ?"
 _ENDED = "UPDATE session_turns SET answer = ?, results = ? WHERE session_id = ? AND turn = ?"
+_OF_RUN = " AND run_id = ?"
+"""What keeps a write to a turn to the turn of its run: one read before the turn was
+taken back (by another process) is not the turn of that number taken since."""
 _DROP = "DELETE FROM session_turns WHERE session_id = ? AND turn > ?"
 _KEEP_TAKEN_BACK = (
     "INSERT INTO session_taken_back (session_id, started_at, run_id) SELECT session_id, "
@@ -176,6 +179,11 @@ def _copy(db: Connection, source: str, target: str, upto: int) -> None:
         db.execute(_COPY, (target, source, upto))
 
 
+def _of_run(sql: str, given: tuple[Any, ...], run_id: str | None) -> tuple[str, tuple[Any, ...]]:
+    """The statement that writes to a turn, kept to the turn of ``run_id`` if given."""
+    return (sql, given) if run_id is None else (sql + _OF_RUN, (*given, run_id))
+
+
 def _read_turns(db: Connection, session_id: str) -> list[tuple[Any, ...]]:
     if not has_sessions(db):
         return []
@@ -280,13 +288,26 @@ class StoredSessions:
         self.store.write(self.store.released(lease))
         self.store.let_go(lease)
 
-    async def fitted(self, session_id: str, turn: int, summary: str, summarized: int) -> None:
-        """Keep the rolling summary the turn's run was given."""
-        await self.store.commit((_FITTED, (summary, summarized, session_id, turn)))
+    async def fitted(
+        self,
+        session_id: str,
+        turn: int,
+        summary: str,
+        summarized: int,
+        *,
+        run_id: str | None = None,
+    ) -> None:
+        """Keep the rolling summary the turn's run was given (the turn's, if it is
+        still the turn of ``run_id``)."""
+        given = (summary, summarized, session_id, turn)
+        await self.store.commit(_of_run(_FITTED, given, run_id))
 
-    async def ended(self, session_id: str, turn: int, answer: str, results: str) -> None:
-        """Keep the turn's answer and its subtasks' results (a JSON array)."""
-        await self.store.commit((_ENDED, (answer, results, session_id, turn)))
+    async def ended(
+        self, session_id: str, turn: int, answer: str, results: str, *, run_id: str | None = None
+    ) -> None:
+        """Keep the turn's answer and its subtasks' results (a JSON array); the turn's,
+        if it is still the turn of ``run_id``."""
+        await self.store.commit(_of_run(_ENDED, (answer, results, session_id, turn), run_id))
 
     async def drop(self, session_id: str, after: int, *, idle: bool = True) -> None:
         """Delete the session's turns after turn ``after`` (their runs stay).

@@ -234,3 +234,30 @@ async def test_the_run_of_a_turn_takes_over_the_lease_it_was_kept_with(store: Wh
     stored.let_go(lease)
     await ex.store.flush()
     assert count(store, "leases") == 0  # the run let go of it as it ended
+
+
+async def test_an_answer_read_for_a_turn_taken_back_meanwhile_is_not_given_to_the_next(
+    store: Where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reader gave a turn the answer its run ended with (resumed as any run) as another
+    # process took that turn back and took the next: that turn read as answered, with
+    # the answer of the message taken back, its own run still to start.
+    ex = executor(store)
+    assert ex.store is not None
+    stored = StoredSessions(ex.store)
+    await ex.run("Find the weather in Rome.", run_id="r1")  # ended, its turn not told
+    stored.let_go(await stored.begin(("a", 1, "r1", "Find the weather in Rome.", 1.0, "", 0)))
+    load = ex.store.load
+
+    async def meanwhile(run_id: str) -> object:
+        if run_id == "r1":  # another process takes the turn back, and takes the next
+            await stored.drop("a", 0)
+            await stored.begin(("a", 1, "r2", "Find the weather in Oslo.", 2.0, "", 0))
+        return await load(run_id)
+
+    monkeypatch.setattr(ex.store, "load", meanwhile)
+    rows = StoreRows(stored)
+    await rows.turns("a")
+    monkeypatch.undo()
+    (turn,) = await rows.turns("a")
+    assert (turn.run_id, turn.answer) == ("r2", None)
