@@ -111,7 +111,8 @@ class Hive:
     async def deliver(self, channel: str, messages: list[Message]) -> None:
         """A driver's messages, in order: ``("start", key, spec)`` runs a worker,
         ``("answer", key, answers)`` answers its requests, ``("cancel", key)`` cancels
-        it and its tool calls."""
+        it and its tool calls, ``("retrying", key, number, status, error, wait_s)``
+        tells it that the model call its request ``number`` made there is retried."""
         await self._there(self._deliver(channel, messages))
 
     async def _deliver(self, channel: str, messages: list[Message]) -> None:
@@ -131,6 +132,8 @@ class Hive:
                     found[0].answer(number, ok, value)
             elif kind == "cancel":
                 found[1].cancel()
+            elif kind == "retrying":  # a call it asked the driver for is retried there
+                found[0].retrying(*payload)
 
     async def take(self, channel: str, wait_s: float) -> list[tuple[str, Message]]:
         """What this driver's workers sent since its last take, as ``(key, message)``

@@ -9,6 +9,8 @@ import asyncio
 from typing import Any, Protocol
 
 from honeycomb.backends._wire import Message, RemoteFailure, portable_error
+from runtime.events import NO_TRACE, CallReport
+from runtime.secrets import masked
 
 
 class Follower(Protocol):
@@ -112,3 +114,19 @@ class Channel:
         drivers, self.drivers = self.drivers, {}
         for driver in drivers.values():
             driver.lost(exc)
+
+
+class RelayedReport(CallReport):
+    """The report of a judge's call made here for a worker in an actor: each retry of
+    it is told to the report of the checked turn there (``model_call.retrying``, and the
+    attempts its guard's event counts), as the retry policy tells it in one process."""
+
+    __slots__ = ("_channel", "_key", "_number")
+
+    def __init__(self, channel: Channel, key: str, number: int) -> None:
+        super().__init__(NO_TRACE, worker=None, run_id=None, turn=0)
+        self._channel, self._key, self._number = channel, key, number
+
+    def retrying(self, status: str, error: str, wait_s: float) -> None:
+        # Masked here: the actor knows none of this process's secrets.
+        self._channel.send(("retrying", self._key, self._number, status, masked(error), wait_s))

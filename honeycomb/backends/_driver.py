@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import msgspec
 
-from honeycomb.backends._channel import Channel
+from honeycomb.backends._channel import Channel, RelayedReport
 from honeycomb.backends._deltas import Deltas
 from honeycomb.backends._pinned import PinnedCalls
 from honeycomb.backends._told import Told
@@ -40,6 +40,7 @@ from runtime import (
 )
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import CassetteError
+from runtime.events import current_call
 from runtime.limits import CallInFlight, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.limits.room import out_of_room
@@ -277,6 +278,8 @@ class Driver:
         if op == "hold":
             await self._hold(number, *args)
             return
+        if op == "services.judge.ask":  # (in this request's own task)
+            current_call.set(RelayedReport(self._channel, self._key, number))
         try:
             value = await self._done_here(op, args, options)
         except Exception as exc:

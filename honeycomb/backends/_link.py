@@ -11,6 +11,7 @@ from typing import Any
 
 from honeycomb.backends._wire import Message, raised
 from runtime.concurrency import TimedOut, shielded, within
+from runtime.events import CallReport, current_call
 
 SPENT_WAIT_S = 1.0
 """How long a request cut off here waits for what its call at the driver spent until it
@@ -48,6 +49,7 @@ class Link:
         self._outbox = outbox
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count()
+        self._reports: dict[int, CallReport] = {}  # of the calls asked for (a judge's)
 
     def send(self, *message: Any) -> None:
         """Send without waiting for an answer (the stream keeps the order)."""
@@ -75,10 +77,12 @@ class Link:
             self._waiting.pop(number, None)
 
     async def ask_spending(self, op: str, *args: Any) -> Any:
-        """:meth:`ask`, for a call at the driver that spends the run's budget and says
-        so in its error (a judge's): cut off here, the request waits a while for the
-        call there, cut off too, to say what it spent, and the cancellation raised
-        carries it (its ``spent``), as the call's own would in one process.
+        """:meth:`ask`, for a model call at the driver that spends the run's budget and
+        says so in its error (a judge's): its retries are told to the report of the call
+        here (:data:`~runtime.events.current_call`), and, cut off here, the request waits
+        a while for the call there, cut off too, to say what it spent, and the
+        cancellation raised carries it (its ``spent``), as the call's own would in one
+        process.
 
         Raises:
             BudgetExceeded: when the driver's budget refused it.
@@ -86,6 +90,9 @@ class Link:
         """
         number = next(self._ids)
         answer = self._waiting[number] = asyncio.get_running_loop().create_future()
+        report = current_call.get()  # told of the call's retries (:meth:`retrying`)
+        if report is not None:
+            self._reports[number] = report
         self._outbox.post(self._key, ("ask", number, op, args, {}))
         try:
             return await asyncio.shield(answer)
@@ -101,6 +108,14 @@ class Link:
             raise
         finally:
             self._waiting.pop(number, None)
+            self._reports.pop(number, None)
+
+    def retrying(self, number: int, status: str, error: str, wait_s: float) -> None:
+        """The call that request ``number`` made at the driver is retried: its report
+        here is told, as the retry policy tells it in one process."""
+        report = self._reports.get(number)
+        if report is not None:
+            report.retrying(status, error, wait_s)
 
     def answer(self, number: int, ok: bool, value: Any) -> None:
         found = self._waiting.get(number)

@@ -195,3 +195,44 @@ async def test_a_judge_cut_off_by_the_wall_time_reports_its_spend_wherever_its_w
     (answer,) = [e for e in heard if isinstance(e, ModelCallFinished)]
     assert checked.input_tokens > 0
     assert checked.input_tokens + answer.input_tokens == run.usage.input_tokens
+
+
+class JudgedOnSecondAttempt:
+    """A judge whose first attempt meets a 503 and whose retry passes the answer; a
+    worker's answer is answered."""
+
+    def __init__(self) -> None:
+        self.judged = 0
+
+    def __call__(self, request: ModelRequest) -> ModelResponse:
+        usage = Usage(input_tokens=10, output_tokens=1)
+        if "You are a guard" in (request.messages[0].content or ""):
+            self.judged += 1
+            if self.judged == 1:
+                raise ModelHTTPError(503, "busy")
+            return ModelResponse(message=AssistantMessage(content="PASS"), usage=usage)
+        return ModelResponse(message=AssistantMessage(content="found"), usage=usage)
+
+
+async def test_a_judges_retry_is_told_as_the_checked_turns_wherever_its_worker_runs(
+    backend: RayBackend | None,
+) -> None:
+    """A judge's call retried after a 503 is told as a retry of the checked turn
+    (``model_call.retrying``), and its guard's check counts two attempts. For a worker
+    in an actor, the judge's call at the driver had nobody to tell: no retry was told,
+    and the check said one attempt."""
+    heard: list[Event] = []
+    model = RetryingModel(FunctionModel(JudgedOnSecondAttempt()), OFTEN)
+    ex = Executor(
+        [Role(name="w", guards=Guards(output=("reviewer",))), Role(name="reviewer")],
+        model, aggregator="concat", backend=backend, on_event=[heard.append],
+    )  # fmt: skip
+    with anyio.fail_after(60):
+        result = await ex.run("task", subtasks=[("w", "a")])
+    assert result.subtasks["s1"].text == "found"
+    (retrying,) = [e for e in heard if isinstance(e, ModelCallRetrying)]
+    assert (retrying.worker, retrying.turn, retrying.attempt) == ("s1", 1, 1)
+    assert retrying.error == "ModelHTTPError: HTTP 503: busy"
+    (checked,) = [e for e in heard if isinstance(e, GuardChecked)]
+    assert (checked.status, checked.attempts, checked.model_calls) == ("ok", 2, 1)
+    assert heard.index(retrying) < heard.index(checked)
