@@ -28,6 +28,7 @@ from tests.interactions.features.running import (
     Rounds,
     SideEffects,
     Sigkill,
+    StallingTool,
     TextProtocol,
 )
 from tests.interactions.features.sessions import Session
@@ -55,6 +56,7 @@ FEATURES: tuple[Feature, ...] = (
     Sigkill(),
     SideEffects(),
     FailingTool(),
+    StallingTool(),
     Rounds(),
     TextProtocol(),
     FlakyModel(),

@@ -17,13 +17,16 @@ import anyio
 from runtime import Tool, ToolContext
 from tests.interactions.ledger import append, now, read
 
-__all__ = ["FLAKED", "PAGE_CHARS", "main_module_tool", "toolkit"]
+__all__ = ["FLAKED", "PAGE_CHARS", "STALL_S", "main_module_tool", "toolkit"]
 
 PAGE_CHARS = 900
 """How long a page is: a few pages outgrow a small compaction budget."""
 
 FLAKED = "the service was down"
 """What ``flake`` raises the first time a worker calls it."""
+
+STALL_S = 0.1
+"""The time limit of ``stall``, which never ends of itself."""
 
 
 def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
@@ -85,6 +88,11 @@ def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
             raise ConnectionError(FLAKED)
         return f"flake {text}"
 
+    async def stall(text: str, context: ToolContext) -> str:
+        """Wait for a reply that never comes (its time limit ends it)."""
+        await run("stall", context, 3600, text=text)
+        return f"stall {text}"
+
     async def effect(n: int, tag: str, context: ToolContext) -> str:
         """A side effect: the n-th of its turn."""
         await run("effect", context, 0.002, n=n, tag=tag)
@@ -118,6 +126,7 @@ def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
         "hold": Tool(holding("hold"), name="hold"),
         "probe": Tool(probe),
         "flake": Tool(flake),
+        "stall": Tool(stall, timeout=STALL_S),
         "page": Tool(page),
         "effect": Tool(effect, side_effects=True),
         "ledger": Tool(ledger_entry, name="ledger", exclusive="ledger"),

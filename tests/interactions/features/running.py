@@ -22,7 +22,7 @@ from tests.interactions.features.base import (
 )
 from tests.interactions.hive import Hive
 from tests.interactions.invariants import Report
-from tests.interactions.toolkit import FLAKED, main_module_tool
+from tests.interactions.toolkit import FLAKED, STALL_S, main_module_tool
 from workers.guards import GuardChecked
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "Rounds",
     "SideEffects",
     "Sigkill",
+    "StallingTool",
     "TextProtocol",
 ]
 
@@ -327,6 +328,34 @@ class FailingTool(Feature):
                 f"{sid}'s repeat of its failed flake call was told {after_failure}",
             )
             report.expect(len(told) == 2, "failing tool", f"{sid} had {len(told)} flake calls")
+
+
+class StallingTool(Feature):
+    name = "stalling_tool"
+    title = "a tool past its time limit"
+    about = (
+        f"every working role's first turn calls `stall`, which never ends of itself, "
+        f"beside its other calls; its own time limit is {STALL_S}s"
+    )
+    promises = (
+        "the call is cancelled at its limit and told timed out; the worker goes on, and "
+        "nothing the call held (a tool slot, the turn) is held after it"
+    )
+
+    def apply(self, hive: Hive, env: Env) -> None:
+        hive.tools.add("stall")
+        hive.add_calls(0, Call("stall", {"text": "{w}"}))
+
+    def check(self, outcome: Outcome, report: Report) -> None:
+        told = f"Error: tool 'stall' timed out after {STALL_S:g}s and was cancelled."
+        for sid, message in top_observations(outcome, "stall"):
+            report.expect(
+                (message.status, message.content) == ("timeout", told),
+                "stalling tool",
+                f"{sid}'s stall call was told {message.status}: {message.content}",
+            )
+        ended = [c for c in outcome.hive.ledger.tool_calls() if c["tool"] == "stall"]
+        report.expect(not ended, "stalling tool", f"stall calls ran to their end: {ended}")
 
 
 class FlakyModel(Feature):
