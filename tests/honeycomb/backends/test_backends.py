@@ -392,8 +392,10 @@ async def test_a_person_is_asked_once_about_a_call_whose_actor_dies_meanwhile(
     the worker's actor is killed meanwhile, and the worker goes on in another from its
     last checkpoint, where its gate asks about the call again. The person was asked
     again (the first question cut off, its answer lost); now the question stands, and
-    its answer is the next life's."""
+    its answer is the next life's, and the call is told waiting and decided once (the
+    next life's gate told ``approval.requested`` again)."""
     asked: list[Any] = []
+    heard: list[Any] = []
     decided = asyncio.Event()
 
     async def person(request: Any) -> Decision:
@@ -411,7 +413,7 @@ async def test_a_person_is_asked_once_about_a_call_whose_actor_dies_meanwhile(
     )  # fmt: skip
     try:
         calls = script([("pay", {"path": str(ledger), "amount": 5})])
-        running = asyncio.create_task(ex.run("t", subtasks=[("p", calls)]))
+        running = asyncio.create_task(ex.run("t", subtasks=[("p", calls)], on_event=[heard.append]))
         await _until(lambda: len(asked) == 1)
         (pid,) = await pool.pids()
         os.kill(pid, signal.SIGKILL)
@@ -424,6 +426,8 @@ async def test_a_person_is_asked_once_about_a_call_whose_actor_dies_meanwhile(
     assert result.subtasks["s1"].text == "paid 5"
     assert len(asked) == 1
     assert _text(ledger) == "paid 5\n"
+    told = [e.kind for e in heard if e.kind.startswith("approval.")]
+    assert told == ["approval.requested", "approval.decided"]
 
 
 async def test_an_actor_that_died_between_runs_loses_no_worker_of_the_next(
