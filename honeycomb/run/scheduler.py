@@ -15,10 +15,10 @@ memory once it ends well, before it is reported finished.
 A worker whose calls wait for a person's approval pauses, out of its slot: the others
 go on, and subtasks that depend on it wait. So does one whose approver asks a person in
 the run, once nothing else of it works (its nested workers, whose slot is its own): its
-slot is another's until the person has decided (:mod:`runtime.limits.room`). A decision recorded by this process
-(:meth:`notify`) or elsewhere (found in the store) lets it go on; once nothing else
-can proceed, the paused workers end ``waiting`` (not a failure), and so do the
-subtasks after them: a resumed run continues them.
+slot is another's until the person has decided (:mod:`runtime.limits.room`). A decision
+recorded by this process (:meth:`notify`) or elsewhere (found in the store) lets it go
+on; once nothing else can proceed, the paused workers end ``waiting`` (not a failure),
+and so do the subtasks after them: a resumed run continues them.
 
 In a run planned in rounds, each round's scheduler gets the whole plan so far and the
 outcomes of the rounds before (``earlier``): those stand as they are (no worker, no
@@ -44,7 +44,7 @@ from honeycomb.run.result import SubtaskResult, SubtaskStatus, why_failed
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime.concurrency import TimedOut, run_together, stoppable, within
 from runtime.limits.room import Room, in_room, nested_work
-from runtime.limits.worktime import OwnTime
+from runtime.limits.worktime import OwnTime, in_clock
 from workers import Worker, WorkerError, WorkerResult
 
 if TYPE_CHECKING:
@@ -314,7 +314,7 @@ class Scheduler:
             running = backend.run_worker(
                 worker, task, inputs=inputs, resume=state, conversation=shown
             )
-        if self._slots is None and in_room():  # a sub-run's, in its caller's room
+        if in_clock() or (self._slots is None and in_room()):  # a sub-run's worker
             return _nested(running)
         return running
 
@@ -505,9 +505,10 @@ class Scheduler:
 
 
 async def _nested(running: Awaitable[WorkerResult]) -> WorkerResult:
-    """A sub-run's worker, with no ``max_workers`` slots of the sub-run's own to share:
-    one of the nested workers of the room its caller's call runs in, as an agent
-    tool's is (:func:`~runtime.limits.room.nested_work`)."""
+    """A sub-run's worker: one of the nested workers of the work its caller's call is
+    part of, as an agent tool's is (:func:`~runtime.limits.room.nested_work`), in its
+    caller's room when the sub-run has no ``max_workers`` slots of its own to share,
+    and beside its caller's other work against their time limits."""
     async with nested_work():
         return await running
 

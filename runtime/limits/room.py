@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
-from runtime.limits.worktime import waiting_for_room
+from runtime.limits.worktime import nested_strand, waiting_for_room
 
 __all__ = ["Room", "in_room", "nested_work", "out_of_room"]
 
@@ -141,11 +141,20 @@ async def nested_work() -> AsyncIterator[None]:
     """The block runs a nested worker (an agent tool's, or a sub-run's) in the room of
     the worker it is part of: a strand of its own, which works while it runs, and its
     caller's strand does not work until it ends (nor until the others nested in it
-    do). Nothing without a room."""
-    caller = _strand.get()
-    if caller is None:
-        yield
-        return
+    do). So too against the time limits of the work it is part of
+    (:func:`~runtime.limits.worktime.nested_strand`)."""
+    with nested_strand():  # and beside its caller's other work, against their time limits
+        caller = _strand.get()
+        if caller is None:
+            yield
+        else:
+            async with _nested_in(caller):
+                yield
+
+
+@asynccontextmanager
+async def _nested_in(caller: _Strand) -> AsyncIterator[None]:
+    """A strand of its own in ``caller``'s room, nested in ``caller``'s for the block."""
     room = caller.room
     own = _Strand(room)
     # It works, in a slot: its caller's, or, when the caller's other nested workers all

@@ -12,9 +12,11 @@ stretches); :func:`asking_a_person` marks a wait for a
 person (the approval gate's call of an approver), and :func:`waiting_for_room` a wait
 for somewhere to run the work (a Ray actor to start, or one with room for a worker):
 the work has not begun, as a subtask waiting for one of the run's ``max_workers`` has
-not. A wait inside nested work (a nested worker, a sub-run with limits of its own)
-stops the clocks of all the work it is part of. The clocks are found through a context
-variable, which the tasks the work starts (its tool calls, its nested workers) inherit.
+not. A wait inside nested work (a nested worker, :func:`nested_strand`; a sub-run with
+limits of its own) stops the clocks of the work it is part of only once nothing else of
+that work goes on: a nested worker that works while another waits works for them all.
+The clocks are found through a context variable, which the tasks the work starts (its
+tool calls, its nested workers) inherit.
 """
 
 from __future__ import annotations
@@ -22,34 +24,80 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 from runtime.concurrency import within
 
-__all__ = ["OwnTime", "asking_a_person", "waiting_for_room", "within_own_time"]
+__all__ = [
+    "OwnTime",
+    "asking_a_person",
+    "in_clock",
+    "nested_strand",
+    "waiting_for_room",
+    "within_own_time",
+]
 
 
-class _Clock:
-    """The time one piece of work has waited for people, and the clocks of the work
-    it is part of."""
+class _Strand:
+    """A line of work under a clock: the clock's own block, or a nested worker in it
+    (:func:`nested_strand`). It works unless it waits for a person or for room
+    (``away``) or for the strands and clocks nested in it (``nested``)."""
 
-    __slots__ = ("asking", "parent", "since", "waited_s", "woken")
+    __slots__ = ("away", "clock", "nested")
+
+    def __init__(self, clock: _Clock | None) -> None:
+        self.clock = clock
+        self.away = 0  # its waits under way (parallel calls may each wait)
+        self.nested = 0  # the strands and clocks nested in it under way
+
+    @property
+    def works(self) -> bool:
+        return not self.away and not self.nested
+
+
+class _Clock(_Strand):
+    """The time one piece of work has not worked: it runs while one of its strands
+    works (its own block, itself, is one; so is each strand and clock nested in it),
+    and stops once none does, stopping the clock it is nested in too unless that one
+    has another strand that works."""
+
+    __slots__ = ("parent", "since", "waited_s", "woken", "working")
 
     def __init__(self, parent: _Clock | None) -> None:
+        super().__init__(self)
         self.parent = parent
-        self.asking = 0  # waits for a person under way (parallel calls may each wait)
-        self.since = 0.0  # when the first of them started
-        self.waited_s = 0.0  # the waits that ended, added up
-        self.woken: Callable[[], None] | None = None  # the limit's check, once they end
+        self.working = 1  # its strands that work: its own block, as it starts
+        self.since = 0.0  # when it stopped last
+        self.waited_s = 0.0  # the time it was stopped, added up
+        self.woken: Callable[[], None] | None = None  # the limit's check, once it runs
+
+    def less(self, now: float) -> None:
+        """One of its strands stops working: the last stops the clock."""
+        self.working -= 1
+        if self.working == 0:
+            self.since = now
+            if self.parent is not None:
+                self.parent.less(now)
+
+    def more(self, now: float) -> None:
+        """One of its strands works again: the first starts the clock again."""
+        self.working += 1
+        if self.working == 1:
+            self.waited_s += now - self.since
+            if self.parent is not None:
+                self.parent.more(now)
+            woken, self.woken = self.woken, None
+            if woken is not None:
+                woken()
 
 
-_clock: ContextVar[_Clock | None] = ContextVar("honeycomb_work_clock", default=None)
+_strand: ContextVar[_Strand | None] = ContextVar("honeycomb_work_clock", default=None)
 
 
 @contextmanager
 def asking_a_person() -> Iterator[None]:
     """The block waits for a person: the time limits of the work it is part of
-    (:func:`within_own_time`) do not count it."""
+    (:func:`within_own_time`) do not count it, unless other work of theirs goes on."""
     with _not_counted():
         yield
 
@@ -57,44 +105,87 @@ def asking_a_person() -> Iterator[None]:
 @contextmanager
 def waiting_for_room() -> Iterator[None]:
     """The block waits for somewhere to run the work (a Ray actor to start, a slot of
-    one): the time limits of the work it is part of do not count it."""
+    one): the time limits of the work it is part of do not count it, unless other work
+    of theirs goes on."""
     with _not_counted():
         yield
 
 
 @contextmanager
 def _not_counted() -> Iterator[None]:
-    """The block's time is not the work's own: its clocks stop until it ends."""
-    clock = _clock.get()
-    if clock is None:
+    """The block's time is not the work's own: its strand does not work meanwhile, and
+    its clocks stop once nothing else of them works."""
+    strand = _strand.get()
+    if strand is None or strand.clock is None:
         yield
         return
     loop = asyncio.get_running_loop()
-    chain = []
-    while clock is not None:
-        chain.append(clock)
-        clock = clock.parent
-    for each in chain:
-        if each.asking == 0:
-            each.since = loop.time()
-        each.asking += 1
+    strand.away += 1
+    if strand.away == 1 and not strand.nested:
+        strand.clock.less(loop.time())
     try:
         yield
     finally:
-        for each in chain:
-            each.asking -= 1
-            if each.asking == 0:
-                each.waited_s += loop.time() - each.since
-                woken, each.woken = each.woken, None
-                if woken is not None:
-                    woken()
+        strand.away -= 1
+        if strand.works:
+            strand.clock.more(loop.time())
+
+
+def in_clock() -> bool:
+    """Whether the work under way is under a time limit of :func:`within_own_time`."""
+    strand = _strand.get()
+    return strand is not None and strand.clock is not None
+
+
+@contextmanager
+def nested_strand() -> Iterator[None]:
+    """The block runs a nested worker (an agent tool's, a sub-run's) beside the other
+    work of the clocks it is part of: a strand of its own, which works while it runs,
+    its caller's strand waiting for it (and for the others nested in it). A wait of
+    one nested worker stops the clocks only once nothing else of them works."""
+    caller = _strand.get()
+    if caller is None or caller.clock is None:
+        yield
+        return
+    own = _Strand(caller.clock)
+    token = _nest(caller, own)
+    try:
+        yield
+    finally:
+        _unnest(caller, own, token)
+
+
+def _nest(caller: _Strand, own: _Strand) -> Token[_Strand | None]:
+    """``own`` (a strand, or a clock) works nested in ``caller``'s strand from now on,
+    counted among the strands of ``caller``'s clock while it works, ``caller`` waiting
+    for it; the token that ends it (:func:`_unnest`)."""
+    clock, now = caller.clock, asyncio.get_running_loop().time()
+    assert clock is not None
+    clock.more(now)  # ``own`` works, and then its caller does not
+    caller.nested += 1
+    if caller.nested == 1 and not caller.away:
+        clock.less(now)
+    return _strand.set(own)
+
+
+def _unnest(caller: _Strand, own: _Strand, token: Token[_Strand | None]) -> None:
+    """``own`` ends, and ``caller`` waits for it no more."""
+    _strand.reset(token)
+    clock, now = caller.clock, asyncio.get_running_loop().time()
+    assert clock is not None
+    caller.nested -= 1
+    if caller.works:
+        clock.more(now)
+    if own.clock is not own or own.working:  # (a clock counts as long as it runs)
+        clock.less(now)
 
 
 @contextmanager
 def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within]:
     """A block cancelled once it has worked ``limit`` seconds, the time it waited for
     a person (:func:`asking_a_person`) or for room (:func:`waiting_for_room`) left
-    out: ``with within_own_time(5) as deadline: await work``. Yields the block's
+    out, unless other work of it (a nested worker) went on meanwhile: ``with
+    within_own_time(5) as deadline: await work``. Yields the block's
     :class:`~runtime.concurrency.within`, whose ``expired`` says whether the limit
     passed. ``own``: the work's time so far, when the block is one stretch of it (see
     :class:`OwnTime`), which the block's own time is added to.
@@ -103,7 +194,9 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
         TimedOut: when the limit passed (the block was cancelled).
     """
     loop = asyncio.get_running_loop()
-    clock = _Clock(_clock.get())
+    caller = _strand.get()
+    parent = caller.clock if caller is not None else None
+    clock = _Clock(parent)
     deadline = within(None)
     # Worked before the block: ``started`` is set back by it (no object per call: a
     # tool call's time limit is one of these, and benchmark E holds 30,000 at once).
@@ -113,8 +206,8 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
     def check() -> None:
         nonlocal timer
         timer = None
-        if clock.asking:
-            clock.woken = check  # again once the person has answered
+        if not clock.working:
+            clock.woken = check  # again once some of its work goes on
             return
         left = limit - (loop.time() - started - clock.waited_s)
         if left <= 0:
@@ -123,12 +216,17 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
             timer = loop.call_at(loop.time() + left, check)
 
     timer = loop.call_at(started + limit, check)
-    token = _clock.set(clock)
+    # Its work is a strand of the clock of the work it is part of, if any.
+    nested_in = caller if caller is not None and parent is not None else None
+    token = _nest(nested_in, clock) if nested_in is not None else _strand.set(clock)
     try:
         with deadline:
             yield deadline
     finally:
-        _clock.reset(token)
+        if nested_in is not None:
+            _unnest(nested_in, clock, token)
+        else:
+            _strand.reset(token)
         clock.woken = None
         if timer is not None:
             timer.cancel()

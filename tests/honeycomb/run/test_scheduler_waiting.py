@@ -9,6 +9,7 @@ import contextlib
 from pathlib import Path
 
 import anyio
+import pytest
 
 from honeycomb import (
     ApprovalRequest,
@@ -19,6 +20,7 @@ from honeycomb import (
     ModelRequest,
     Policy,
     Role,
+    RunFailed,
     Subtask,
     ToolMessage,
     tool,
@@ -175,3 +177,59 @@ async def test_a_worker_leaves_its_slot_only_once_none_of_its_nested_workers_wor
     assert done.subtasks["s1"].text == "clerk: paid ann | researcher: bees: found"
     assert done.subtasks["s2"].text == "s2 done"
     assert most == 1  # never two workers at once
+
+
+async def test_a_workers_time_limit_counts_a_nested_workers_work_beside_a_wait() -> None:
+    """``worker_timeout_s: 0.3``: s1's clerk waits for a person while its researcher
+    works 0.6s. s1's clock stopped as the clerk was asked about, though the researcher
+    went on working for it, so s1 worked twice its limit and ended ok. Now its clock
+    stops only while nothing of it works but the wait: it is cut off at its limit."""
+    asked, looked = asyncio.Event(), asyncio.Event()
+
+    @tool(side_effects=True)
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    @tool
+    async def look(topic: str) -> str:
+        """Look something up."""
+        await asked.wait()
+        await asyncio.sleep(0.6)  # its work, while the person reads
+        looked.set()
+        return f"{topic}: found"
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        me = str(request.messages[0].content)
+        told = [str(m.content) for m in request.messages if isinstance(m, ToolMessage)]
+        if told:
+            return " | ".join(told)
+        if me.startswith("You are the clerk"):
+            return AssistantMessage(tool_calls=(call("pay", {"to": "ann"}, id="p1"),))
+        if me.startswith("You are the researcher"):
+            return AssistantMessage(tool_calls=(call("look", {"topic": "bees"}, id="l1"),))
+        return AssistantMessage(
+            tool_calls=(
+                call("clerk", {"instruction": "pay ann"}, id="c1"),
+                call("researcher", {"instruction": "bees"}, id="c2"),
+            )
+        )
+
+    async def person(request: ApprovalRequest) -> Decision:
+        asked.set()
+        with contextlib.suppress(TimedOut), within(5):
+            await looked.wait()  # the person decides once the researcher is done
+        return Decision.approved()
+
+    roles = [
+        Role(name="lead", tools=("agent:clerk", "agent:researcher")),
+        Role(name="clerk", tools=("pay",), approvals=Approvals(tools=("pay",))),
+        Role(name="researcher", tools=("look",)),
+    ]
+    timed = Executor(
+        roles, FunctionModel(answer), tools=[pay, look], approver=person,
+        aggregator="concat", policy=Policy(worker_timeout_s=0.3),
+    )  # fmt: skip
+    one = [Subtask(id="s1", role="lead", instruction="x")]
+    with within(10), pytest.raises(RunFailed, match=r"s1: WorkerTimeout: .* past 0\.3s"):
+        await timed.run("pay", subtasks=one)
