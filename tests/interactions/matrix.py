@@ -19,7 +19,14 @@ from tests.interactions.features.approvals import Approver, WaitingApprovals
 from tests.interactions.features.base import Feature
 from tests.interactions.features.context import CompactionFeature, Mcp, Memory, Streaming
 from tests.interactions.features.guards import ArgumentGuard, InputGuard, OutputGuard, Tripwire
-from tests.interactions.features.limits import AgentTools, Budget, HiveTools, ModelLimit, ToolLimit
+from tests.interactions.features.limits import (
+    AgentTools,
+    Budget,
+    HiveTools,
+    ModelLimit,
+    ToolLimit,
+    WallTime,
+)
 from tests.interactions.features.running import (
     FailingTool,
     FlakyModel,
@@ -40,6 +47,7 @@ FEATURES: tuple[Feature, ...] = (
     ToolLimit(),
     ModelLimit(),
     Budget(),
+    WallTime(),
     AgentTools(),
     HiveTools(),
     WaitingApprovals(),

@@ -88,6 +88,11 @@ def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
             raise ConnectionError(FLAKED)
         return f"flake {text}"
 
+    async def wait(context: ToolContext) -> str:
+        """Wait for a reply that takes longer than the run has."""
+        await run("wait", context, 3600)
+        return "waited"
+
     async def stall(text: str, context: ToolContext) -> str:
         """Wait for a reply that never comes (its time limit ends it)."""
         await run("stall", context, 3600, text=text)
@@ -127,6 +132,7 @@ def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
         "probe": Tool(probe),
         "flake": Tool(flake),
         "stall": Tool(stall, timeout=STALL_S),
+        "wait": Tool(wait),
         "page": Tool(page),
         "effect": Tool(effect, side_effects=True),
         "ledger": Tool(ledger_entry, name="ledger", exclusive="ledger"),

@@ -3,6 +3,8 @@ that run nested work (``agent:ROLE``, ``hive:PATH``)."""
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from honeycomb import BudgetExceeded, Budgets
 from tests.interactions.brain import Call
 from tests.interactions.drive import Outcome
@@ -11,7 +13,7 @@ from tests.interactions.hive import Hive
 from tests.interactions.invariants import Report
 from tests.interactions.ledger import Span, overlap
 
-__all__ = ["AgentTools", "Budget", "HiveTools", "ModelLimit", "ToolLimit"]
+__all__ = ["AgentTools", "Budget", "HiveTools", "ModelLimit", "ToolLimit", "WallTime"]
 
 
 class ToolLimit(Feature):
@@ -71,7 +73,7 @@ class Budget(Feature):
     allowed = (BudgetExceeded,)
 
     def apply(self, hive: Hive, env: Env) -> None:
-        hive.policy["budgets"] = Budgets(model_calls=5)
+        hive.policy["budgets"] = replace(_budgets(hive), model_calls=5)
 
     def check(self, outcome: Outcome, report: Report) -> None:
         last = outcome.last
@@ -85,6 +87,57 @@ class Budget(Feature):
             "budget",
             f"a run that needs more than 5 model calls ended {last.status}",
         )
+
+
+WALL_S = 0.5
+"""The wall-time budget of a cell's run."""
+
+STOP_GRACE_S = 5.0
+"""How long past its wall time a run may take to stop, on a busy machine."""
+
+
+class WallTime(Feature):
+    name = "wall_time"
+    title = "a wall-time budget"
+    about = (
+        f"`Budgets(wall_time_s={WALL_S})`; every working role's second turn calls `wait`, "
+        "which takes longer than the run has"
+    )
+    promises = (
+        "a run whose worker waited stops at its wall time, with `BudgetExceeded` (its "
+        f"partial result `over_budget`), within {STOP_GRACE_S:g}s past it"
+    )
+    allowed = (BudgetExceeded,)
+
+    def apply(self, hive: Hive, env: Env) -> None:
+        hive.policy["budgets"] = replace(_budgets(hive), wall_time_s=WALL_S)
+        hive.tools.add("wait")
+        hive.add_calls(1, Call("wait"))
+
+    def check(self, outcome: Outcome, report: Report) -> None:
+        for life in outcome.lives:
+            error = life.error
+            if isinstance(error, BudgetExceeded) and error.limit == "wall_time_s":
+                report.expect(
+                    float(error.used) <= WALL_S + STOP_GRACE_S,
+                    "wall time",
+                    f"life {life.number} stopped {error.used}s into a {WALL_S}s wall time",
+                )
+        if not outcome.hive.ledger.tool_starts("wait") or outcome.hive.crash:
+            return  # no worker got there (another feature stopped or refused it first)
+        last = outcome.last
+        stopped = isinstance(last.error, BudgetExceeded) and last.partial is not None
+        report.expect(
+            stopped and last.partial is not None and last.partial.status == "over_budget",
+            "wall time",
+            f"a run whose worker waited past its wall time ended {last.status}",
+        )
+
+
+def _budgets(hive: Hive) -> Budgets:
+    """The budgets another feature of the cell gave its run (none: no limit)."""
+    made = hive.policy.get("budgets")
+    return made if isinstance(made, Budgets) else Budgets()
 
 
 class AgentTools(Feature):
