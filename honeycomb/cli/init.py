@@ -9,6 +9,7 @@ folder. Every one runs offline as it is, so a new folder validates and runs at o
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import shutil
 import sys
@@ -163,11 +164,34 @@ def scaffold(target: Path, template: str = DEFAULT_TEMPLATE) -> list[Path]:
         destination = target / path.relative_to(source)
         try:
             destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, destination)
+            _copy(path, destination)
         except OSError as exc:
             raise UnusableFolder(f"cannot write {destination}: {exc.strerror or exc}") from exc
         written.append(destination)
     return written
+
+
+def _copy(path: Path, destination: Path) -> None:
+    """Copy a template's file; a page's links to Honeycomb's own docs, which lead out
+    of the template (``../../docs/evals.md``) and so nowhere in the folder made from
+    it, name the page instead."""
+    if path.suffix != ".md":
+        shutil.copyfile(path, destination)
+        return
+    text = _OUTSIDE_LINK.sub(_named_page, path.read_text(encoding="utf-8"))
+    destination.write_text(text, encoding="utf-8")
+
+
+_OUTSIDE_LINK = re.compile(r"(\()?\[([^\]]+)\]\((?:\.\./)+([^)\s]+)\)(\))?")
+"""A markdown link out of its folder (``../``), maybe in parentheses: its text and the
+page it climbs to."""
+
+
+def _named_page(link: re.Match[str]) -> str:
+    opened, text, page, closed = link.groups()
+    if opened and closed:  # ([evals](../../docs/evals.md))
+        return f"({text}, in Honeycomb's `{page}`)"
+    return f"{opened or ''}{text} (Honeycomb's `{page}`){closed or ''}"
 
 
 def _in_the_way(target: Path, files: list[Path]) -> list[Path]:

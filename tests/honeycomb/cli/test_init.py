@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -147,3 +148,24 @@ def test_a_file_where_a_templates_folder_goes_is_named_and_nothing_is_written(
         "folder or move them away\n"
     )
     assert sorted(p.name for p in (here / "x").iterdir()) == ["data"]
+
+
+LINK = re.compile(r"\[[^\]]+\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
+
+
+@pytest.mark.parametrize("template", sorted(templates()))
+def test_every_link_of_a_folder_made_from_a_template_leads_somewhere(
+    template: str, tmp_path: Path
+) -> None:
+    """A template's pages link to Honeycomb's docs from the repository (../../docs):
+    in the folder made from it, they would lead nowhere, so they name the page."""
+    written = init.scaffold(tmp_path / "mine", template)
+    for page in [p for p in written if p.suffix == ".md"]:
+        text = page.read_text(encoding="utf-8")
+        for target in LINK.findall(text):
+            if "://" in target:
+                continue
+            assert (page.parent / target).exists(), f"{page.name} links to {target}"
+    source = init.examples_folder() / template / "README.md"
+    if "../../docs/" in source.read_text(encoding="utf-8"):
+        assert "Honeycomb's `docs/" in (tmp_path / "mine" / "README.md").read_text()
