@@ -35,11 +35,11 @@ from runtime.errors import NotStarted
 from runtime.limits.room import nested_work
 from runtime.tools.approvals import (
     CALLER_BY,
-    NOBODY_BY,
     ApprovalNeeded,
     ApprovalRequest,
     Approver,
     Decision,
+    NoApprover,
 )
 from workers import LoopState, Role, WorkerResult
 from workers.nesting import AGENT_PREFIX, agent_ref
@@ -106,7 +106,9 @@ class NestedRuns:
         context = self.context
         services, prefix = context.services, f"{caller}/{call_id}/"
         approver = services.approver
-        asked = _asked_as(approver, context.run_id, prefix) if approver is not None else _no_wait
+        asked: Approver = _NO_WAIT
+        if approver is not None and not isinstance(approver, NoApprover):
+            asked = _asked_as(approver, context.run_id, prefix)
         named = replace(services, budget=services.budget.named(prefix), approver=asked)
         return replace(context, services=named)
 
@@ -287,9 +289,8 @@ def nobody_decides(tool: str, file: str) -> str:
     )
 
 
-async def _no_wait(request: ApprovalRequest) -> Decision:
-    """The approver of a sub-run whose caller has none: a call of it cannot wait."""
-    return Decision.denied(CANNOT_WAIT, by=NOBODY_BY)
+_NO_WAIT = NoApprover(CANNOT_WAIT)
+"""The approver of a sub-run whose caller has none: a call of it cannot wait."""
 
 
 def _finished(

@@ -12,7 +12,7 @@ from honeycomb.run.conversation import Conversation, SessionMode, conversation_s
 from honeycomb.run.crew import Crew
 from honeycomb.run.policy import Policy
 from runtime import Budget, Tracer
-from runtime.tools.approvals import NOBODY_BY, ApprovalRequest, Decision
+from runtime.tools.approvals import NoApprover
 from runtime.value import Value
 from workers import LoopState, Role, Worker, WorkerResult
 from workers.services import Services, WorkerStore
@@ -145,9 +145,8 @@ NOT_KEPT = (
 decide it."""
 
 
-async def _not_kept(request: ApprovalRequest) -> Decision:
-    """The approver of a stored run's worker that is not kept, when the run has none."""
-    return Decision.denied(NOT_KEPT, by=NOBODY_BY)
+_not_kept = NoApprover(NOT_KEPT)
+"""The approver of a stored run's worker that is not kept, when the run has none."""
 
 
 def with_default_instructions(role: Role, instructions: str) -> Role:

@@ -58,6 +58,7 @@ __all__ = [
     "Decision",
     "MaskedEdit",
     "MemoryApprovalLog",
+    "NoApprover",
     "PendingApproval",
     "Verdict",
     "decided_event",
@@ -149,6 +150,22 @@ class Decision(Value, frozen=True, kw_only=True):
 
 Approver = Callable[[ApprovalRequest], Awaitable[Decision]]
 """An async callable that decides on a call: a terminal prompt, a chat message..."""
+
+
+class NoApprover:
+    """The approver of work whose calls nobody can decide: no approver is attached,
+    and they cannot wait in a run store (a hive called as a tool keeps none). Each is
+    denied at once with ``reason`` (what to attach), decided by the run
+    (:data:`NOBODY_BY`): no person is asked, so none is said to be (no
+    ``approval.requested``), and the worker keeps its slot and its clock meanwhile."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    async def __call__(self, request: ApprovalRequest) -> Decision:
+        return Decision.denied(self.reason, by=NOBODY_BY)
 
 
 class PendingApproval(Value, frozen=True, kw_only=True):
@@ -365,6 +382,8 @@ class ApprovalGate:
         if pending.deadline is not None and time.time() >= pending.deadline:
             decision = _timed_out(pending.deadline - pending.asked_at)
             by = "the time limit (approval_timeout_s)"
+        elif isinstance(self.approver, NoApprover):  # nobody is asked, nothing waits
+            decision, by = Decision.denied(self.approver.reason), NOBODY_BY
         elif self.approver is not None:
             self._requested(pending, "approver")
             decision = await self._from_approver(pending)

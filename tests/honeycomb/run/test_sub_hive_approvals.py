@@ -19,7 +19,7 @@ from honeycomb import (
     Subtask,
     tool,
 )
-from honeycomb.events import ApprovalDecided
+from honeycomb.events import ApprovalDecided, ApprovalRequested
 from honeycomb.run.agents import CANNOT_WAIT
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
@@ -104,13 +104,17 @@ async def test_a_sub_hives_call_is_told_decided_by_whoever_decided_it() -> None:
     async def ann(request: ApprovalRequest) -> Decision:
         return Decision.approved(by="ann")
 
-    bys = []
+    bys, asked = [], []
     for approver in (approves, ann, None):
         events: list[Event] = []
         await _calling([], None, approver, events).run("t", subtasks=ONE)
         (decided,) = [e for e in events if isinstance(e, ApprovalDecided)]
         bys.append(decided.by)
+        asked.append([e.asked for e in events if isinstance(e, ApprovalRequested)])
     assert bys == [CALLER_BY, "ann", NOBODY_BY]
+    # With nobody to decide, nobody is said to be asked: a listener was told that an
+    # approver was, and the worker left its slot (and stopped its clock) meanwhile.
+    assert asked == [["approver"], ["approver"], []]
 
 
 async def test_a_sub_hives_worker_keeps_its_callers_slot_while_a_sibling_waits() -> None:
