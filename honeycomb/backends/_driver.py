@@ -15,7 +15,7 @@ import msgspec
 from honeycomb.backends._channel import Channel, RelayedReport
 from honeycomb.backends._deltas import Deltas
 from honeycomb.backends._pinned import PinnedCalls
-from honeycomb.backends._told import Told
+from honeycomb.backends._told import Opened, Told
 from honeycomb.backends._wire import (
     Message,
     RemoteFailure,
@@ -41,7 +41,7 @@ from runtime import (
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import CassetteError
 from runtime.events import current_call
-from runtime.limits import CallInFlight, Slots
+from runtime.limits import CallInFlight, Limits, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.limits.room import out_of_room
 from runtime.limits.worktime import asking_a_person
@@ -85,6 +85,8 @@ class Driver:
         self._calls: dict[int, CallInFlight] = {}  # its model calls under way, when told
         self.pinned = PinnedCalls(worker.setup.tools, worker.setup.policy.max_output_chars)
         self.told = told  # its calls' approval events, across its lives
+        limited = self.services.budget.limits != Limits()
+        self._opened = Opened(self.services.tracer.emit, holds=limited)
 
     async def follow(self, channel: Channel, key: str, spec: WorkerSpec) -> WorkerResult:
         """Run the worker in ``channel``'s actor, serving its stream until its result
@@ -115,6 +117,7 @@ class Driver:
                 self._text.drop()
             else:
                 self._text.flush()
+            self._opened.flush()
             for call in self._calls.values():  # cut off with it
                 self.services.budget.call_ended(call)
             self._calls.clear()
@@ -174,7 +177,7 @@ class Driver:
                 self._running.pop(event.call_id, None)
             elif not self.told.first(event):
                 return  # told already: as it was sent, or by an earlier life
-            self.services.tracer.emit(event)
+            self._opened.tell(event)
         elif kind == "save":
             self.last_state = message[1]
             if self.services.store is not None:
@@ -212,7 +215,10 @@ class Driver:
         elif kind == "ask":
             _, number, op, args, options = message
             if op in ("reserve", "reserve_tools"):  # at once, in order: no await between
-                self._answer_now(number, *self._reserve(*args))
+                ok, value = self._reserve(*args)
+                if op == "reserve":  # the call opened last: told, or never made
+                    self._opened.reserved(ok)
+                self._answer_now(number, ok, value)
             else:
                 # In a copy of the worker's context here: a pinned tool finds its run,
                 # and what one call sets (a hive tool's sub-run, as it runs) is not
@@ -228,9 +234,11 @@ class Driver:
                 given_up.cancel()
         elif kind == "stopped":  # cancelled: its call under way was cut off
             self._text.drop()
+            self._opened.flush()
             self._stopped.set()
         elif kind == "done" and not self._finished.done():
             self._text.flush()
+            self._opened.flush()
             plain, error = message[1]
             exception = raised(error) if error is not None else None
             if exception is not None and not isinstance(exception, Exception):

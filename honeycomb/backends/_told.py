@@ -1,4 +1,5 @@
-"""The approval events of a worker on Ray, told once each, when one process tells them.
+"""Which events of a worker on Ray the driver tells, and when: as one process tells
+them.
 
 In one process, a worker paused on calls waiting in the run store tells the decisions
 kept there (``approval.decided``) as it starts again, before any other worker's start;
@@ -8,13 +9,30 @@ the worker (:func:`decided_as_sent`), and passes on no event of a call's approva
 (:class:`Told`): neither the actor's telling of those, nor a later life's of what an
 earlier one told (a worker that moves to another actor asks again about a call its
 approver is deciding, and goes on with decisions it told before).
+
+In one process, a model call the budget refuses is refused as it opens, before it is
+told (no ``model_call.started``, no ``compaction.started`` of a summary call): it is
+never made, nor traced. In an actor the call is told as it opens and reserved at the
+driver after: the driver holds what the worker tells from the opening until the
+reservation is answered, and drops, with a refused call, what told its opening and
+what tells its end (:class:`Opened`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
-from runtime import ApprovalDecided, ApprovalRequested, AssistantMessage, Event
+from runtime import (
+    ApprovalDecided,
+    ApprovalRequested,
+    AssistantMessage,
+    CompactionFinished,
+    CompactionStarted,
+    Event,
+    ModelCallFinished,
+    ModelCallStarted,
+)
 from runtime.tools.approvals import decided_event
 from workers import LoopState, Worker
 
@@ -60,3 +78,55 @@ def decided_as_sent(worker: Worker, state: LoopState | None, told: Told) -> None
         )
         if told.first(event):
             tracer.emit(event)
+
+
+_ENDS: dict[type[Event], type[Event]] = {
+    ModelCallStarted: ModelCallFinished,
+    CompactionStarted: CompactionFinished,
+}
+"""What tells a model call's opening (a turn's call, a summary call), and what its end."""
+
+
+class Opened:
+    """A worker's events on their way to ``emit``, held from a model call's opening
+    until the driver has reserved the call (:meth:`reserved`), in a run whose budget
+    may refuse it."""
+
+    def __init__(self, emit: Callable[[Event], None], holds: bool) -> None:
+        """``holds``: the run's budget has limits (else the driver only counts the
+        worker's calls, refusing none, and nothing is held)."""
+        self._emit = emit
+        self._holds = holds
+        self._held: list[Event] | None = None  # since an opening, while it is held
+        self._unopened: list[tuple[type[Event], int]] = []  # ends of refused calls, by turn
+
+    def tell(self, event: Event) -> None:
+        """Pass ``event`` on, hold it, or drop it (the end of a refused call)."""
+        end = (type(event), getattr(event, "turn", 0))
+        if end in self._unopened:
+            self._unopened.remove(end)
+            return
+        if self._held is not None:
+            self._held.append(event)
+        elif self._holds and type(event) in _ENDS:
+            self._held = [event]
+        else:
+            self._emit(event)
+
+    def reserved(self, ok: bool) -> None:
+        """The call opened last was reserved (``ok``), or refused: what was held is
+        passed on, or dropped with the ends of the refused call to come."""
+        held, self._held = self._held or [], None
+        for event in held:
+            end = _ENDS.get(type(event))
+            if ok or end is None:
+                self._emit(event)
+            else:
+                self._unopened.append((end, getattr(event, "turn", 0)))
+
+    def flush(self) -> None:
+        """Pass on what is held: the worker's life ended (it stopped, ended, or its
+        actor died) before its reservation was answered (its call was opened, and
+        told); the ends of its refused calls will not come."""
+        self.reserved(True)
+        self._unopened.clear()

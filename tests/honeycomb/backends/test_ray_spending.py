@@ -5,7 +5,11 @@ alike, stops alike and reports the same spend."""
 from __future__ import annotations
 
 import contextlib
+import json
+import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -19,10 +23,17 @@ from honeycomb import (
     Policy,
     Role,
     RunFailed,
+    tool,
 )
 from honeycomb.backends import RayBackend
 from honeycomb.errors import ModelHTTPError, ModelTimeout
-from honeycomb.events import GuardChecked, ModelCallFinished, ModelCallRetrying
+from honeycomb.events import (
+    GuardChecked,
+    ModelCallFinished,
+    ModelCallRetrying,
+    ModelCallStarted,
+    WorkerFinished,
+)
 from honeycomb.run.events import RunFinished
 from honeycomb.testing import FunctionModel
 from runtime import (
@@ -34,6 +45,7 @@ from runtime import (
     Usage,
 )
 from runtime.limits.budget import retried, timed_out
+from tests.support.ray_tools import scripted
 
 pytest.importorskip("ray")
 
@@ -236,3 +248,55 @@ async def test_a_judges_retry_is_told_as_the_checked_turns_wherever_its_worker_r
     (checked,) = [e for e in heard if isinstance(e, GuardChecked)]
     assert (checked.status, checked.attempts, checked.model_calls) == ("ok", 2, 1)
     assert heard.index(retrying) < heard.index(checked)
+
+
+@tool
+def meet(mark: str, until: str) -> str:
+    """Make the file ``mark``, then wait for the file ``until`` (in a thread).
+
+    Args:
+        mark: The file to make.
+        until: The file to wait for.
+    """
+    Path(mark).touch()
+    while not Path(until).exists():
+        time.sleep(0.01)
+    return "met"
+
+
+async def test_a_remote_call_the_budget_refuses_is_never_told(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    """Two workers each make a call, then a turn of tool calls; the first to answer
+    again takes the run's last model call, and the other's next call is refused. In
+    one process that call is refused as it opens, never told; from an actor it was
+    told as it opened (``model_call.started``, then ``model_call.finished`` with an
+    error): the trace showed four model calls of a run that made three."""
+    a_ran, b_ran, a_done = (str(tmp_path / name) for name in ("a_ran", "b_ran", "a_done"))
+    heard: list[Event] = []
+
+    def listen(event: Event) -> None:
+        heard.append(event)
+        if isinstance(event, WorkerFinished) and event.worker == "s1":
+            Path(a_done).touch()  # the second worker's turn of tool calls ends
+
+    ex = Executor(
+        [Role(name="m", tools=("meet",))], FunctionModel(scripted), tools=[meet],
+        aggregator="concat", backend=backend, on_event=[listen],
+        policy=Policy(budgets=Budgets(model_calls=3), failure="best_effort"),
+    )  # fmt: skip
+    first = _script([("meet", {"mark": a_ran, "until": b_ran})])
+    second = _script([("meet", {"mark": b_ran, "until": a_done})])
+    with anyio.fail_after(60), pytest.raises(BudgetExceeded) as stopped:
+        await ex.run("t", subtasks=[("m", first), ("m", second)])
+    assert stopped.value.limit == "model_calls"
+    assert stopped.value.partial is not None
+    assert stopped.value.partial.usage.model_calls == 3
+    started = [(e.worker, e.turn) for e in heard if isinstance(e, ModelCallStarted)]
+    assert sorted(started) == [("s1", 1), ("s1", 2), ("s2", 1)]
+    finished = [(e.worker, e.status) for e in heard if isinstance(e, ModelCallFinished)]
+    assert sorted(finished) == [("s1", "ok"), ("s1", "ok"), ("s2", "ok")]
+
+
+def _script(*turns: list[tuple[str, dict[str, Any]]]) -> str:
+    return json.dumps({"turns": [list(t) for t in turns], "log": None})
