@@ -921,13 +921,15 @@ class Executor:
 
         Raises:
             ConfigError: at once, when ``task`` is empty or only whitespace, or
-                ``run_id`` is not valid text.
+                ``run_id`` is not valid text, or a hive tool's calls may need an
+                approval nobody can give.
         """
         from honeycomb.run.session import check_id, check_task
 
         check_task(task)
         if run_id is not None:
             check_id(run_id, "run_id")
+        self._check_deciders()
 
         def run(put: EventHandler) -> Awaitable[RunResult]:
             return self.run(

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from honeycomb import ApprovalRequest, Approvals, ConfigErrors, Decision, Executor, Role, tool
-from honeycomb.cli.main import demo_hive_path
+from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.main import demo_hive_path, main
 from honeycomb.cli.running import OUTBOX_TOOL, _asking
 from honeycomb.hive import load_hive
 from honeycomb.testing import ScriptedModel
@@ -159,3 +160,19 @@ async def test_a_hive_tool_whose_calls_nobody_can_decide_is_refused_at_its_line(
 
     done = await Executor.from_hive(hive, approver=approves).run("count", subtasks=plan)
     assert done.status == "ok"
+
+
+def test_honeycomb_run_refuses_such_a_hive_tool_at_its_line_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Off a terminal (no one to ask), ``honeycomb run --json`` ended 1 saying nothing:
+    the run's refusal came after its stream had begun, with no event of it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "payroll.yaml").write_text(PAYROLL)
+    (tmp_path / "hive.yaml").write_text(CALLING)
+    code = main(["run", "hive.yaml", "count the team", "--json", "--no-store"])
+    captured = capsys.readouterr()
+    assert code == ExitStatus.UNUSABLE
+    assert "hive.yaml:8:" in captured.err
+    assert "the hive payroll.yaml asks for approval of some calls" in captured.err
+    assert "kept in" not in captured.err  # no run was started
