@@ -168,7 +168,7 @@ class Executor:
         model_map = dict(models) if isinstance(models, Mapping) else {"default": models}
         default = default_model or next(iter(model_map), "default")
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        kept_memory = open_memory(memory)
+        kept_memory = _on_cassette(open_memory(memory), model_map)
         mcp = McpTools(mcp_servers)
         phases = Phases(
             planner=as_planner(planner, by_name),
@@ -961,6 +961,17 @@ def _own(models: Mapping[str, Model] | None) -> Mapping[str, Model] | None:
     if models is None:
         return None
     return {name: m for name, m in models.items() if "/" not in name}
+
+
+def _on_cassette(memory: Memory | None, models: Mapping[str, Model]) -> Memory | None:
+    """``memory``, its embeddings recorded in or replayed from the cassette of
+    ``models`` when they are a cassette's: a replayed run calls no endpoint either."""
+    if getattr(memory, "embeddings", None) is None:
+        return memory
+    from runtime.models.layers.cassette import cassette_memory  # with a memory that embeds
+
+    taped: Memory | None = cassette_memory(memory, models)
+    return taped
 
 
 def _memory_priced(memory: Memory | None, roles: Iterable[Role]) -> bool:

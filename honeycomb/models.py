@@ -36,12 +36,21 @@ from runtime.models.protocols.json_tools import JsonToolModel
 from runtime.models.protocols.text_tools import TextToolModel
 
 if typing.TYPE_CHECKING:
-    from runtime.models.cassettes import Cassette, CassetteWriter, Recorded
+    from runtime.models.cassettes import (
+        AttemptSpent,
+        Cassette,
+        CassetteWriter,
+        Embedded,
+        Recorded,
+    )
     from runtime.models.layers.cassette import (
+        RecordingEmbeddings,
         RecordingModel,
+        ReplayEmbeddings,
         ReplayModel,
         cassette,
         cassette_case,
+        cassette_memory,
     )
     from runtime.models.openai.chat import OpenAIModel
     from runtime.models.openai.embeddings import OpenAIEmbeddings
@@ -49,8 +58,10 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "AdaptiveLimiter",
+    "AttemptSpent",
     "Cassette",
     "CassetteWriter",
+    "Embedded",
     "Embeddings",
     "JsonToolModel",
     "LlamaModel",
@@ -68,7 +79,9 @@ __all__ = [
     "QuotaLeft",
     "RateLimitedModel",
     "Recorded",
+    "RecordingEmbeddings",
     "RecordingModel",
+    "ReplayEmbeddings",
     "ReplayModel",
     "RetryPolicy",
     "RetryingModel",
@@ -78,6 +91,7 @@ __all__ = [
     "WrapperModel",
     "cassette",
     "cassette_case",
+    "cassette_memory",
 ]
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no other name

@@ -456,14 +456,16 @@ class ModelServerError(ModelError):
 
 
 class CassetteMismatch(ModelError):
-    """A replayed model call asked what its cassette did not record.
+    """A replayed model call (or a memory's embeddings call) asked what its cassette
+    did not record.
 
     Attributes:
         file: The cassette.
-        model: The model's name (as the run knows it).
+        model: The model's name (as the run knows it), or the embeddings'.
         worker: The worker that asked (None: not known).
         case: The case of an eval that asked (None: not in one).
         difference: How the request differs from the nearest recorded one.
+        kind: ``model``, or ``embeddings`` for a memory's embeddings call.
     """
 
     def __init__(
@@ -474,17 +476,19 @@ class CassetteMismatch(ModelError):
         *,
         worker: str | None = None,
         case: str | None = None,
+        kind: str = "model",
     ) -> None:
         self.file = file
         self.model = model
         self.worker = worker
         self.case = case
         self.difference = difference
+        self.kind = kind
         who = ", ".join(
             f"{what} {name!r}" for what, name in (("case", case), ("worker", worker)) if name
         )
         super().__init__(
-            f"{file}: a call of model {model!r}{f' ({who})' if who else ''} that the cassette "
+            f"{file}: a call of {kind} {model!r}{f' ({who})' if who else ''} that the cassette "
             f"did not record: {difference}; record it again if the change is meant"
         )
 

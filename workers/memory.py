@@ -24,7 +24,9 @@ a tool call an error observation (as any tool's failure is), and a result that c
 be kept a warning in the log. One that does not answer is given the role's tool
 timeout, at the worker's start and end as in its tool calls. A
 :class:`~runtime.Memory` is anyone's code, so any ``Exception`` it raises counts as
-its failure; cancellation still goes through.
+its failure; cancellation still goes through. A replayed run whose recall asks its
+cassette what it did not record (:class:`~runtime.errors.CassetteMismatch`) fails the
+worker, as a model call's mismatch does: the run asked otherwise than when recorded.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from runtime import (
     tool,
 )
 from runtime.concurrency import within
+from runtime.errors import CassetteMismatch
 from runtime.events import Caller
 from runtime.memory import DEFAULT_NAMESPACE
 from runtime.secrets import masked
@@ -182,17 +185,23 @@ async def recall_at_start(
 ) -> UserMessage | None:
     """The message of what ``memory`` holds for ``task`` (None: nothing found, or the
     search failed, or did not answer within ``timeout_s``, the role's tool timeout);
-    the search is emitted as a :class:`MemoryRecalled`."""
+    the search is emitted as a :class:`MemoryRecalled`.
+
+    Raises:
+        CassetteMismatch: when a replayed run's search asks its cassette for
+            embeddings it did not record.
+    """
     started = time.perf_counter()
     hits: Sequence[MemoryHit] = ()
-    error = None
+    error: str | None = None
+    failed: Exception | None = None
     try:
         with within(timeout_s):
             hits = await memory.search(
                 masked(task), namespace=settings.namespace, k=settings.recall
             )
     except Exception as exc:  # any memory's failure (user code): the worker goes on without it
-        error = _failure(exc, timeout_s)
+        error, failed = _failure(exc, timeout_s), exc
     if tracer.enabled:
         tracer.emit(
             MemoryRecalled(
@@ -205,6 +214,8 @@ async def recall_at_start(
                 error=error,
             )
         )
+    if isinstance(failed, CassetteMismatch):  # a replay asked what was not recorded
+        raise failed
     return UserMessage(content=recall_text(hits)) if hits else None
 
 

@@ -4,16 +4,19 @@ answered from one with no model called (see docs/evals.md, "Record and replay").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runtime import Model
+from runtime import Memory, Model
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
 
-__all__ = ["add_cassette_options", "cassette_models"]
+__all__ = ["add_cassette_options", "cassette_memory_of", "cassette_models"]
 
 
 def add_cassette_options(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +74,41 @@ def cassette_models(
     if not getattr(args, "json", False):
         print(said, file=sys.stderr)
     return models
+
+
+@contextlib.contextmanager
+def cassette_memory_of(hive: Hive, args: argparse.Namespace) -> Iterator[Memory | None]:
+    """With ``--record`` or ``--replay``, the memory of a run of ``hive`` (one that
+    declares a memory): its own, empty as the run starts and deleted as it ends, with
+    the embeddings and ``max_chars`` of the hive's, so that a replay recalls what the
+    recording did, wherever and however often it is replayed, as an eval's runs do (its
+    embeddings are then recorded or replayed with the models). None otherwise: the
+    hive's own memory.
+    """
+    recorded = getattr(args, "record", None) or getattr(args, "replay", None)
+    like = hive.memory() if recorded is not None else None
+    if like is None:
+        yield None
+        return
+    from runtime.memory.sqlite import SQLiteMemory  # loaded with a memory's use
+
+    with tempfile.TemporaryDirectory(prefix="honeycomb-run-memory-") as folder:
+        file = Path(folder) / "memory.db"
+        memory = (
+            SQLiteMemory(file, embeddings=like.embeddings, max_chars=like.max_chars)
+            if isinstance(like, SQLiteMemory)
+            else SQLiteMemory(file)
+        )
+        if not getattr(args, "json", False):
+            print(
+                "the run's memory is its own, empty as it starts, so that its replay "
+                "recalls what it recalled",
+                file=sys.stderr,
+            )
+        try:
+            yield memory
+        finally:
+            memory.close()
 
 
 def _called(hive: Hive) -> dict[str, Hive]:

@@ -13,13 +13,13 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 
 from honeycomb.cli.approve import TerminalApprover, print_waiting
 from honeycomb.cli.backend import chosen_backend, pool_running
-from honeycomb.cli.cassettes import cassette_models
+from honeycomb.cli.cassettes import cassette_memory_of, cassette_models
 from honeycomb.cli.exits import STOPPED_BY, ExitStatus, stopped_by_signals
 from honeycomb.cli.init import NotInstalled, example_file
 from honeycomb.cli.local import LOCAL, local_model, short_answers
@@ -50,6 +50,7 @@ from runtime import (
     ConfigErrors,
     HoneycombError,
     JsonToolModel,
+    Memory,
     Model,
     RunBusy,
     RunFailed,
@@ -416,17 +417,19 @@ async def _run_and_report(
         if other is not None:  # said before anything runs: the run stays as it was
             print(other, file=sys.stderr)
             return ExitStatus.UNUSABLE
-    pool = backend.build(hive.folder)
-    if pool is None:
-        return await _run(hive, task, models, new_view(), args, out, kept, run_id, None)
-    if not args.json:
-        print(f"backend: {backend.described()}", file=sys.stderr)
-    async with pool_running(pool) as problem:
-        if problem is not None:
-            print(f"backend: {backend.described()}: {problem}", file=sys.stderr)
-            return ExitStatus.UNUSABLE
-        # The view's clock starts with the run, once Ray has started.
-        return await _run(hive, task, models, new_view(), args, out, kept, run_id, pool)
+    with cassette_memory_of(hive, args) as memory:  # --record, --replay: the run's own
+        run = functools.partial(_run, hive, task, models, args=args, out=out, memory=memory)
+        pool = backend.build(hive.folder)
+        if pool is None:
+            return await run(new_view(), kept, run_id, None)
+        if not args.json:
+            print(f"backend: {backend.described()}", file=sys.stderr)
+        async with pool_running(pool) as problem:
+            if problem is not None:
+                print(f"backend: {backend.described()}: {problem}", file=sys.stderr)
+                return ExitStatus.UNUSABLE
+            # The view's clock starts with the run, once Ray has started.
+            return await run(new_view(), kept, run_id, pool)
 
 
 async def _run(
@@ -434,11 +437,13 @@ async def _run(
     task: str,
     models: Model | Mapping[str, Model] | None,
     view: View,
-    args: argparse.Namespace,
-    out: TextIO,
     store: RunStore | None,
     run_id: str,
     pool: RayBackend | None,
+    *,
+    args: argparse.Namespace,
+    out: TextIO,
+    memory: Memory | None,
 ) -> ExitStatus:
     # On a terminal, a call that needs approval is asked about there; else the run
     # ends waiting and says how to decide it.
@@ -448,8 +453,9 @@ async def _run(
     if approver is not None and isinstance(view, LiveView):
         approver = view.asked(approver)
     try:
+        own: dict[str, Any] = {"memory": memory} if memory is not None else {}
         executor = Executor.from_hive(
-            hive, models=models, store=store, approver=approver, backend=pool
+            hive, models=models, store=store, approver=approver, backend=pool, **own
         )
         # Streamed, for every view: the live one shows the text, and a run stopped by
         # its wall-time budget says how far each call it cut off had got.

@@ -76,6 +76,16 @@ class EvalMemory:
 
         return self.like.embeddings if isinstance(self.like, SQLiteMemory) else None
 
+    def with_embeddings(self, embeddings: Embeddings) -> EvalMemory:
+        """An eval's memory like this one, whose scopes' memories embed with
+        ``embeddings`` (as a cassette records or replays them)."""
+        from runtime.memory.sqlite import SQLiteMemory
+
+        like = self.like
+        return EvalMemory(
+            like.with_embeddings(embeddings) if isinstance(like, SQLiteMemory) else like
+        )
+
     @contextlib.contextmanager
     def scope(self) -> Iterator[None]:
         """The calls made within go to a memory of this scope's own, empty as it

@@ -88,6 +88,14 @@ class SQLiteMemory:
         semantic = f", embeddings={self.embeddings.name!r}" if self.embeddings else ""
         return f"SQLiteMemory({str(self.path)!r}{semantic})"
 
+    def with_embeddings(self, embeddings: Embeddings) -> SQLiteMemory:
+        """A memory of the same file and settings that embeds with ``embeddings``
+        (of the same name and size: the file's vectors are theirs), as a cassette
+        records or replays them."""
+        return SQLiteMemory(
+            self.path, embeddings=embeddings, max_chars=self.max_chars, timeout_s=self.timeout_s
+        )
+
     async def __aenter__(self) -> SQLiteMemory:
         return self
 

@@ -4,7 +4,11 @@ The file is JSON lines, appended as calls end (a run cut off keeps the calls it
 made): a header first, ``{"kind": "cassette", "version": 1}``; a ``model`` line for
 each model recorded (its name, and its price, so a replay costs what the run did);
 then a ``call`` line for each call: the model's name, the worker and the eval case
-that asked, the request, the response, and the pieces its text was streamed in.
+that asked, the request, the response, and the pieces its text was streamed in. A
+memory's embeddings, recorded with the models, have an ``embeddings`` line (their
+name, as a memory file records it, and their price) and an ``embed`` line a call: the
+case that asked, the texts, the vectors (or the error it failed with), and what each
+attempt spent, so that a replayed run's usage is the recorded one's.
 Secrets are masked (:func:`runtime.secrets.masked`) before a line is written, and
 the folder the run worked in is written ``<cwd>`` (a tool that answers with a path
 under it, replayed in another clone, answers alike; a replayed answer that names
@@ -31,33 +35,56 @@ namesakes were, whatever the order their calls arrive in.
 
 A request with no recorded call of its key is a :class:`~runtime.errors.CassetteMismatch`
 naming the case, the worker and the first difference from the nearest recorded call
-(:mod:`runtime.models.request_diff`).
+(:mod:`runtime.models.request_diff`). An embeddings call is matched by the embeddings'
+name and its texts (dates, the folder and secrets as in a request), each recorded call
+given once, the case's first, as a model call is; texts not recorded are a mismatch
+naming the first text that differs.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from runtime.errors import CassetteError, CassetteMismatch
-from runtime.messages import AssistantMessage, ToolMessage
+from runtime.messages import Usage
 from runtime.model import ModelRequest, ModelResponse
+from runtime.models.cassette_keys import (
+    CWD,
+    RUN,
+    canonical,
+    canonical_texts,
+    here,
+    renamed,
+    request_key,
+    run_of,
+    texts_key,
+    there,
+    worker_of,
+)
 from runtime.models.pricing import Price
-from runtime.models.request_diff import OPTIONS, common_messages, first_difference
+from runtime.models.request_diff import (
+    OPTIONS,
+    common_messages,
+    common_start,
+    first_difference,
+    texts_difference,
+)
 from runtime.secrets import masked
 from runtime.value import Value
 
 __all__ = [
     "CWD",
+    "RUN",
     "VERSION",
+    "AttemptSpent",
     "Cassette",
     "CassetteWriter",
+    "Embedded",
     "Recorded",
     "canonical",
     "request_key",
@@ -66,14 +93,6 @@ __all__ = [
 
 VERSION = 1
 """The version of the file's format this code reads and writes."""
-
-CWD = b"<cwd>"
-"""What the folder a run worked in is written as."""
-
-_TIMES = re.compile(
-    rb"\d{4}-?\d{2}-?\d{2}[T _-]\d{2}:?\d{2}:?\d{2}(?:[.,-]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
-)
-"""A date with its time of day, ISO 8601's or compact (``20261202-103737-625318``)."""
 
 
 class _Line(Value, frozen=True, kw_only=True, tag_field="kind"):
@@ -113,65 +132,42 @@ class Recorded(_Line, frozen=True, kw_only=True, tag="call"):
     pieces: tuple[str, ...] | None = None
 
 
-_decoder = msgspec.json.Decoder(Header | ModelLine | Recorded)
+class EmbeddingsLine(_Line, frozen=True, kw_only=True, tag="embeddings"):
+    """A memory's embeddings recorded: their name, and their price (None: none)."""
+
+    name: str
+    price: Price | None = None
 
 
-def worker_of(request: ModelRequest) -> str | None:
-    """The worker a request's conversation names (``run_id/worker``, or ``worker``)."""
-    conversation = request.conversation
-    if not conversation:
-        return None
-    run_id, slash, worker = conversation.partition("/")
-    return worker if slash else run_id
+class AttemptSpent(Value, frozen=True, kw_only=True):
+    """What an attempt at an embeddings call spent, as its payer was told."""
+
+    usage: Usage
+    duration_s: float = 0.0
+    error: str | None = None
 
 
-def canonical(request: ModelRequest) -> dict[str, Any]:
-    """What a request's key is made of, as JSON values: its messages with tool call
-    ids renumbered in order of appearance, and its options (:data:`OPTIONS`)."""
-    ids: dict[str, str] = {}
+class Embedded(_Line, frozen=True, kw_only=True, tag="embed"):
+    """One embeddings call recorded.
 
-    def renumbered(call_id: str) -> str:
-        return ids.setdefault(call_id, f"call_{len(ids) + 1}")
+    Attributes:
+        embeddings: The embeddings' name (as a memory file records it).
+        texts: The texts embedded.
+        vectors: One vector a text (none when the call failed).
+        spent: What each of its attempts spent, in order.
+        error: What it failed with (None: it answered).
+        case: The eval case that asked (None: not in one).
+    """
 
-    messages: list[Any] = []
-    for message in masked(request.messages):
-        value = msgspec.to_builtins(message)
-        if isinstance(message, AssistantMessage) and message.tool_calls:
-            value["tool_calls"] = [
-                {**call, "id": renumbered(call["id"])} for call in value["tool_calls"]
-            ]
-        elif isinstance(message, ToolMessage):
-            value["tool_call_id"] = renumbered(message.tool_call_id)
-        messages.append(value)
-    options = msgspec.to_builtins(masked({name: getattr(request, name) for name in OPTIONS}))
-    encoded = msgspec.json.encode({"messages": messages, **options})
-    found: dict[str, Any] = msgspec.json.decode(_TIMES.sub(b"<time>", here(encoded)))
-    return found
+    embeddings: str
+    texts: tuple[str, ...]
+    vectors: tuple[tuple[float, ...], ...] = ()
+    spent: tuple[AttemptSpent, ...] = ()
+    error: str | None = None
+    case: str | None = None
 
 
-def _cwd() -> bytes | None:
-    """The current folder as a JSON string holds it (None: the root, which every
-    path starts with)."""
-    folder = Path.cwd()
-    return msgspec.json.encode(str(folder))[1:-1] if len(folder.parts) > 1 else None
-
-
-def here(encoded: bytes) -> bytes:
-    """JSON with the current folder written :data:`CWD`."""
-    folder = _cwd()
-    return encoded.replace(folder, CWD) if folder is not None and folder in encoded else encoded
-
-
-def there(encoded: bytes) -> bytes:
-    """JSON with :data:`CWD` written as the current folder."""
-    folder = _cwd()
-    return encoded.replace(CWD, folder) if folder is not None and CWD in encoded else encoded
-
-
-def request_key(request: ModelRequest) -> str:
-    """The key a request is matched by (see the module's docstring)."""
-    encoded = msgspec.json.encode(canonical(request), order="sorted")
-    return hashlib.blake2b(encoded, digest_size=16).hexdigest()
+_decoder = msgspec.json.Decoder(Header | ModelLine | Recorded | EmbeddingsLine | Embedded)
 
 
 class CassetteWriter:
@@ -185,7 +181,7 @@ class CassetteWriter:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._models: set[str] = set()
+        self._models: set[str | tuple[str, str]] = set()
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -199,12 +195,24 @@ class CassetteWriter:
             self._models.add(name)
             self._append(ModelLine(name=name, price=price))
 
-    def call(self, recorded: Recorded) -> None:
-        """Record one call."""
-        request = msgspec.structs.replace(recorded.request, conversation=None, timeout=None)
-        self._append(masked(msgspec.structs.replace(recorded, request=request)))
+    def embeddings(self, name: str, price: Price | None) -> None:
+        """Record a memory's embeddings ``name`` and their price (once a name)."""
+        if ("embeddings", name) not in self._models:
+            self._models.add(("embeddings", name))
+            self._append(EmbeddingsLine(name=name, price=price))
 
-    def _append(self, line: _Line) -> None:
+    def embedded(self, embedded: Embedded) -> None:
+        """Record one embeddings call."""
+        self._append(masked(embedded))
+
+    def call(self, recorded: Recorded) -> None:
+        """Record one call (the id of its run written :data:`RUN`)."""
+        run = run_of(recorded.request)
+        request = msgspec.structs.replace(recorded.request, conversation=None, timeout=None)
+        line = masked(msgspec.structs.replace(recorded, request=request))
+        self._append(line if run is None else renamed(msgspec.to_builtins(line), run, RUN))
+
+    def _append(self, line: _Line | dict[str, Any]) -> None:
         encoded = here(msgspec.json.encode(line)) + b"\n"
         try:
             with self._lock, self.path.open("ab") as out:
@@ -220,6 +228,8 @@ class Cassette:
         path: The file.
         calls: Its recorded calls, in file order.
         prices: The price of each model recorded (None: none).
+        embeddings: The price of each memory's embeddings recorded (None: none).
+        embedded: Its recorded embeddings calls, in file order.
 
     Raises:
         CassetteError: when the file is missing, or is not a cassette, naming the
@@ -231,6 +241,9 @@ class Cassette:
         self.prices: dict[str, Price | None] = {}
         self.calls: list[Recorded] = []
         self._by_key: dict[tuple[str, str], list[Recorded]] = {}
+        self._by_texts: dict[tuple[str, str], list[Embedded]] = {}
+        self.embeddings: dict[str, Price | None] = {}
+        self.embedded: list[Embedded] = []
         self._given: set[int] = set()
         for line in _read(self.path):
             if isinstance(line, ModelLine):
@@ -239,6 +252,11 @@ class Cassette:
                 self.calls.append(line)
                 key = (line.model, request_key(line.request))
                 self._by_key.setdefault(key, []).append(line)
+            elif isinstance(line, EmbeddingsLine):
+                self.embeddings.setdefault(line.name, line.price)
+            elif isinstance(line, Embedded):
+                self.embedded.append(line)
+                self._by_texts.setdefault((line.embeddings, texts_key(line.texts)), []).append(line)
 
     def answer(
         self, model: str, request: ModelRequest, *, worker: str | None, case: str | None
@@ -262,7 +280,49 @@ class Cassette:
         chosen = max(fresh, key=lambda call: (call.case == case, call.worker == worker))
         self._given.add(id(chosen))
         encoded = msgspec.json.encode(chosen)
+        run = run_of(request)
+        if run is not None and RUN.encode() in encoded:  # the answer names its run
+            value = renamed(msgspec.json.decode(there(encoded)), RUN, run)
+            return msgspec.convert(value, type=Recorded)
         return chosen if CWD not in encoded else msgspec.json.decode(there(encoded), type=Recorded)
+
+    def embedding(self, embeddings: str, texts: Sequence[str], *, case: str | None) -> Embedded:
+        """The recorded call of ``embeddings`` that answers ``texts``: each given once,
+        the case's first, in file order (once all were given, again in that order).
+
+        Raises:
+            CassetteMismatch: when no recorded call of those embeddings has those texts.
+        """
+        found = self._by_texts.get((embeddings, texts_key(texts)))
+        if not found:
+            difference = self._texts_difference(embeddings, texts, case)
+            raise CassetteMismatch(
+                str(self.path), embeddings, difference, case=case, kind="embeddings"
+            )
+        fresh = [call for call in found if id(call) not in self._given] or found
+        chosen = max(fresh, key=lambda call: call.case == case)
+        self._given.add(id(chosen))
+        return chosen
+
+    def _texts_difference(self, embeddings: str, texts: Sequence[str], case: str | None) -> str:
+        """How ``texts`` differ from those of the nearest call recorded of
+        ``embeddings`` (of the same case, else any): the one sharing most texts from
+        the first, then the longest shared start of its first text that differs."""
+        recorded = [call for call in self.embedded if call.embeddings == embeddings]
+        if not recorded:
+            names = ", ".join(sorted(self.embeddings)) or "none"
+            return f"it holds no call of embeddings {embeddings!r} (its embeddings: {names})"
+        pool = [call for call in recorded if call.case == case] or recorded
+        asked = canonical_texts(texts)
+
+        def nearness(call: Embedded) -> tuple[int, int]:
+            theirs = canonical_texts(call.texts)
+            shared = common_messages(asked, theirs)
+            if shared == min(len(asked), len(theirs)):
+                return shared, 0
+            return shared, common_start(asked[shared], theirs[shared])
+
+        return texts_difference(canonical_texts(max(pool, key=nearness).texts), asked)
 
     def _difference(
         self, model: str, request: ModelRequest, worker: str | None, case: str | None

@@ -1,6 +1,7 @@
 """How a model request differs from another, first: what a cassette's mismatch
 (:class:`~runtime.errors.CassetteMismatch`) names. Both requests are in the JSON form
-of :func:`runtime.models.cassettes.canonical`."""
+of :func:`runtime.models.cassettes.canonical`; the texts of two embeddings calls are
+compared by :func:`texts_difference`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["OPTIONS", "common_messages", "first_difference"]
+__all__ = [
+    "OPTIONS",
+    "common_messages",
+    "common_start",
+    "first_difference",
+    "texts_difference",
+]
 
 OPTIONS = ("tools", "tool_choice", "parallel_tool_calls", "output", "max_output_tokens")
 """What a request's key holds besides its messages, as the differences name them."""
@@ -52,6 +59,28 @@ def first_difference(recorded: dict[str, Any], asked: dict[str, Any]) -> str:
     return f"asked with {len(ours)} messages, recorded with {len(theirs)}"
 
 
+def common_start(ours: str, theirs: str) -> int:
+    """How many characters two texts share from the first."""
+    return next(
+        (i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),
+        min(len(ours), len(theirs)),
+    )
+
+
+def texts_difference(recorded: list[str], asked: list[str]) -> str:
+    """The first difference between the texts of a recorded embeddings call and those
+    asked: the first text that differs, else one that only one of them has."""
+    index = common_messages(asked, recorded)
+    if index < len(asked) and index < len(recorded):
+        return f"text {index + 1}: {_text_difference(recorded[index], asked[index])}"
+    if len(asked) > len(recorded):
+        return (
+            f"asked {len(asked)} texts, recorded {len(recorded)}: text {len(recorded) + 1} "
+            f"is new: {_short(asked[len(recorded)])}"
+        )
+    return f"asked {len(asked)} texts, recorded {len(recorded)}"
+
+
 def _tools_difference(recorded: list[Any], asked: list[Any]) -> str:
     names = [tool["name"] for tool in recorded], [tool["name"] for tool in asked]
     if names[0] != names[1]:
@@ -71,10 +100,7 @@ def _text_difference(recorded: Any, asked: Any) -> str:
     character that differs."""
     if not isinstance(recorded, str) or not isinstance(asked, str):
         return f"recorded {_short(recorded)}, asked {_short(asked)}"
-    at = next(
-        (i for i, (a, b) in enumerate(zip(recorded, asked, strict=False)) if a != b),
-        min(len(recorded), len(asked)),
-    )
+    at = common_start(recorded, asked)
     start = max(0, at - 30)
     lead = "..." if start else ""
     return (

@@ -94,6 +94,7 @@ def examples() -> list[runtime.HoneycombError]:
         e.ScriptExhausted("k", 3),
         e.CassetteError("not a line of a cassette", file="trip.jsonl", line=4),
         e.CassetteMismatch("trip.jsonl", "gpt", "tools: ...", worker="s1", case="lisbon"),
+        e.CassetteMismatch("trip.jsonl", "embed-small", "text 1: ...", kind="embeddings"),
         e.AgentError("no answer"),
         e.EmptyResponse(2, wrap_up=True),
         e.MaxTurnsExceeded(5, ["search", "send"]),

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Executor, Policy, Role, RunResult, Subtask, tool
+from honeycomb import Executor, Policy, Role, RunResult, Subtask, ToolContext, tool
 from honeycomb.errors import CassetteMismatch, RunFailed
 from honeycomb.events import ModelCallFinished, TextDelta
 from honeycomb.models import Cassette, Model, OpenAIModel, cassette, cassette_case
-from runtime import Event, ToolMessage
+from honeycomb.testing import FunctionModel, call
+from runtime import Event, ModelRequest, ToolCall, ToolMessage
 from tests.support.openai_server import Behaviour, OpenAIServer, RecordedRequest, text, tool_calls
 
 pytestmark = pytest.mark.timeout(60)
@@ -138,3 +139,34 @@ async def test_the_mismatch_error_says_what_differs_first() -> None:
         "tools: recorded ['a'], asked ['b']; record it again if the change is meant"
     )
     assert not error.retryable
+
+
+@tool
+def stamp(context: ToolContext) -> str:
+    """Says which run asks."""
+    return f"stamped by run {context.run_id}"
+
+
+def stamping(request: ModelRequest) -> str | ToolCall:
+    """Calls ``stamp``, then answers with what it said."""
+    last = request.messages[-1]
+    return f"done: {last.content}" if isinstance(last, ToolMessage) else call("stamp")
+
+
+async def test_a_replayed_run_is_answered_as_recorded_where_its_texts_name_its_run(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "stamp.jsonl"
+    stamper = Role(name="stamper", tools=["stamp"])
+    plan = [("stamper", "stamp it")]
+
+    async def one(models: Model) -> RunResult:
+        return await Executor([stamper], models, tools=[stamp]).run("stamp", subtasks=plan)
+
+    recorded = await one(cassette(FunctionModel(stamping), record=tape))
+    assert recorded.answer_text.endswith(f"\ndone: stamped by run {recorded.run_id}")
+    assert recorded.run_id not in tape.read_text()  # written <run>
+    # Another run, of another id: asked what was recorded, answered naming its own.
+    replayed = await one(cassette(FunctionModel(stamping), replay=tape))
+    assert replayed.answer_text.endswith(f"\ndone: stamped by run {replayed.run_id}")
+    assert replayed.usage == recorded.usage

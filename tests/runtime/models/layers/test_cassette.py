@@ -3,17 +3,26 @@ matched, streamed replay, mismatches, and cassette files that are not right."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from runtime.errors import CassetteError, CassetteMismatch
-from runtime.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from runtime.errors import CassetteError, CassetteMismatch, ModelError, ModelHTTPError
+from runtime.limits.spending import paid_by, payer
+from runtime.messages import AssistantMessage, ToolCall, ToolMessage, Usage, UserMessage
 from runtime.model import ModelRequest, ToolSchema
-from runtime.models.cassettes import Cassette
+from runtime.models.cassettes import Cassette, CassetteWriter
 from runtime.models.layers import cost_cap
-from runtime.models.layers.cassette import RecordingModel, ReplayModel, cassette, cassette_case
+from runtime.models.layers.cassette import (
+    RecordingEmbeddings,
+    RecordingModel,
+    ReplayEmbeddings,
+    ReplayModel,
+    cassette,
+    cassette_case,
+)
 from runtime.models.pricing import Price, PricedModel
 from runtime.secrets import add_secret
 from runtime.testing import FunctionModel
@@ -215,3 +224,67 @@ async def test_a_recorded_call_reads_back_as_it_was_asked(tmp_path: Path) -> Non
     assert (call.model, call.worker, call.case, call.pieces) == ("m", "s7", "c1", None)
     assert call.request.conversation is None  # its run id is not kept
     assert msgspec.structs.replace(ask("hi"), conversation=None) == call.request
+
+
+class Ledger:
+    """A payer that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[str, Usage, str | None]] = []
+
+    def check(self) -> None:
+        pass
+
+    def spent(self, model: str, usage: Usage, duration_s: float, error: str | None) -> None:
+        self.told.append((model, usage, error))
+
+
+class Flaky:
+    """Embeddings whose first attempt at each call times out (charged) and whose
+    second answers; texts with "down" fail at both."""
+
+    name = "embed-small:4"
+    price = Price(input_per_mtok=10.0, output_per_mtok=0.0)
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        who = payer()
+        assert who is not None
+        who.spent(self.name, Usage(input_tokens=3), 0.5, "ModelTimeout: 0.5s")
+        if any("down" in text for text in texts):
+            raise ModelHTTPError(503, model=self.name)
+        who.spent(self.name, Usage(input_tokens=2, cost=0.01), 0.1, None)
+        return [[float(len(text)), 0.5, -1.25, 1e-7] for text in texts]
+
+
+async def test_embeddings_are_replayed_with_their_vectors_spending_and_failures(
+    tmp_path: Path,
+) -> None:
+    tape, inner = tmp_path / "t.jsonl", Flaky()
+    writer = CassetteWriter(tape)
+    recording, recorded = RecordingEmbeddings(inner, writer), Ledger()
+    with paid_by(recorded):
+        vectors = await recording.embed(["Lisbon trams", "at 2026-12-02T10:37:37Z"])
+        with pytest.raises(ModelHTTPError):
+            await recording.embed(["the endpoint is down"])
+    replaying, replayed = ReplayEmbeddings(Cassette(tape), "embed-small:4"), Ledger()
+    assert replaying.price == inner.price  # a budget in dollars counts them alike
+    with paid_by(replayed):
+        assert await replaying.embed(["Lisbon trams", "at 2026-12-03T08:00:00Z"]) == vectors
+        with pytest.raises(ModelError, match=r"\(as recorded\) ModelHTTPError: "):
+            await replaying.embed(["the endpoint is down"])
+    assert replayed.told == recorded.told
+    assert len(replayed.told) == 3
+    assert inner.calls == 2  # the replay called nothing
+    with pytest.raises(CassetteMismatch) as mismatch:
+        await replaying.embed(["Lisbon trains"])
+    assert str(mismatch.value) == (
+        f"{tape}: a call of embeddings 'embed-small:4' that the cassette did not record: "
+        "text 1: at character 11: recorded 'Lisbon trams', asked 'Lisbon trains'; record "
+        "it again if the change is meant"
+    )
+    with pytest.raises(CassetteError, match="its embeddings: 'embed-small:4'"):
+        ReplayEmbeddings(Cassette(tape), "embed-large")

@@ -1,0 +1,116 @@
+"""``--record`` and ``--replay`` of a hive whose memory embeds through an endpoint (the
+local OpenAI-compatible server): ``honeycomb eval`` and ``honeycomb run`` replay with
+the endpoint asked nothing, spending what the recording spent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from honeycomb.cli import main
+from honeycomb.cli.exits import ExitStatus
+from runtime.models.cassettes import Cassette
+from tests.support.evals import write
+from tests.support.openai_server import OpenAIServer
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("sqlite_vec")]
+
+HIVE = """
+name: remembering
+models:
+  offline: {provider: offline, latency: 0}
+memory:
+  path: memory.db
+  embeddings: {model: embed-small, base_url: "URL", api_key: sk-test,
+               price: {input_per_mtok: 1000}}
+roles:
+  planner:
+    description: Splits the request into subtasks.
+  writer:
+    description: Writes a short answer.
+    memory: {recall: 2, store_result: true}
+  aggregator:
+    description: Merges the results.
+planner: planner
+aggregator: aggregator
+"""
+
+CASES = """
+name: greetings
+cases:
+  - id: lisbon
+    task: Say hello to Lisbon
+    assert: [{contains: Lisbon}]
+  - id: oslo
+    task: Say hello to Oslo
+    assert: [{contains: Oslo}]
+"""
+
+NOBODY = "http://127.0.0.1:9/v1"
+"""An endpoint nobody serves."""
+
+
+@pytest.fixture
+def sqlite_vec() -> None:
+    pytest.importorskip("sqlite_vec")
+
+
+def hive_at(folder: Path, url: str) -> None:
+    write(folder, "hive.yaml", HIVE.replace("URL", url))
+
+
+def run_figures(report: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [
+        (a["status"], a["passed"], a["tokens"], a["cost"], a["model_calls"], a["verdicts"])
+        for case in report["cases"]
+        for a in case["attempts"]
+    ]
+
+
+def test_an_eval_replays_its_memorys_embeddings_with_no_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "evals.yaml", CASES)
+    args = ["eval", "hive.yaml", "evals.yaml", "--plain", "--no-store", "--json"]
+    with OpenAIServer() as server:
+        hive_at(tmp_path, server.base_url)
+        assert main([*args, "--record", "calls.jsonl"]) == ExitStatus.OK
+        recorded = json.loads(capsys.readouterr().out)
+        asked = len(server.requests)
+        assert asked > 0
+        hive_at(tmp_path, NOBODY)  # the hive's endpoint is gone: the cassette answers
+        assert main([*args, "--replay", "calls.jsonl"]) == ExitStatus.OK
+        replayed = json.loads(capsys.readouterr().out)
+        assert len(server.requests) == asked
+    assert run_figures(replayed) == run_figures(recorded)
+    assert recorded["totals"]["cost"] > 0  # the embeddings' price
+    assert {call.case for call in Cassette(tmp_path / "calls.jsonl").embedded} == {
+        "lisbon",
+        "oslo",
+    }
+    assert not (tmp_path / "memory.db").exists()  # an eval's memories are its own
+
+
+def test_a_run_replays_its_memorys_embeddings_with_no_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "hive.yaml", "Say hello to Lisbon", "--no-store", "--json"]
+    with OpenAIServer() as server:
+        hive_at(tmp_path, server.base_url)
+        assert main([*args, "--record", "run.jsonl"]) == ExitStatus.OK
+        recorded = capsys.readouterr().out.splitlines()
+        asked = len(server.requests)
+        hive_at(tmp_path, NOBODY)
+        assert main([*args, "--replay", "run.jsonl"]) == ExitStatus.OK
+        replayed = capsys.readouterr().out.splitlines()
+        assert len(server.requests) == asked
+    ended, again = json.loads(recorded[-1]), json.loads(replayed[-1])
+    assert again["result"]["answer_text"] == ended["result"]["answer_text"]
+    assert again["result"]["usage"] == ended["result"]["usage"]
+    assert ended["result"]["usage"]["cost"] > 0
+    assert not (tmp_path / "memory.db").exists()  # recorded and replayed on its own
