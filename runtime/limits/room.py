@@ -33,13 +33,14 @@ class Room:
     works (the worker's own, and one for each nested worker under way), it is taken
     again once one of them works again."""
 
-    __slots__ = ("_own", "_slots", "_working", "held")  # one a worker, as long as it runs
+    __slots__ = ("_own", "_slots", "_taking", "_working", "held")  # one a worker
 
     def __init__(self, slots: asyncio.Semaphore) -> None:
         self._slots = slots
         self.held = False
         self._working = 0  # its strands that work
         self._own = _Strand(self)
+        self._taking: asyncio.Lock | None = None  # made once a strand waits for a slot
 
     async def take(self) -> None:
         """Wait for a slot, and hold it: a stretch of the worker's run begins, its own
@@ -67,17 +68,23 @@ class Room:
             self.give_back()
 
     async def _more(self, *, cancelled: bool = False) -> None:
-        """A strand works again: the first takes a slot again (not when it was
-        cancelled: nothing of the worker goes on)."""
+        """A strand works again: while the room has no slot, it waits until it has
+        one again, the first of them taking it (not when it was cancelled: nothing of
+        the worker goes on)."""
         self._working += 1
-        if self._working == 1 and not self.held and not cancelled:
-            try:
-                with waiting_for_room():  # the worker's own time limit does not count it
-                    await self._slots.acquire()
-            except BaseException:  # cancelled as it waits: it does not work
-                self._working -= 1
-                raise
-            self.held = True
+        if self.held or cancelled:
+            return
+        if self._taking is None:
+            self._taking = asyncio.Lock()
+        try:
+            with waiting_for_room():  # the worker's own time limit does not count it
+                async with self._taking:  # the others, once the first has taken it
+                    if not self.held:
+                        await self._slots.acquire()
+                        self.held = True
+        except BaseException:  # cancelled as it waits: it does not work
+            self._less()
+            raise
 
 
 class _Strand:

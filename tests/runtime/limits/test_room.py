@@ -79,3 +79,39 @@ async def test_the_slot_is_left_only_once_no_nested_worker_works() -> None:
     assert slots.locked()
     room.give_back()
     assert not slots.locked()
+
+
+async def test_nested_workers_answered_while_the_slot_is_anothers_all_wait_for_it() -> None:
+    """Two nested workers of a worker wait for a person, and both are answered while
+    another worker holds the slot: the first waited for a slot, and the second, seeing
+    one of the room's strands at work, went on working out of any slot."""
+    slots = asyncio.Semaphore(1)
+    room = Room(slots)
+    await room.take()
+    asking = [asyncio.Event(), asyncio.Event()]
+    answered = asyncio.Event()
+    worked: list[bool] = []
+
+    async def asks(entered: asyncio.Event) -> None:
+        async with nested_work():
+            async with out_of_room():
+                entered.set()
+                await answered.wait()
+            worked.append(room.held)  # it works again: in a slot
+
+    with within(5):  # the room taken above is this task's
+        async with asyncio.TaskGroup() as group:
+            for entered in asking:
+                group.create_task(asks(entered))
+            for entered in asking:
+                await entered.wait()
+            assert not room.held
+            await slots.acquire()  # another worker takes the slot
+            answered.set()
+            for _ in range(5):
+                await asyncio.sleep(0)  # each answered wait takes its steps
+            assert worked == []  # neither works while the slot is the other's
+            slots.release()  # the other ends: the room has it again
+    assert worked == [True, True]
+    room.give_back()
+    assert not slots.locked()
