@@ -266,13 +266,13 @@ def may_ask(crew: Crew) -> bool:
     """Whether a call of a worker of ``crew``'s roles may need a person's approval: a
     tool of a role is one its rule asks about, or the role has MCP tools (known once
     its servers list them) and its rule names tools or asks for every side-effecting
-    one."""
+    one, or a server of its marks a tool ``approval: true``."""
     for role in crew.roles.values():
         setup = crew.setup_for(role, None)
         rule = setup.approvals
         if any(rule.why(t) is not None for t in setup.tools):
             return True
-        if crew.mcp.refs(role) and (rule.tools or rule.side_effects):
+        if crew.mcp.refs(role) and (rule.tools or rule.side_effects or crew.mcp.asks(role)):
             return True
     return False
 

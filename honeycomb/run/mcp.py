@@ -48,6 +48,15 @@ class McpTools:
         found = (mcp_ref(ref, self.servers) for ref in role.tools)
         return [ref for ref in found if ref is not None]
 
+    def asks(self, role: Role) -> bool:
+        """Whether an MCP tool the role takes is marked ``approval: true`` under its
+        server's ``tools:`` (known before the server lists its tools)."""
+        return any(
+            settings.approval and wanted in ("*", name)
+            for server, wanted in self.refs(role)
+            for name, settings in self.servers[server].tools.items()
+        )
+
     async def open(self) -> None:
         """Hold the servers for every run until :meth:`close` (none starts yet)."""
         if self.servers and self._host is None:

@@ -72,12 +72,15 @@ class McpToolSettings(Settings, frozen=True, kw_only=True):
         exclusive: A lock key; calls sharing it never overlap, across workers too.
         idempotent: Running it twice has the effect of running it once.
         timeout: Seconds a call may take.
+        approval: A person must approve each call before it runs, whichever role
+            makes it (as ``@tool(approval=True)``).
     """
 
     side_effects: bool | None = None
     exclusive: str | None = None
     idempotent: bool | None = None
     timeout: Annotated[float, Meta(gt=0)] | None = None
+    approval: bool = False
 
 
 class McpServer(Settings, frozen=True, kw_only=True):
@@ -251,6 +254,7 @@ def _tool(server: McpServer, listed: Listed, name: str) -> Tool[..., Any]:
         exclusive=settings.exclusive,
         idempotent=idempotent,
         timeout=settings.timeout,
+        approval=settings.approval,
         pinned=True,  # the server's session is the run's process's
         ready=_starter(server.name, listed.name),  # its server's start: not its time
         remote=True,  # a call cancelled is one the server is asked to stop
