@@ -102,10 +102,11 @@ class Opened:
 
     def tell(self, event: Event) -> None:
         """Pass ``event`` on, hold it, or drop it (the end of a refused call)."""
-        end = (type(event), getattr(event, "turn", 0))
-        if end in self._unopened:
-            self._unopened.remove(end)
-            return
+        if self._unopened:
+            end = (type(event), getattr(event, "turn", 0))
+            if end in self._unopened:
+                self._unopened.remove(end)
+                return
         if self._held is not None:
             self._held.append(event)
         elif self._holds and type(event) in _ENDS:
@@ -115,14 +116,16 @@ class Opened:
 
     def reserved(self, ok: bool) -> None:
         """The call opened last was reserved (``ok``), or refused: what was held is
-        passed on, or dropped with the ends of the refused call to come."""
+        passed on, but for a refused call's opening, dropped with its end to come."""
         held, self._held = self._held or [], None
-        for event in held:
-            end = _ENDS.get(type(event))
-            if ok or end is None:
+        refused = None
+        if not ok:  # the opening told last is the refused call's
+            refused = max((i for i, e in enumerate(held) if type(e) in _ENDS), default=None)
+        for place, event in enumerate(held):
+            if place != refused:
                 self._emit(event)
             else:
-                self._unopened.append((end, getattr(event, "turn", 0)))
+                self._unopened.append((_ENDS[type(event)], getattr(event, "turn", 0)))
 
     def flush(self) -> None:
         """Pass on what is held: the worker's life ended (it stopped, ended, or its
