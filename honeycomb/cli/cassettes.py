@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -76,39 +75,44 @@ def cassette_models(
     return models
 
 
+def like_path(memory: Memory) -> str:
+    """The file of ``memory``, as a line names it (its repr, for a memory of no file)."""
+    path = getattr(memory, "path", None)
+    return str(path) if path is not None else repr(memory)
+
+
 @contextlib.contextmanager
-def cassette_memory_of(hive: Hive, args: argparse.Namespace) -> Iterator[Memory | None]:
-    """With ``--record`` or ``--replay``, the memory of a run of ``hive`` (one that
-    declares a memory): its own, empty as the run starts and deleted as it ends, with
-    the embeddings and ``max_chars`` of the hive's, so that a replay recalls what the
-    recording did, wherever and however often it is replayed, as an eval's runs do (its
-    embeddings are then recorded or replayed with the models). None otherwise: the
-    hive's own memory.
+def cassette_memory_of(
+    hive: Hive, args: argparse.Namespace, models: Model | Mapping[str, Model] | None
+) -> Iterator[Memory | None]:
+    """With ``--record`` or ``--replay``, the memory of the runs of a command on
+    ``hive`` (one that declares a memory): its own, empty as it starts and deleted as
+    it ends, with the embeddings and ``max_chars`` of the hive's and keeping no run ids
+    (an :class:`~honeycomb.evals.memory.EvalMemory`'s scope), so that a replay recalls
+    what the recording did, wherever and however often it is replayed, as an eval's
+    runs do (its embeddings are recorded or replayed with ``models``). None
+    otherwise: the hive's own memory. Says so on standard error, unless the command
+    prints JSON.
     """
     recorded = getattr(args, "record", None) or getattr(args, "replay", None)
     like = hive.memory() if recorded is not None else None
     if like is None:
         yield None
         return
-    from runtime.memory.sqlite import SQLiteMemory  # loaded with a memory's use
+    from honeycomb.evals.memory import EvalMemory  # loaded with a memory recorded
+    from runtime.models.layers.cassette import cassette_memory
 
-    with tempfile.TemporaryDirectory(prefix="honeycomb-run-memory-") as folder:
-        file = Path(folder) / "memory.db"
-        memory = (
-            SQLiteMemory(file, embeddings=like.embeddings, max_chars=like.max_chars)
-            if isinstance(like, SQLiteMemory)
-            else SQLiteMemory(file)
+    like = cassette_memory(like, models)  # its embeddings on the models' cassette
+
+    if not getattr(args, "json", False):
+        print(
+            f"the memory is this command's own, not {like_path(like)}: empty as it starts, "
+            "so that a replay recalls what the recording recalled",
+            file=sys.stderr,
         )
-        if not getattr(args, "json", False):
-            print(
-                "the run's memory is its own, empty as it starts, so that its replay "
-                "recalls what it recalled",
-                file=sys.stderr,
-            )
-        try:
-            yield memory
-        finally:
-            memory.close()
+    memory = EvalMemory(like)
+    with memory.scope():
+        yield memory
 
 
 def _called(hive: Hive) -> dict[str, Hive]:

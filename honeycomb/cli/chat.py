@@ -28,7 +28,7 @@ from rich.console import Console
 
 from honeycomb.cli.approve import print_waiting
 from honeycomb.cli.backend import chosen_backend, pool_running
-from honeycomb.cli.cassettes import cassette_models
+from honeycomb.cli.cassettes import cassette_memory_of, cassette_models
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.running import DEFAULT_STORE, hive_store, missing_keys, model_of, store_of
@@ -115,20 +115,22 @@ async def _talk(
     out, events = sys.stdout, None
     if shown == "json":  # stdout holds the events alone, as `run --json`'s does
         out, events, console = sys.stderr, sys.stdout, Console(stderr=True)
-    pool = backend.build(hive.folder)
-    try:  # a budget in dollars on an unpriced --model, a --session id too long ...
-        executor = Executor.from_hive(hive, models=models, store=store, backend=pool)
-        chat = Chat(hive, executor, args.session, shown)
-    except ConfigError as exc:  # as `honeycomb run` tells them
-        print(str(exc), file=sys.stderr)
-        return ExitStatus.UNUSABLE
-    if pool is None:
-        return await chat.talk(sys.stdin, out, console, events=events)
-    async with pool_running(pool) as problem:
-        if problem is not None:
-            print(f"backend: {backend.described()}: {problem}", file=sys.stderr)
+    with cassette_memory_of(hive, args, models) as memory:  # --record, --replay: the chat's own
+        own: dict[str, Any] = {"memory": memory} if memory is not None else {}
+        pool = backend.build(hive.folder)
+        try:  # a budget in dollars on an unpriced --model, a --session id too long ...
+            executor = Executor.from_hive(hive, models=models, store=store, backend=pool, **own)
+            chat = Chat(hive, executor, args.session, shown)
+        except ConfigError as exc:  # as `honeycomb run` tells them
+            print(str(exc), file=sys.stderr)
             return ExitStatus.UNUSABLE
-        return await chat.talk(sys.stdin, out, console, events=events)
+        if pool is None:
+            return await chat.talk(sys.stdin, out, console, events=events)
+        async with pool_running(pool) as problem:
+            if problem is not None:
+                print(f"backend: {backend.described()}: {problem}", file=sys.stderr)
+                return ExitStatus.UNUSABLE
+            return await chat.talk(sys.stdin, out, console, events=events)
 
 
 class Chat:

@@ -67,6 +67,8 @@ def demo_with_memory(
     """``honeycomb demo --memory``: ``execute(hive, task, args)``, the hive's workers
     recalling what earlier runs kept. After a run that found its memory empty, a line
     on stderr says that the next one will recall what this one kept."""
+    if getattr(args, "record", None) or getattr(args, "replay", None):
+        return execute(hive, task, args)  # on a memory of its own: it keeps nothing here
     memory = load_hive(hive).memory()
     assert isinstance(memory, SQLiteMemory), f"{hive} declares a memory file"
     empty = True

@@ -417,7 +417,7 @@ async def _run_and_report(
         if other is not None:  # said before anything runs: the run stays as it was
             print(other, file=sys.stderr)
             return ExitStatus.UNUSABLE
-    with cassette_memory_of(hive, args) as memory:  # --record, --replay: the run's own
+    with cassette_memory_of(hive, args, models) as memory:  # --record, --replay: the run's own
         run = functools.partial(_run, hive, task, models, args=args, out=out, memory=memory)
         pool = backend.build(hive.folder)
         if pool is None:

@@ -4,6 +4,7 @@ the endpoint asked nothing, spending what the recording spent."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -114,3 +115,43 @@ def test_a_run_replays_its_memorys_embeddings_with_no_endpoint(
     assert again["result"]["usage"] == ended["result"]["usage"]
     assert ended["result"]["usage"]["cost"] > 0
     assert not (tmp_path / "memory.db").exists()  # recorded and replayed on its own
+
+
+REMEMBERING_CHAT = """\
+name: chatty
+models:
+  offline: {provider: offline, latency: 0}
+memory: {path: memory.db}
+roles:
+  planner:
+    description: Splits requests into subtasks.
+  researcher:
+    description: Finds facts about cities and their weather.
+    memory: {recall: 2, store_result: true}
+  aggregator:
+    description: Merges the findings.
+"""
+
+
+def test_a_chat_with_memory_recorded_replays_in_the_same_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "hive.yaml", REMEMBERING_CHAT)
+    said = "".join(f"{line}\n" for line in ["Find the weather in Rome.", "And in Rome again?"])
+
+    def chat(*options: str) -> tuple[int, str, str]:
+        monkeypatch.setattr("sys.stdin", io.StringIO(said))
+        code = main(["chat", "hive.yaml", "--plain", "--no-store", *options])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, recorded, _ = chat("--record", "chat.jsonl")
+    assert code == ExitStatus.OK
+    # The second message recalled what the first kept, in the chat's own memory.
+    code, replayed, err = chat("--replay", "chat.jsonl")
+    assert code == ExitStatus.OK, replayed
+    assert "CassetteMismatch" not in replayed
+    assert replayed.count("[offline simulation]") == recorded.count("[offline simulation]") == 2
+    assert "the memory is this command's own, not" in err
+    assert not (tmp_path / "memory.db").exists()

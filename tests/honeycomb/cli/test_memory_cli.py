@@ -186,3 +186,18 @@ def test_demo_with_memory_recalls_in_its_second_run_what_its_first_kept(
         text = next(t for t in texts if " ".join(t.split()).find(whole) >= 0)
         rest = " ".join(text.split()).split(whole, 1)[1]
         assert not rest[:1].isalnum(), f"cut inside a word: {shown!r}"
+
+
+def test_demo_with_memory_recorded_replays_and_keeps_nothing_in_the_memory_file(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo = ["demo", "--memory", "--plain", "--latency", "0", "--no-store"]
+    assert main([*demo, "--record", "trip.jsonl"]) == 0
+    recorded = capsys.readouterr()
+    assert "the memory is this command's own, not " in recorded.err
+    assert "run it again" not in recorded.err  # it kept nothing to recall
+    assert not (fast_demo.parent / ".honeycomb" / "memory.db").exists()
+    assert main([*demo, "--replay", "trip.jsonl"]) == 0
+    replayed = capsys.readouterr()
+    answer = replayed.out.split("\nAnswer:\n", 1)[1].split("\n\nwall time", 1)[0]
+    assert answer == recorded.out.split("\nAnswer:\n", 1)[1].split("\n\nwall time", 1)[0]
