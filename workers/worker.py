@@ -88,7 +88,9 @@ class WorkerResult(BaseModel):
         output: The answer: text, or the validated output-schema object.
         text: The answer as text.
         transcript: The whole conversation, system prompt and task first.
-        usage: Tokens, model calls and tool calls it spent.
+        usage: Tokens, model calls and tool calls its model calls and tool calls
+            spent (a failed call's included); what its memory's embeddings spent
+            counts in the run's usage and its trace, not here.
         turns: Model calls made.
         started_at: Wall-clock start (``time.time()``).
         duration_s: How long it ran.
