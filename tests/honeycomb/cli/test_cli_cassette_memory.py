@@ -106,7 +106,12 @@ def test_a_run_replays_its_memorys_embeddings_with_no_endpoint(
         assert main([*args, "--record", "run.jsonl"]) == ExitStatus.OK
         recorded = capsys.readouterr().out.splitlines()
         asked = len(server.requests)
-        hive_at(tmp_path, NOBODY)
+        # Replayed where the hive's embeddings are OpenAI's, and there is no key.
+        hive_text = (tmp_path / "hive.yaml").read_text()
+        keyless = hive_text.replace(f'base_url: "{server.base_url}", api_key: sk-test,', "")
+        assert keyless != hive_text
+        write(tmp_path, "hive.yaml", keyless)
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
         assert main([*args, "--replay", "run.jsonl"]) == ExitStatus.OK
         replayed = capsys.readouterr().out.splitlines()
         assert len(server.requests) == asked
@@ -155,3 +160,27 @@ def test_a_chat_with_memory_recorded_replays_in_the_same_folder(
     assert replayed.count("[offline simulation]") == recorded.count("[offline simulation]") == 2
     assert "the memory is this command's own, not" in err
     assert not (tmp_path / "memory.db").exists()
+
+
+@pytest.mark.xdist_group("ray")
+@pytest.mark.usefixtures("ray_session")
+def test_a_run_on_ray_replays_its_memorys_embeddings_with_no_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "hive.yaml", "Say hello to Lisbon", "--no-store", "--json"]
+    on_ray = "backend: {ray: {actors: 1, actor_cpus: 0}}\n"
+    with OpenAIServer() as server:
+        write(tmp_path, "hive.yaml", HIVE.replace("URL", server.base_url) + on_ray)
+        assert main([*args, "--record", "run.jsonl"]) == ExitStatus.OK
+        recorded = capsys.readouterr().out.splitlines()
+        asked = len(server.requests)
+        write(tmp_path, "hive.yaml", HIVE.replace("URL", NOBODY) + on_ray)
+        assert main([*args, "--replay", "run.jsonl"]) == ExitStatus.OK
+        replayed = capsys.readouterr().out.splitlines()
+        assert len(server.requests) == asked
+    ended, again = json.loads(recorded[-1]), json.loads(replayed[-1])
+    assert again["result"]["answer_text"] == ended["result"]["answer_text"]
+    assert again["result"]["usage"] == ended["result"]["usage"]
+    assert ended["result"]["usage"]["cost"] > 0
+    assert {call.worker for call in Cassette(tmp_path / "run.jsonl").calls} >= {"s1"}
