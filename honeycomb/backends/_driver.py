@@ -10,11 +10,9 @@ import contextvars
 from collections.abc import Mapping
 from typing import Any, cast
 
-import msgspec
-
 from honeycomb.backends._channel import Channel, RelayedReport
 from honeycomb.backends._deltas import Deltas
-from honeycomb.backends._pinned import PinnedCalls
+from honeycomb.backends._pinned import PinnedCalls, asked
 from honeycomb.backends._told import Opened, Told
 from honeycomb.backends._wire import (
     Message,
@@ -27,9 +25,7 @@ from honeycomb.backends._wire import (
 )
 from runtime import (
     AdaptiveLimiter,
-    ApprovalRequest,
     BudgetExceeded,
-    Decision,
     HoneycombError,
     ModelCallFinished,
     ModelCallRetrying,
@@ -43,11 +39,8 @@ from runtime.errors import CassetteError
 from runtime.events import current_call
 from runtime.limits import CallInFlight, Limits, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
-from runtime.limits.room import out_of_room
-from runtime.limits.worktime import asking_a_person
 from runtime.models.cassettes import CassetteWriter, Recorded
 from runtime.secrets import masked
-from runtime.tools.approvals import Approver, MaskedEdit, unmasked_edit
 from workers import LoopState, Worker, WorkerResult
 
 STOP_WAIT_S = 2.0
@@ -318,7 +311,7 @@ class Driver:
         if op == "services.approver":
             (request,) = args  # asked once across the worker's lives
             return await self.pinned.kept(
-                ("(approver)", request.turn, request.call_id), lambda: _asked(found, request)
+                ("(approver)", request.turn, request.call_id), lambda: asked(found, request)
             )
         if root == "setup":
             # What a memory keeps or searches for, a worker masks first: in the actor,
@@ -382,26 +375,3 @@ class Driver:
                 self._answer_now(number, False, portable_error(exc))
         finally:
             retry_deadline.reset(token)
-
-
-async def _asked(approver: Approver, request: ApprovalRequest) -> Decision:
-    """The run's approver's decision on ``request``: a person's time, which the
-    worker's time limit here does not count, and during which the worker leaves its
-    slot to the run's others (:mod:`runtime.limits.room`). It is asked with every
-    secret masked, as a worker masks it in one process (in the actor, which knows none
-    of this process's secrets, that masked nothing).
-
-    Edited arguments go back with the secrets of the values the edit left as they were
-    shown, which the worker could not put back (it refused the edit, as if it had
-    changed them); an edit that changed one (or typed one in) goes back masked, and
-    the worker refuses it, as in one process."""
-    async with out_of_room():
-        with asking_a_person():
-            decision = await approver(masked(request))
-    if decision.arguments is None:
-        return decision
-    try:
-        edited = unmasked_edit(decision.arguments, request.arguments)
-    except MaskedEdit:
-        edited = masked(decision.arguments)
-    return msgspec.structs.replace(decision, arguments=edited)

@@ -16,8 +16,14 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import msgspec
+
 from honeycomb.backends._setup import unsendable
-from runtime import Tool, ToolContext, ToolRegistry
+from runtime import ApprovalRequest, Decision, Tool, ToolContext, ToolRegistry
+from runtime.limits.room import out_of_room
+from runtime.limits.worktime import asking_a_person
+from runtime.secrets import masked
+from runtime.tools.approvals import Approver, MaskedEdit, unmasked_edit
 from runtime.tools.render import render
 from runtime.tools.threads import run_tool
 
@@ -114,3 +120,26 @@ async def call_pinned(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
         if name is not None:
             kwargs = {**kwargs, name: context}
     return await run_tool(found, kwargs)
+
+
+async def asked(approver: Approver, request: ApprovalRequest) -> Decision:
+    """The run's approver's decision on ``request``: a person's time, which the
+    worker's time limit here does not count, and during which the worker leaves its
+    slot to the run's others (:mod:`runtime.limits.room`). It is asked with every
+    secret masked, as a worker masks it in one process (in the actor, which knows none
+    of this process's secrets, that masked nothing).
+
+    Edited arguments go back with the secrets of the values the edit left as they were
+    shown, which the worker could not put back (it refused the edit, as if it had
+    changed them); an edit that changed one (or typed one in) goes back masked, and
+    the worker refuses it, as in one process."""
+    async with out_of_room():
+        with asking_a_person():
+            decision = await approver(masked(request))
+    if decision.arguments is None:
+        return decision
+    try:
+        edited = unmasked_edit(decision.arguments, request.arguments)
+    except MaskedEdit:
+        edited = masked(decision.arguments)
+    return msgspec.structs.replace(decision, arguments=edited)
