@@ -130,7 +130,7 @@ class RoleAggregator:
                 id=r.subtask.id,
                 role=r.subtask.role,
                 ok=r.ok,
-                text=r.handed_on if r.ok else str(r.error),
+                text=r.handed_on if r.ok else r.why,
             )
             for r in results
         ]

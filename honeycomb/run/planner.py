@@ -478,7 +478,7 @@ _EMPTY = "the plan has no subtasks"
 
 def _result_entry(result: SubtaskResult) -> ResultEntry:
     """A result as the lead reads it: its answer, or why it failed."""
-    text = result.handed_on if result.ok else f"{result.status}: {result.error or 'no answer'}"
+    text = result.handed_on if result.ok else f"{result.status}: {result.why or 'no answer'}"
     subtask = result.subtask
     return ResultEntry(
         id=subtask.id, role=subtask.role, ok=result.ok, text=text, asked=subtask.instruction

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.trace.critical import figures
 from runtime import Usage
+from runtime.secrets import masked
 from runtime.tools.approvals import PendingApproval
 from workers import WorkerError, WorkerResult
 
@@ -90,8 +91,16 @@ class SubtaskResult(BaseModel):
 
     @property
     def handed_on(self) -> str:
-        """Its answer as another model is given it (:attr:`WorkerResult.handed_on`)."""
-        return self.worker.handed_on if self.worker is not None else ""
+        """Its answer as another model is given it (:attr:`WorkerResult.handed_on`: a
+        dependent subtask's, a lead's, the aggregator's), every secret masked."""
+        return masked(self.worker.handed_on) if self.worker is not None else ""
+
+    @property
+    def why(self) -> str:
+        """Why it did not succeed, as another model is told it (a lead, the
+        aggregator), every secret masked: a worker's error may quote one (a tool's
+        failure, a server's message)."""
+        return masked(str(self.error)) if self.error is not None else ""
 
     @property
     def output(self) -> Any:

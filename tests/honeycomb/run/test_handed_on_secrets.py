@@ -1,0 +1,63 @@
+"""What one subtask hands on to another model (a dependent subtask, a lead planning in
+rounds, the aggregator role) never holds a secret: its answer and why it failed are
+masked, as everything Honeycomb writes or shows is."""
+
+from __future__ import annotations
+
+import json
+
+from honeycomb import Executor, Role
+from honeycomb.planning import RolePlanner
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest, UserMessage
+from runtime.secrets import add_secret
+
+SECRET = "db-password-0123456789"
+
+
+async def test_no_secret_of_a_result_or_a_failure_reaches_another_model() -> None:
+    add_secret(SECRET, "password")
+    told: dict[str, list[str]] = {"lead": [], "worker": [], "merger": []}
+
+    async def answer(request: ModelRequest) -> str:
+        users = [m.content for m in request.messages if isinstance(m, UserMessage)]
+        if request.output is not None and request.output.name == "Plan":
+            told["lead"].append(users[-1])
+            if "Planning round" in users[-1]:
+                return json.dumps({"subtasks": []})
+            return json.dumps(
+                {
+                    "subtasks": [
+                        {"id": "s1", "role": "r", "instruction": "log in", "depends_on": []},
+                        {"id": "s2", "role": "r", "instruction": "read it", "depends_on": []},
+                        {"id": "s3", "role": "r", "instruction": "use", "depends_on": ["s2"]},
+                    ]
+                }
+            )
+        if "Merge" in (request.messages[0].content or "") or "merger" in users[0]:
+            told["merger"].append(users[-1])
+            return "merged"
+        told["worker"].append(users[0])
+        if users[0].startswith("log in"):
+            raise ValueError(f"could not log in with {SECRET}")
+        return f"the password is {SECRET}"
+
+    executor = Executor(
+        [Role(name="lead"), Role(name="r"), Role(name="merger", instructions="Merge them.")],
+        FunctionModel(answer),
+        planner=RolePlanner("lead", rounds=2, roles=["r"]),
+        aggregator="merger",
+    )
+    result = await executor.run("Find the password.")
+
+    assert result.subtasks["s1"].status == "failed"
+    assert result.subtasks["s3"].ok
+    second_round = told["lead"][-1]
+    assert "could not log in with [password hidden]" in second_round  # why s1 failed
+    assert "the password is [password hidden]" in second_round  # s2's answer
+    dependent = next(t for t in told["worker"] if t.startswith("use"))
+    assert "the password is [password hidden]" in dependent  # s3's input, s2's answer
+    (merged,) = told["merger"]
+    assert "could not log in with [password hidden]" in merged
+    everything = [*told["lead"], *told["worker"], *told["merger"]]
+    assert not [t for t in everything if SECRET in t]
