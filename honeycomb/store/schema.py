@@ -339,6 +339,9 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
         version = _checked(db, path)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
+        # What is deleted (a forgotten session) leaves no text in its freed pages,
+        # whatever this SQLite's build defaults to.
+        db.execute("PRAGMA secure_delete=ON")
         if version < SCHEMA_VERSION:
             upgrade(db)
     except sqlite3.Error as exc:

@@ -248,6 +248,24 @@ def _files_holding(folder: Path, text: bytes) -> list[str]:
     return sorted(f.name for f in folder.iterdir() if text in f.read_bytes())
 
 
+@pytest.fixture(params=["as built", "secure_delete off"])
+def sqlite_build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite as this machine built it (secure_delete on by default), or as a build
+    whose connections start with it off: a deleted row's text stays in its freed page
+    there, unless the store turns it on."""
+    if request.param == "as built":
+        return
+    connect = sqlite3.connect
+
+    def insecure(*args: object, **kwargs: object) -> sqlite3.Connection:
+        db = connect(*args, **kwargs)  # type: ignore[arg-type]
+        db.execute("PRAGMA secure_delete=OFF")
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", insecure)
+
+
+@pytest.mark.usefixtures("sqlite_build")
 async def test_a_forgotten_session_is_nowhere_in_the_files_of_a_store_still_open(
     tmp_path: Path,
 ) -> None:
