@@ -133,12 +133,17 @@ def subtask_ids(count: int, taken: Collection[str] = ()) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=64)
 def plan_type(
-    roles: tuple[str, ...], max_subtasks: int, least: int = 1, earlier: tuple[str, ...] = ()
+    roles: tuple[str, ...],
+    max_subtasks: int,
+    least: int = 1,
+    earlier: tuple[str, ...] = (),
+    failed: frozenset[str] = frozenset(),
 ) -> type[Plan]:
     """A :class:`Plan` as tight as JSON schema allows, for a planner that answers
     through structured output: ids are drawn from a fixed set (``s1`` ... ``sN``,
     N = ``max_subtasks``, skipping the ``earlier`` ids of the rounds before), each
-    dependency is one of those ids or an earlier one, ``role`` is one of ``roles``,
+    dependency is one of those ids or an earlier one but those ``failed`` (a subtask
+    that depends on one would be skipped, never run), ``role`` is one of ``roles``,
     instructions are 1 to :data:`INSTRUCTION_CHARS` characters, and there are
     ``least`` (1, or 0 for a follow-up round that may add none) to ``max_subtasks``
     subtasks. The round a subtask belongs to is not the model's to say: it is not in
@@ -150,7 +155,10 @@ def plan_type(
     """
     ids = subtask_ids(max_subtasks, earlier)
     subtask_id: Any = Literal[ids]
-    dependency: Any = Literal[(*earlier, *ids)]
+    dependency: Any = Literal[(*(e for e in earlier if e not in failed), *ids)]
+    checks: dict[str, Any] = {"_fits": field_validator("instruction", mode="before")(_fits)}
+    if failed:
+        checks["_on_failed"] = field_validator("depends_on", mode="before")(_on_failed(failed))
     role: Any = Literal[roles] if roles else str  # no roles: nothing to plan with
     subtask = create_model(
         "Subtask",
@@ -164,7 +172,7 @@ def plan_type(
             Field(default=(), max_length=max(len(earlier) + max_subtasks - 1, 0)),
         ),
         round=(SkipJsonSchema[int], 1),
-        __validators__={"_fits": field_validator("instruction", mode="before")(_fits)},
+        __validators__=checks,
     )
     validators: dict[str, Any] = {
         "_counted": model_validator(mode="before")(_counted(max_subtasks, least))
@@ -189,6 +197,25 @@ def _fits(cls: type[Subtask], value: Any) -> Any:
             "it works on rather than copy it all), or split the work among more subtasks"
         )
     return value
+
+
+def _on_failed(failed: frozenset[str]) -> Callable[[type[Subtask], Any], Any]:
+    """A check that a later round's subtask depends on no earlier one that did not
+    succeed, made before the schema's own, to tell the lead why (not only which ids it
+    may use) and what to do."""
+
+    def on_failed(cls: type[Subtask], value: Any) -> Any:
+        found = [d for d in value if d in failed] if isinstance(value, list | tuple) else []
+        if found:
+            named = ", ".join(repr(d) for d in found)
+            raise ValueError(
+                f"it depends on {named}, which did not succeed: a subtask that depends on "
+                "a failed one is skipped, never run. Depend only on subtasks that "
+                "succeeded, and say in the instruction what it should do instead"
+            )
+        return value
+
+    return classmethod(on_failed)  # type: ignore[return-value]
 
 
 def _counted(most: int, least: int) -> Callable[[type[Plan], Any], Any]:

@@ -164,7 +164,7 @@ class RolePlanner:
 
     With ``rounds`` above 1 it is a lead: after each round it sees every result so
     far (and every failure) and answers with more subtasks, which may depend on any
-    subtask before them, or with none when it is done.
+    subtask before them that succeeded, or with none when it is done.
 
     The roles it may give subtasks to are ``roles``; by default every role of the run
     but itself, the one named ``aggregator`` and those that only judge (see
@@ -210,8 +210,9 @@ class RolePlanner:
         prompt = follow_up_task(
             planned, entries, round=round, rounds=self.rounds, room=room, ids=ids
         )
+        failed = frozenset(r.subtask.id for r in results if not r.ok)
         added = await self._ask(
-            prompt, names, context, least=0, room=room, round=round, before=plan
+            prompt, names, context, least=0, room=room, round=round, before=plan, failed=failed
         )
         return Plan(subtasks=tuple(s.model_copy(update={"round": round}) for s in added.subtasks))
 
@@ -242,8 +243,10 @@ class RolePlanner:
         room: int,
         round: int,
         before: Plan | None = None,
+        failed: frozenset[str] = frozenset(),
     ) -> Plan:
-        """A valid plan from the role (with ``before``, the subtasks it adds to it).
+        """A valid plan from the role (with ``before``, the subtasks it adds to it,
+        which may not depend on those of them that ``failed``).
 
         ``plan_attempts`` bounds the answers the role gives, whatever refuses them: its
         output schema (an answer sent back to it, as its ``output_retries`` allow) or
@@ -258,7 +261,7 @@ class RolePlanner:
         role = with_default_instructions(context.roles[self.role], PLANNER_INSTRUCTIONS)
         earlier = before.subtasks if before is not None else ()
         earlier_ids = tuple(s.id for s in earlier)
-        schema = plan_type(tuple(names), room, least, earlier_ids)
+        schema = plan_type(tuple(names), room, least, earlier_ids, failed)
         limit = plan_output_tokens(room, len(earlier_ids))  # unless its role sets its own
         problems: list[str] = []
         left = context.policy.plan_attempts

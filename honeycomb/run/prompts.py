@@ -143,7 +143,8 @@ def follow_up_task(
         "answer with no subtasks: you are done. Otherwise add at most "
         f"{room} new subtasks, with "
         + (_ids_named(ids) if ids else "ids not used above")
-        + "; they may depend on any subtask above. Answer with the new subtasks as JSON.",
+        + "; they may depend on any subtask above not marked FAILED (one that depends on a "
+        "failed subtask is skipped). Answer with the new subtasks as JSON.",
     ]
     return "\n".join(lines)
 

@@ -1,0 +1,57 @@
+"""A lead planning in rounds reads which subtasks failed, and is not let add one that
+depends on any of them: it would be skipped, never run."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from honeycomb import Executor, Role
+from honeycomb.planning import RolePlanner
+from honeycomb.run.plan import plan_type
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest, UserMessage
+
+
+def _subtask(sid: str, instruction: str, *after: str) -> dict[str, object]:
+    return {"id": sid, "role": "researcher", "instruction": instruction, "depends_on": after}
+
+
+async def test_a_round_that_depends_on_a_failed_subtask_is_sent_back_saying_why() -> None:
+    told: list[str] = []
+
+    async def answer(request: ModelRequest) -> str:
+        users = [m.content for m in request.messages if isinstance(m, UserMessage)]
+        if request.output is not None and request.output.name == "Plan":
+            told.append(users[-1])
+            found = re.search(r"Planning round (\d+)", users[0])
+            if found is None:
+                return json.dumps({"subtasks": [_subtask("s1", "fail"), _subtask("s2", "look")]})
+            if found.group(1) == "3":
+                return json.dumps({"subtasks": []})
+            if len(told) == 2:  # its first answer for round 2: a retry of s1, after it
+                return json.dumps({"subtasks": [_subtask("s3", "retry s1", "s1", "s2")]})
+            return json.dumps({"subtasks": [_subtask("s3", "retry s1's work", "s2")]})
+        if users[0].startswith("fail"):
+            raise ValueError("the researcher broke")
+        return "found it"
+
+    executor = Executor(
+        [Role(name="lead"), Role(name="researcher")],
+        FunctionModel(answer),
+        planner=RolePlanner("lead", rounds=3),
+        aggregator="concat",
+    )
+    result = await executor.run("Study bees.")
+
+    assert "may depend on any subtask above not marked FAILED" in told[1]
+    assert "it depends on 's1', which did not succeed" in told[2]  # sent back, saying why
+    assert result.subtasks["s3"].status == "ok"  # run, not skipped
+    assert result.subtasks["s3"].subtask.depends_on == ("s2",)
+    assert result.rounds_ended == "done"
+
+
+def test_a_later_rounds_schema_leaves_out_the_subtasks_that_failed() -> None:
+    schema = plan_type(("researcher",), 2, 0, ("s1", "s2"), frozenset({"s1"}))
+    dependency = schema.model_json_schema()["$defs"]["Subtask"]["properties"]["depends_on"]
+    assert dependency["items"]["enum"] == ["s2", "s3", "s4"]  # a grammar cannot write s1
