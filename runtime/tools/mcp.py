@@ -291,6 +291,20 @@ class McpRun:
     def __init__(self, servers: McpServers) -> None:
         self.servers = servers
         self.restarted: set[str] = set()
+        self._task = asyncio.current_task()  # the run's own: its workers' calls run under it
+        self._cancelling = self._task.cancelling() if self._task is not None else 0
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the run is stopping (cancelled, out of its wall time), as a call of it
+        in a task of its own sees it: the run's task is being cancelled. (A call cut off
+        by its own time limit leaves the run's task as it was.)"""
+        task = self._task
+        return (
+            task is not None
+            and task is not asyncio.current_task()
+            and task.cancelling() > self._cancelling
+        )
 
     async def listed(self, server: str) -> tuple[Listed, ...]:
         """The server's tools as it listed them (it starts if it has not).
@@ -324,7 +338,9 @@ class McpRun:
         """
         session = await self.ready(server, tool)
         try:
-            return await self.servers.call(server, session, tool, arguments, serial=serial)
+            return await self.servers.call(
+                server, session, tool, arguments, serial=serial, stopping=lambda: self.stopping
+            )
         except ServerGone as exc:
             again = "it stays down for the rest of this run"
             if server not in self.restarted:
@@ -444,16 +460,25 @@ class McpServers:
             _CURRENT.reset(token)
 
     async def call(
-        self, name: str, session: Session, tool: str, arguments: dict[str, Any], *, serial: bool
+        self,
+        name: str,
+        session: Session,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        serial: bool,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> str:
         """Call ``tool`` in ``session`` of server ``name``.
 
         A call of a ``serial`` tool (side effects, or an exclusive key) cut off (its
         time limit, a cancellation) may go on in the server, which was only asked to
         stop it: so the server is retired. It takes no more calls, stops once those
-        under way in it end (within :data:`_DRAIN_S`), and the next call starts it
-        anew; the call cut off ends once it has stopped, as a side-effecting sync
-        tool's ends with its thread, so that it overlaps no later call of any tool.
+        under way in it end (within :data:`_DRAIN_S`; at once when ``stopping()`` says
+        the call's run is stopping, which waits for no other run's calls), and the
+        next call starts it anew; the call cut off ends once it has stopped, as a
+        side-effecting sync tool's ends with its thread, so that it overlaps no later
+        call of any tool.
 
         Raises:
             The session's errors (see :meth:`Session.call`).
@@ -474,7 +499,7 @@ class McpServers:
             raise
         finally:
             live.calls -= 1
-            if live.retired and live.calls == 0:
+            if live.retired and (live.calls == 0 or (cut_off and stopping())):
                 live.end()
             if cut_off:
                 await shielded(_stopped(live))
