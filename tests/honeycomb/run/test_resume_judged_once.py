@@ -135,3 +135,57 @@ async def test_a_call_a_person_approved_is_not_refused_by_a_guard_asked_again(
     assert paid == [40]
     assert refuses_once_passed.seen == 1  # type: ignore[attr-defined]
     assert done.subtasks["s1"].worker.transcript.messages[3].content == "paid 40 to bob"
+
+
+def refuses_the_wire_once(check: GuardCheck) -> str | None:
+    """A guard that refuses the first wire it is shown, and would pass it if asked again."""
+    if check.tool != "wire":
+        return None
+    refuses_the_wire_once.seen += 1  # type: ignore[attr-defined]
+    return "wires are not allowed" if refuses_the_wire_once.seen == 1 else None  # type: ignore[attr-defined]
+
+
+async def test_a_call_refused_beside_one_that_waited_is_not_run_as_the_run_resumes(
+    tmp_path: Path,
+) -> None:
+    refuses_the_wire_once.seen = 0  # type: ignore[attr-defined]
+    ran: list[str] = []
+
+    @tool(side_effects=True)
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        ran.append(f"pay {to}")
+        return "paid"
+
+    @tool
+    async def wire(to: str) -> str:
+        """Wire money abroad."""
+        ran.append(f"wire {to}")
+        return "wired"
+
+    def answer(request: ModelRequest) -> object:
+        if not any(m.role == "tool" for m in request.messages):
+            return [call("wire", {"to": "eve"}, id="w1"), call("pay", {"to": "bob"}, id="p1")]
+        return "Done."
+
+    def executor() -> Executor:
+        payer = Role(
+            name="payer",
+            tools=("pay", "wire"),
+            approvals=Approvals(tools=("pay",)),
+            guards=Guards(arguments=(refuses_the_wire_once,)),
+        )
+        model = FunctionModel(answer)
+        return Executor([payer], model, tools=[pay, wire], store=tmp_path / "runs.db")
+
+    waiting = await executor().run("Pay", subtasks=[("payer", "Pay bob.")], run_id="r1")
+    assert waiting.status == "waiting"
+    await executor().decide("r1", "p1", approve=True)
+    done = await executor().resume("r1")
+    assert done.status == "ok"
+    assert ran == ["pay bob"]  # the refused wire did not run on a verdict asked again
+    assert refuses_the_wire_once.seen == 1  # type: ignore[attr-defined]
+    refused, paid = done.subtasks["s1"].worker.transcript.messages[3:5]
+    assert refused.status == "error"
+    assert "wires are not allowed" in refused.content
+    assert paid.content == "paid"

@@ -50,3 +50,13 @@ async def test_each_call_passes_through_to_the_next_layer() -> None:
     outcome = await ArgumentGuards(inner, OnlyAnn(), None)(prepared(look, key="k"))
     assert outcome.content == "ran c0"
     assert len(inner.called) == 1
+
+
+async def test_a_refused_call_is_journaled_as_its_outcome_and_a_passed_one_is_not() -> None:
+    journal = MemoryJournal()
+    calls = [prepared(send, 0, to="bo"), prepared(send, 1, to="ann")]
+    await ArgumentGuards(Next(), OnlyAnn(), journal).admit(calls)
+    assert journal.recorded(1, "c1") is None  # it runs: the journal layer keeps it
+    refused = journal.recorded(1, "c0")
+    assert refused is not None
+    assert (refused.tool, refused.status, refused.content) == ("send", "error", "only ann")
