@@ -36,6 +36,7 @@ from runtime.models.protocols.json_tools import JsonToolModel
 from runtime.models.protocols.text_tools import TextToolModel
 
 if typing.TYPE_CHECKING:
+    from runtime.models.cassette_errors import RecordedFailure
     from runtime.models.cassettes import (
         AttemptSpent,
         Cassette,
@@ -79,6 +80,7 @@ __all__ = [
     "QuotaLeft",
     "RateLimitedModel",
     "Recorded",
+    "RecordedFailure",
     "RecordingEmbeddings",
     "RecordingModel",
     "ReplayEmbeddings",
@@ -96,5 +98,7 @@ __all__ = [
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no other name
     __getattr__ = lazy.lazy_names(
-        __name__, globals(), ("runtime.models", "runtime.models.layers.cassette")
+        __name__,
+        globals(),
+        ("runtime.models", "runtime.models.layers.cassette", "runtime.models.cassette_errors"),
     )

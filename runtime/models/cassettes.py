@@ -4,7 +4,9 @@ The file is JSON lines, appended as calls end (a run cut off keeps the calls it
 made): a header first, ``{"kind": "cassette", "version": 1}``; a ``model`` line for
 each model recorded (its name, and its price, so a replay costs what the run did);
 then a ``call`` line for each call: the model's name, the worker and the eval case
-that asked, the request, the response, and the pieces its text was streamed in. A
+that asked, the request, the response (or the model error it failed with, once its
+retries were done: :mod:`runtime.models.cassette_errors`), the pieces its text was
+streamed in, and its attempts that timed out (billed: a replay counts them). A
 memory's embeddings, recorded with the models, have an ``embeddings`` line (their
 name, as a memory file records it, and their price) and an ``embed`` line a call: the
 case that asked, the texts, the vectors (or the error it failed with), and what each
@@ -53,6 +55,7 @@ import msgspec
 from runtime.errors import CassetteError, CassetteMismatch
 from runtime.messages import Usage
 from runtime.model import ModelRequest, ModelResponse
+from runtime.models.cassette_errors import RecordedFailure
 from runtime.models.cassette_keys import (
     CWD,
     RUN,
@@ -122,6 +125,10 @@ class Recorded(_Line, frozen=True, kw_only=True, tag="call"):
         worker: The worker that asked (None: not known).
         case: The eval case that asked (None: not in one).
         pieces: The pieces of text it streamed, in order (None: it was not streamed).
+        timeouts: Its attempts that its endpoint did not answer in time, as the call
+            counted them (their prompts are billed: a replay counts them alike).
+        error: What it failed with, once its retries were done (None: it answered;
+            its ``response`` is then empty).
     """
 
     model: str
@@ -130,6 +137,8 @@ class Recorded(_Line, frozen=True, kw_only=True, tag="call"):
     worker: str | None = None
     case: str | None = None
     pieces: tuple[str, ...] | None = None
+    timeouts: int = 0
+    error: RecordedFailure | None = None
 
 
 class EmbeddingsLine(_Line, frozen=True, kw_only=True, tag="embeddings"):

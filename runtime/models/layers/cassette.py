@@ -29,9 +29,11 @@ from pathlib import Path
 from typing import Any, overload
 
 from runtime.errors import CassetteError, ModelError
+from runtime.limits.budget import attempting, timed_out
 from runtime.limits.spending import Payer, paid_by, payer
-from runtime.messages import Usage
+from runtime.messages import AssistantMessage, Usage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.models.cassette_errors import failure_of, raised
 from runtime.models.cassettes import (
     AttemptSpent,
     Cassette,
@@ -75,8 +77,10 @@ def current_case() -> str | None:
 
 
 class RecordingModel(WrapperModel):
-    """``inner``, each of whose calls that ends with an answer is appended to a
-    cassette: the request, the answer, and the pieces of its text when streamed.
+    """``inner``, each of whose calls is appended to a cassette as it ends: the
+    request, the answer (or the model error it failed with, once its retries were
+    done), the pieces of its text when streamed, and its attempts that its endpoint
+    did not answer in time.
 
     Args:
         inner: The model recorded.
@@ -98,8 +102,14 @@ class RecordingModel(WrapperModel):
         self.writer.model(name, price if isinstance(price, Price) else None)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        response = await self.inner.complete(request)
-        self._keep(request, response, None)
+        call = attempting.get()
+        before = call.timeouts if call is not None else 0
+        try:
+            response = await self.inner.complete(request)
+        except ModelError as exc:  # kept too: its replay fails alike
+            self._keep(request, None, None, before, exc)
+            raise
+        self._keep(request, response, None, before)
         return response
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
@@ -109,24 +119,39 @@ class RecordingModel(WrapperModel):
             pieces.append(text)
             on_text(text)
 
-        response = await call_model(self.inner, request, sink)
-        self._keep(request, response, tuple(pieces))
+        call = attempting.get()
+        before = call.timeouts if call is not None else 0
+        try:
+            response = await call_model(self.inner, request, sink)
+        except ModelError as exc:
+            self._keep(request, None, tuple(pieces), before, exc)
+            raise
+        self._keep(request, response, tuple(pieces), before)
         return response
 
     def _keep(
-        self, request: ModelRequest, response: ModelResponse, pieces: tuple[str, ...] | None
+        self,
+        request: ModelRequest,
+        response: ModelResponse | None,
+        pieces: tuple[str, ...] | None,
+        before: int,
+        error: ModelError | None = None,
     ) -> None:
-        if not isinstance(response, ModelResponse):  # the checks outside will say why
-            return
-        worker, case = worker_of(request), _case.get()
+        """Record a call that ended: its answer, or its ``error``, and the attempts its
+        endpoint did not answer in time (counted past ``before``)."""
+        if error is None and not isinstance(response, ModelResponse):
+            return  # the checks outside will say why
+        call = attempting.get()
         self.writer.call(
             Recorded(
                 model=self.name,
                 request=request,
-                response=response,
-                worker=worker,
-                case=case,
+                response=response or ModelResponse(message=AssistantMessage(content="")),
+                worker=worker_of(request),
+                case=_case.get(),
                 pieces=pieces,
+                timeouts=call.timeouts - before if call is not None else 0,
+                error=failure_of(error) if error is not None else None,
             )
         )
 
@@ -134,7 +159,9 @@ class RecordingModel(WrapperModel):
 class ReplayModel:
     """Answers each call from a cassette, with no model behind it and no network: a
     streamed call gets its text in the pieces recorded (whole, if it was recorded
-    unstreamed); its usage and cost are those recorded.
+    unstreamed); its usage and cost are those recorded, and the attempts its endpoint
+    did not answer in time are counted again; a call that failed when recorded raises
+    what it raised.
 
     Args:
         cassette: The file, or a :class:`Cassette` read once that several models
@@ -150,25 +177,40 @@ class ReplayModel:
         self.cassette = cassette if isinstance(cassette, Cassette) else Cassette(cassette)
         self.name = name
         self.price = self.cassette.prices.get(name)
+        # It tells its call of the attempts that timed out when recorded, if any did
+        # (runtime.model.tells_attempts: a call of a model that tells costs more).
+        self.tells_attempts = any(c.timeouts for c in self.cassette.calls if c.model == name)
 
     def __repr__(self) -> str:
         return f"ReplayModel({str(self.cassette.path)!r}, name={self.name!r})"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        return self._recorded(request).response
+        return _ended(self._recorded(request))
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
         recorded = self._recorded(request)
         pieces = recorded.pieces
-        if pieces is None:
+        if pieces is None and recorded.error is None:
             pieces = (recorded.response.message.content or "",)
-        for piece in pieces:
+        for piece in pieces or ():
             if piece:
                 on_text(piece)
-        return recorded.response
+        return _ended(recorded)
 
     def _recorded(self, request: ModelRequest) -> Recorded:
-        return self.cassette.answer(self.name, request, worker=worker_of(request), case=_case.get())
+        recorded = self.cassette.answer(
+            self.name, request, worker=worker_of(request), case=_case.get()
+        )
+        for _ in range(recorded.timeouts):  # billed when recorded: counted alike
+            timed_out()
+        return recorded
+
+
+def _ended(recorded: Recorded) -> ModelResponse:
+    """What a recorded call answered; or, raised, what it failed with."""
+    if recorded.error is not None:
+        raise raised(recorded.error)
+    return recorded.response
 
 
 @overload

@@ -15,7 +15,16 @@ from honeycomb.errors import CassetteMismatch, RunFailed
 from honeycomb.events import ModelCallFinished, TextDelta
 from honeycomb.models import Cassette, Model, OpenAIModel, cassette, cassette_case
 from honeycomb.testing import FunctionModel, call
-from runtime import Event, ModelRequest, ToolCall, ToolMessage
+from runtime import (
+    AssistantMessage,
+    Event,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolMessage,
+)
+from runtime.errors import ModelHTTPError
+from runtime.limits.budget import timed_out
 from tests.support.openai_server import Behaviour, OpenAIServer, RecordedRequest, text, tool_calls
 
 pytestmark = pytest.mark.timeout(60)
@@ -170,3 +179,74 @@ async def test_a_replayed_run_is_answered_as_recorded_where_its_texts_name_its_r
     replayed = await one(cassette(FunctionModel(stamping), replay=tape))
     assert replayed.answer_text.endswith(f"\ndone: stamped by run {replayed.run_id}")
     assert replayed.usage == recorded.usage
+
+
+def failing_on_porto() -> FunctionModel:
+    """Answers each worker, merges as the aggregator, and fails Porto's call once (an
+    endpoint down after its retries)."""
+    failed: list[str] = []
+
+    def answer(request: ModelRequest) -> str:
+        system, text = request.messages[0].content or "", request.messages[1].content or ""
+        if "Merges" in system:
+            return "merged: " + " ".join(text.split()[-12:])
+        if "Porto" in text and not failed:
+            failed.append(text)
+            raise ModelHTTPError(503, "overloaded", retry_after=2.0, model="gpt-x")
+        return f"about {text.split()[-1]}"
+
+    return FunctionModel(answer)
+
+
+async def test_a_run_whose_worker_failed_on_its_model_replays_failing_alike(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "failed.jsonl"
+
+    async def one(models: Model) -> RunResult:
+        roles = [Role(name="writer"), Role(name="merger", description="Merges")]
+        executor = Executor(
+            roles, models, aggregator="merger", policy=Policy(failure="best_effort")
+        )
+        return await executor.run("trip", subtasks=[("writer", "Lisbon"), ("writer", "Porto")])
+
+    recorded = await one(cassette(failing_on_porto(), record=tape))
+    replayed = await one(cassette(failing_on_porto(), replay=tape))
+    # The merger was told of s2's failure as when recorded: its call was answered.
+    assert "FAILED ModelHTTPError: HTTP 503 from model 'gpt-x': overloaded" in (
+        replayed.answer_text
+    )
+    assert replayed.answer_text == recorded.answer_text
+    assert replayed.usage == recorded.usage
+    error = replayed.subtasks["s2"].error
+    assert error is not None
+    assert error.type == "ModelHTTPError"
+    failure = next(call.error for call in Cassette(tape).calls if call.error is not None)
+    assert failure.fields["retry_after"] == 2.0
+
+
+class TimingOut:
+    """A model whose endpoint did not answer its first attempt of each call in time
+    (its call counts the prompt then) and answered the second."""
+
+    tells_attempts = True
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        timed_out()
+        return ModelResponse(message=AssistantMessage(content="answered at last"))
+
+
+async def test_a_replayed_call_counts_the_attempts_that_timed_out_when_recorded(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "slow.jsonl"
+
+    async def one(models: Model) -> RunResult:
+        executor = Executor([Role(name="writer")], models, aggregator="concat")
+        return await executor.run("trip", subtasks=[("writer", "Lisbon")])
+
+    recorded = await one(cassette(TimingOut(), record=tape))
+    replayed = await one(cassette(TimingOut(), replay=tape))
+    assert recorded.usage.input_tokens > 0  # only the prompt of the attempt cut off
+    assert replayed.usage == recorded.usage
+    assert [call.timeouts for call in Cassette(tape).calls] == [1]

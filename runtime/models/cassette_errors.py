@@ -1,0 +1,64 @@
+"""A model call's failure as a cassette keeps it (:class:`RecordedFailure`), and the error a
+replay raises again from it: of the same class, message and fields, so that a run
+whose worker failed on its model when recorded (an endpoint down after its retries,
+the run going on without it) fails alike replayed, and what the rest of the run is told
+of it is what it was told then."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from runtime import errors
+from runtime.messages import Usage
+from runtime.value import Value
+
+__all__ = ["RecordedFailure", "failure_of", "raised"]
+
+
+class RecordedFailure(Value, frozen=True, kw_only=True):
+    """What a recorded model call failed with.
+
+    Attributes:
+        type: The error's class, of :mod:`runtime.errors` (a ``ModelError``).
+        args: Its arguments (its message).
+        fields: Its fields that JSON holds (``status``, ``retry_after``, ``spent`` ...).
+    """
+
+    type: str
+    args: tuple[Any, ...] = ()
+    fields: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+def failure_of(error: errors.ModelError) -> RecordedFailure:
+    """``error`` as a cassette keeps it (a field JSON cannot hold is left out)."""
+    fields: dict[str, Any] = {}
+    for name, value in vars(error).items():
+        try:
+            fields[name] = msgspec.to_builtins(value)
+        except TypeError:
+            continue
+    try:
+        args = tuple(msgspec.to_builtins(list(error.args)))
+    except TypeError:
+        args = (str(error),)
+    return RecordedFailure(type=type(error).__name__, args=args, fields=fields)
+
+
+def raised(failure: RecordedFailure) -> errors.ModelError:
+    """The error ``failure`` was: of its class, made again from its arguments and
+    fields as an error that crossed from another process is (without its
+    ``__init__``); a class this Honeycomb does not have is a ``ModelError`` that says
+    which it was."""
+    cls = getattr(errors, failure.type, None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.ModelError)):
+        text = failure.args[0] if failure.args else ""
+        return errors.ModelError(f"{failure.type}: {text}")
+    error = cls.__new__(cls, *failure.args)
+    error.args = failure.args
+    vars(error).update(failure.fields)
+    spent = failure.fields.get("spent")
+    if isinstance(spent, dict):  # a Usage, as JSON holds it
+        error.spent = msgspec.convert(spent, Usage)
+    return error
