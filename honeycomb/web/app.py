@@ -72,9 +72,11 @@ __all__ = [
     "session_key",
 ]
 
-_FINISHED = frozenset({"ok", "partial", "failed", "over_budget", "cancelled"})
-"""Statuses after which a run's page changes no more. Not ``interrupted`` (a process
-gone) nor ``waiting``: such a run goes on once resumed, and its page follows it."""
+_FINISHED = frozenset({"ok", "partial"})
+"""Statuses after which a run's page changes no more: a run that ended with an answer
+returns it when resumed, and runs nothing. Not ``failed``, ``over_budget``,
+``interrupted`` (a process gone) nor ``waiting``: such a run goes on once resumed
+(here or elsewhere), and its page follows it."""
 
 _SECURITY_HEADERS = {
     "content-security-policy": (
@@ -287,7 +289,8 @@ class _Site:
 
     async def events(self, request: Request) -> Response:
         """``change`` whenever what the run page shows changed, ``end`` once the run
-        finished; a comment line every few seconds keeps the connection alive."""
+        ended with an answer (:data:`_FINISHED`); a comment line every few seconds
+        keeps the connection alive."""
         run_id = request.path_params["run_id"]
         try:
             known = await self.store.summary(run_id)

@@ -1,10 +1,13 @@
 """How a run ended, on its page: a run that failed, or that its budget stopped, says
-why, as the run's error said it when it ended."""
+why, as the run's error said it when it ended; and its page follows it as it is
+continued."""
 
 from __future__ import annotations
 
+import functools
 import html
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -15,10 +18,14 @@ from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.web import create_app
 from runtime import ModelRequest
 from runtime.testing import call
+from tests.honeycomb.web import test_serve
+from tests.honeycomb.web.test_serve import _later, _until, _Watched
 from tests.support.asgi_server import ThreadedServer
 
 TOKEN = "test-token-0123456789"
 BEARER = {"authorization": f"Bearer {TOKEN}"}
+
+browser = test_serve.browser  # the neighbouring tests' fixture, as it is
 
 
 @tool
@@ -63,3 +70,39 @@ async def test_the_page_of_a_run_that_did_not_succeed_says_why(
     for shown in (page.text, live.text):
         state = html.unescape(shown.split('<div id="state"', 1)[1].split("</div>", 1)[0])
         assert said in state, state
+
+
+async def test_in_chromium_the_page_of_a_failed_run_follows_it_as_it_is_continued(
+    db: Path, browser: Any
+) -> None:
+    """A run that failed is continued like any other (``honeycomb resume``): its page,
+    open as it is continued, shows it going on and ending ok. The page stopped
+    following a failed run as it did an answered one, and said `failed` until it was
+    reloaded."""
+    down = True
+
+    def answer(request: ModelRequest) -> str:
+        if down and "aggregator" in (request.conversation or ""):
+            raise ValueError("the model is down")
+        return "Bees dance."
+
+    executor = Executor(
+        [Role(name="looker"), Role(name="aggregator")], FunctionModel(answer), store=db
+    )
+    with pytest.raises(RunFailed):
+        await executor.run("Look up bees", subtasks=[("looker", "Look.")], run_id="r1")
+    with ThreadedServer(create_app(db, token=TOKEN, poll_s=0.1), name="serve") as server:
+        context = await browser.new_context()
+        watched = _Watched(await context.new_page())
+        page = watched.page
+        await page.goto(f"{server.url}/runs/r1?token={TOKEN}")
+        await page.wait_for_selector("#state [data-status='failed']")
+        await _until(functools.partial(_later, watched, 0), "yes")  # it follows the run
+        down = False
+        assert (await executor.resume("r1")).status == "ok"
+        await page.wait_for_selector("#state [data-status='ok']", timeout=30_000)
+        assert "Bees dance." in await page.inner_text("#live pre.answer")
+        await _until(lambda: watched.dataset("ended"), "true")
+        assert await page.evaluate("performance.getEntriesByType('navigation').length") == 1
+        assert watched.errors == [], "\n".join(watched.errors)
+        await context.close()
