@@ -265,7 +265,9 @@ def _not_started(
         if isinstance(leaf, McpServerError):
             return leaf
         if isinstance(leaf, TimedOut):
-            reason = f"did not start and list its tools within {start_timeout:g}s"
+            reason = (
+                f"did not start and list its tools within {start_timeout:g}s, its start_timeout"
+            )
             return McpServerError(server, reason + said)
         if isinstance(leaf, OSError) and refused is None:  # the command cannot be run
             return McpServerError(server, f"cannot be started: {leaf}")

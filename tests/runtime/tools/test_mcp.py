@@ -262,7 +262,7 @@ async def test_a_call_to_a_server_found_dead_goes_to_it_started_again() -> None:
                 name="t", command=sys.executable, args=("-c", "import time; time.sleep(60)"),
                 start_timeout=0.5,
             ),
-            "MCP server 't' did not start and list its tools within 0.5s",
+            "MCP server 't' did not start and list its tools within 0.5s, its start_timeout",
         ),
     ],
     ids=["no such command", "exits at start", "never answers"],

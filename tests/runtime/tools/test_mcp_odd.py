@@ -74,8 +74,8 @@ async def test_a_command_that_is_no_mcp_server_shows_what_it_wrote_to_stdout() -
         async with running(server) as run:
             await run.listed("web")
     assert str(raised.value) == (
-        "MCP server 'web' did not start and list its tools within 0.5s (on stdout, where "
-        "MCP messages go, it wrote: 'Listening on http://127.0.0.1:8000')"
+        "MCP server 'web' did not start and list its tools within 0.5s, its start_timeout "
+        "(on stdout, where MCP messages go, it wrote: 'Listening on http://127.0.0.1:8000')"
     )
     assert child_pids() - before == set()
 
