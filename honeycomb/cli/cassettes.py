@@ -52,7 +52,8 @@ def cassette_models(
     process, and each call the actors record is appended to it there.
 
     Raises:
-        CassetteError: when the file cannot be written or read.
+        CassetteError: when the file cannot be written or read, or, replaying, does not
+            hold the calls of a memory's embeddings of the hive.
     """
     record, replay = getattr(args, "record", None), getattr(args, "replay", None)
     if record is None and replay is None:
@@ -63,6 +64,7 @@ def cassette_models(
     models: dict[str, Model]
     if replay is not None:
         models = cassette(dict.fromkeys(_names(hive)), replay=replay)
+        _memories_recorded(hive, models)
         played = next((m.cassette for m in models.values() if isinstance(m, ReplayModel)), None)
         recorded = len(played.calls) if played is not None else 0
         said = f"replaying the model calls of {replay} ({recorded} recorded; no model is called)"
@@ -113,6 +115,21 @@ def cassette_memory_of(
     memory = EvalMemory(like)
     with memory.scope():
         yield memory
+
+
+def _memories_recorded(hive: Hive, models: Mapping[str, Model]) -> None:
+    """Check that the cassette of ``models`` recorded the embeddings of the memories
+    of ``hive`` and of the hives it calls (before anything runs).
+
+    Raises:
+        CassetteError: naming the embeddings it did not record, and what to do.
+    """
+    from runtime.models.layers.cassette import cassette_memory
+
+    if hive.spec.memory is not None and hive.spec.memory.embeddings is not None:
+        cassette_memory(hive.memory(), models)
+    for sub in _called(hive).values():
+        _memories_recorded(sub, models)
 
 
 def _called(hive: Hive) -> dict[str, Hive]:

@@ -184,3 +184,22 @@ def test_a_run_on_ray_replays_its_memorys_embeddings_with_no_endpoint(
     assert again["result"]["usage"] == ended["result"]["usage"]
     assert ended["result"]["usage"]["cost"] > 0
     assert {call.worker for call in Cassette(tmp_path / "run.jsonl").calls} >= {"s1"}
+
+
+def test_a_replay_of_a_cassette_without_the_memorys_embeddings_exits_2_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "hive.yaml", HIVE.replace("URL", NOBODY))
+    old = tmp_path / "old.jsonl"  # as a cassette recorded before embeddings were
+    old.write_text('{"kind":"cassette","version":1}\n{"kind":"model","name":"offline"}\n')
+    for command in (["run", "hive.yaml", "Say hello"], ["eval", "hive.yaml", "evals.yaml"]):
+        write(tmp_path, "evals.yaml", CASES)
+        code = main([*command, "--plain", "--no-store", "--replay", str(old)])
+        err = capsys.readouterr().err
+        assert code == ExitStatus.UNUSABLE, err
+        assert "Traceback" not in err
+        assert (
+            f"{old}: the run's memory embeds with 'embed-small', whose calls the cassette "
+            "did not record (its embeddings: none): record it again"
+        ) in err
