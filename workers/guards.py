@@ -27,8 +27,10 @@ import copy
 import inspect
 import re
 import time
+import traceback
 from asyncio import CancelledError
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 import anyio.to_thread
@@ -506,7 +508,8 @@ class GuardRunner:
             self._report(guard, check, turn, call_id, started, "error", "budget exceeded", spent)
             raise
         except Exception as exc:  # a broken guard trips: the model cannot fix it
-            reason, broken = f"the guard raised {type(exc).__name__}: {exc}", True
+            where = _raised_at(guard.fn, exc) if guard.fn is not None else ""
+            reason, broken = f"the guard raised {type(exc).__name__}: {exc}{where}", True
             usage = _spent_by(exc) or usage  # a judge's call that gave no verdict spent it
         except BaseException as stopped:  # cut off as its worker was: it ends too
             status, reason = "cancelled", None
@@ -587,6 +590,27 @@ async def _called(fn: Callable[[GuardCheck], Any], check: GuardCheck) -> Any:
         return await fn(check)
     value = await anyio.to_thread.run_sync(fn, check, abandon_on_cancel=True)
     return await value if inspect.isawaitable(value) else value
+
+
+def _raised_at(fn: Callable[[GuardCheck], Any], exc: BaseException) -> str:
+    """Where in the guard ``fn``'s module ``exc`` was raised, as an import's error says
+    it (`` (checks.py, line 12)``); for an answer that is no verdict, raised once ``fn``
+    returned, where ``fn`` is defined. Empty when neither is known."""
+    module = getattr(fn, "__module__", None)
+    places = [
+        (frame.f_code.co_filename, line)
+        for frame, line in traceback.walk_tb(exc.__traceback__)
+        if frame.f_globals.get("__name__") == module
+    ]
+    if places:
+        file, line = places[-1]
+        return f" ({Path(file).name}, line {line})"
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        code = getattr(getattr(type(fn), "__call__", None), "__code__", None)  # noqa: B004
+    if code is None:
+        return ""
+    return f" ({Path(code.co_filename).name}, line {code.co_firstlineno}, where it is defined)"
 
 
 def _own_copy(check: GuardCheck) -> GuardCheck:

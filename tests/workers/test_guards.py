@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from pydantic import BaseModel
 
@@ -187,6 +189,37 @@ async def test_a_guard_that_raises_trips_at_once_without_retries() -> None:
     assert isinstance(result.exception, GuardrailTripped)
     assert "the guard raised KeyError" in result.exception.reason
     assert len(model.requests) == 1
+
+
+def lookup_fails(check: GuardCheck) -> None:
+    raise KeyError(check.text)
+
+
+async def lookup_fails_later(check: GuardCheck) -> None:
+    await anyio.lowlevel.checkpoint()
+    raise KeyError(check.text)
+
+
+def answers_a_number(check: GuardCheck) -> int:
+    return len(check.text)
+
+
+@pytest.mark.parametrize(
+    ("guard", "line", "said"),
+    [
+        (lookup_fails, 1, ""),  # run in a thread
+        (lookup_fails_later, 2, ""),
+        (answers_a_number, 0, ", where it is defined"),  # what it returned is no verdict
+    ],
+)
+async def test_a_guard_that_raises_is_named_with_its_file_and_line(
+    guard: Any, line: int, said: str
+) -> None:
+    role = Role(name="w", guards=Guards(input=(guard,)))
+    result = await Worker(role, ScriptedModel([])).run("t")
+    assert isinstance(result.exception, GuardrailTripped)
+    where = f"(test_guards.py, line {guard.__code__.co_firstlineno + line}{said})"
+    assert result.exception.reason.endswith(where), result.exception.reason
 
 
 async def test_a_broken_guard_trips_at_once_beside_one_that_refuses() -> None:

@@ -107,7 +107,8 @@ async def test_a_runs_own_guard_that_raises_trips_as_broken_named_before_a_refus
         await executor.run("task", subtasks=[("w", "a")])
     tripped = caught.value
     assert (tripped.guard, tripped.kind, tripped.broken) == ("raises", kind, True)
-    assert tripped.reason == "the guard raised KeyError: 'lookup'"
+    where = f"test_guard_faults.py, line {raises.__code__.co_firstlineno + 1}"
+    assert tripped.reason == f"the guard raised KeyError: 'lookup' ({where})"
 
 
 async def test_a_workers_input_guard_that_raises_fails_it_as_broken() -> None:
