@@ -147,16 +147,20 @@ def plan_type(
     instructions are 1 to :data:`INSTRUCTION_CHARS` characters, and there are
     ``least`` (1, or 0 for a follow-up round that may add none) to ``max_subtasks``
     subtasks. The round a subtask belongs to is not the model's to say: it is not in
-    the schema, and the planner sets it. Its schema is what the model is sent (a
-    grammar-constrained decoder cannot write a plan outside it, nor a plan without
-    end), and it validates what it sends: nothing it rejects gets through. What no
-    schema can say is checked after: duplicate ids, cycles, and dependencies on
-    itself or on an id the plan does not use (:func:`repaired` drops those).
+    the schema, one the model writes anyway is ignored, and the planner sets it. Its
+    schema is what the model is sent (a grammar-constrained decoder cannot write a plan
+    outside it, nor a plan without end), and it validates what it sends: nothing it
+    rejects gets through. What no schema can say is checked after: duplicate ids,
+    cycles, and dependencies on itself or on an id the plan does not use
+    (:func:`repaired` drops those).
     """
     ids = subtask_ids(max_subtasks, earlier)
     subtask_id: Any = Literal[ids]
     dependency: Any = Literal[(*(e for e in earlier if e not in failed), *ids)]
-    checks: dict[str, Any] = {"_fits": field_validator("instruction", mode="before")(_fits)}
+    checks: dict[str, Any] = {
+        "_fits": field_validator("instruction", mode="before")(_fits),
+        "_unrounded": model_validator(mode="before")(_unrounded),
+    }
     if failed:
         checks["_on_failed"] = field_validator("depends_on", mode="before")(_on_failed(failed))
     role: Any = Literal[roles] if roles else str  # no roles: nothing to plan with
@@ -197,6 +201,16 @@ def _fits(cls: type[Subtask], value: Any) -> Any:
             "it works on rather than copy it all), or split the work among more subtasks"
         )
     return value
+
+
+def _unrounded(cls: type[Subtask], data: Any) -> Any:
+    """A subtask as the model wrote it, without the ``round`` it may say (a plan's own
+    JSON has one, ``Plan.model_dump_json()``): not in the schema, the planner sets it.
+    Taken from the model, it would move a first plan to a later round (its lead never
+    asked again), or fail it with a round of 0."""
+    if isinstance(data, dict) and "round" in data:
+        return {key: value for key, value in data.items() if key != "round"}
+    return data
 
 
 def _on_failed(failed: frozenset[str]) -> Callable[[type[Subtask], Any], Any]:
