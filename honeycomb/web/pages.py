@@ -251,7 +251,7 @@ def live_parts(
     statuses = worker_statuses(run, summary.status)
     return (
         f'<div id="state" class="part">{status}</div>'
-        + _approvals(summary, pending, csrf, links, hint)
+        + _approvals(summary, pending, csrf, links, hint, cancelled=run.status == "interrupted")
         + f'<div id="live" class="part">{_answer(run.result)}{_decisions(decided)}'
         + f"<h2>timeline</h2>{trace}"
         + f"{_workers(run.workers, statuses)}</div>"
@@ -294,17 +294,19 @@ def _approvals(
     csrf: str,
     links: Links,
     hint: str | None,
+    *,
+    cancelled: bool = False,
 ) -> str:
     """The calls that wait for a person, each with its form, or said timed out once its
     time to decide ran out; and for a run that waits on no call a person can still
-    decide, or whose process stopped before it finished, how it goes on. Each item has
-    a ``data-key``: the page's script keeps an item while its key comes again, so a
-    form keeps what was typed in it."""
+    decide, or that stopped before it finished (``cancelled``, or its process gone), how
+    it goes on. Each item has a ``data-key``: the page's script keeps an item while its
+    key comes again, so a form keeps what was typed in it."""
     now = time.time()
     items = [_approval(summary.run_id, call, csrf, links, now) for call in pending]
     to_decide = any(decidable(call, now) for call in pending)
     if summary.status == "interrupted":
-        items.append(_cut_off(summary, hint, to_decide))
+        items.append(_cut_off(summary, hint, to_decide, cancelled=cancelled))
     elif summary.status == "waiting" and not to_decide:
         items.append(_resume_hint(summary, hint))
     hidden = "" if items else " hidden"
@@ -368,20 +370,27 @@ def _how(summary: RunSummary, hint: str | None) -> str:
     return f"<code>Executor.resume({_e(repr(summary.run_id))})</code> in the code that made it"
 
 
-def _cut_off(summary: RunSummary, hint: str | None, to_decide: bool) -> str:
-    """A run whose process stopped before it finished (killed, or a server stopped
-    while it continued it) goes on once it is resumed; with calls still to decide, this
-    server continues a run of a hive file once they are decided on this page (one made
-    in Python is its code's to continue)."""
+def _cut_off(summary: RunSummary, hint: str | None, to_decide: bool, *, cancelled: bool) -> str:
+    """A run that stopped before it finished goes on once it is resumed: one
+    ``cancelled`` (its process stored it so as it stopped it: Ctrl-C, a signal, its task
+    cancelled, a server stopped while it continued it), or whose process is gone
+    (killed). With calls still to decide, this server continues a run of a hive file
+    once they are decided on this page (one made in Python is its code's to
+    continue)."""
     if to_decide and hint is not None:
         then = "Once its calls are decided on this page, this server continues it; or continue it "
     elif to_decide:
         then = "Once its calls are decided, continue it "
     else:
         then = "Continue it "
+    why = (
+        "it was cancelled: Ctrl-C, a signal, or the code that ran it cancelled it"
+        if cancelled
+        else "its process is gone"
+    )
     return (
         '<p class="approval error" data-key="cut off">The run stopped before it finished '
-        f"(its process is gone). {then}with {_how(summary, hint)}.</p>"
+        f"({why}). {then}with {_how(summary, hint)}.</p>"
     )
 
 

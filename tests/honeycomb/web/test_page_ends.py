@@ -4,6 +4,7 @@ continued."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import html
 from pathlib import Path
@@ -12,11 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from honeycomb import Budgets, Executor, Policy, Role, tool
+from honeycomb import Budgets, Executor, Policy, Role, Subtask, ToolMessage, tool
 from honeycomb.errors import BudgetExceeded, RunFailed
 from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.web import create_app
-from runtime import ModelRequest
+from runtime import AssistantMessage, ModelRequest
 from runtime.testing import call
 from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import _later, _until, _Watched
@@ -106,3 +107,49 @@ async def test_in_chromium_the_page_of_a_failed_run_follows_it_as_it_is_continue
         assert await page.evaluate("performance.getEntriesByType('navigation').length") == 1
         assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
+
+
+async def test_the_page_of_a_cancelled_run_says_it_was_cancelled_and_keeps_its_work(
+    db: Path,
+) -> None:
+    """A run whose task was cancelled (in a process that goes on) is ``interrupted``:
+    its page says it was cancelled, not that its process is gone (as it said), and
+    keeps what its finished worker wrote."""
+    started = asyncio.Event()
+
+    @tool
+    async def dig(topic: str) -> str:
+        """Dig a topic up, for ever."""
+        started.set()
+        await asyncio.Event().wait()
+        return topic
+
+    roles = [Role(name="looker", tools=("look",)), Role(name="digger", tools=("dig",))]
+    model = FunctionModel(_by_worker)
+    executor = Executor(roles, model, tools=[look, dig], store=db, aggregator="concat")
+    plan = [  # the digger digs once the looker's outcome is kept
+        Subtask(id="s1", role="looker", instruction="Look."),
+        Subtask(id="s2", role="digger", instruction="Dig.", depends_on=("s1",)),
+    ]
+    running = asyncio.create_task(executor.run("Bees", subtasks=plan, run_id="r1"))
+    await started.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    with ThreadedServer(create_app(db, token=TOKEN), name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            page = html.unescape((await client.get("/runs/r1")).text)
+    assert 'data-status="interrupted"' in page
+    assert "The run stopped before it finished (it was cancelled: Ctrl-C, a signal" in page
+    assert "its process is gone" not in page
+    assert "Bees dance." in page  # the looker's answer, in its transcript
+
+
+def _by_worker(request: ModelRequest) -> AssistantMessage | str:
+    """The looker looks and answers; the digger digs."""
+    seen = any(isinstance(m, ToolMessage) for m in request.messages)
+    if (request.conversation or "").endswith("s2"):
+        return AssistantMessage(tool_calls=(call("dig", {"topic": "bees"}),))
+    return (
+        "Bees dance." if seen else AssistantMessage(tool_calls=(call("look", {"topic": "bees"}),))
+    )
