@@ -34,6 +34,8 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from types import TracebackType
 from typing import Any, Protocol
 
 from msgspec.structs import replace
@@ -348,29 +350,45 @@ class ApprovalGate:
     ) -> list[Decision | None]:
         decisions: list[Decision | None] = []
         waiting: list[PendingApproval] = []
-        for call, tool, kwargs in calls:
-            entry = self.log.recorded(turn, call.id) if self.log is not None else None
-            why = self.rule.why(tool)
-            if entry is None and why is None:
-                decisions.append(None)
-                continue
-            if entry is None:
-                pending = self._pending(call, tool, kwargs, turn, why)
-            else:  # the store keeps no summary: the tool tells it again
-                pending = replace(entry.pending, summary=described(tool, entry.pending.arguments))
-            decision = await self._decision(pending, entry)
-            if decision is None:
-                if entry is None and self.log is not None:
-                    await self.log.record(ApprovalEntry(pending=pending))  # durable: it waits
-                self._requested(pending, "store")
-                waiting.append(pending)
-            decisions.append(decision)
+        async with _Away() as away:
+            for call, tool, kwargs in calls:
+                decision = await self._decision_of(call, tool, kwargs, turn, away)
+                if isinstance(decision, PendingApproval):
+                    waiting.append(decision)
+                    decision = None
+                decisions.append(decision)
         if waiting:
             raise ApprovalNeeded(tuple(waiting))
         return decisions
 
+    async def _decision_of(
+        self,
+        call: ToolCall,
+        tool: Tool[Any, Any],
+        kwargs: dict[str, Any],
+        turn: int,
+        away: _Away,
+    ) -> Decision | PendingApproval | None:
+        """The call's decision; the call as it waits, when it waits in the log; None
+        when it needs none."""
+        entry = self.log.recorded(turn, call.id) if self.log is not None else None
+        why = self.rule.why(tool)
+        if entry is None and why is None:
+            return None
+        if entry is None:
+            pending = self._pending(call, tool, kwargs, turn, why)
+        else:  # the store keeps no summary: the tool tells it again
+            pending = replace(entry.pending, summary=described(tool, entry.pending.arguments))
+        decision = await self._decision(pending, entry, away)
+        if decision is None:
+            if entry is None and self.log is not None:
+                await self.log.record(ApprovalEntry(pending=pending))  # durable: it waits
+            self._requested(pending, "store")
+            return pending
+        return decision
+
     async def _decision(
-        self, pending: PendingApproval, entry: ApprovalEntry | None
+        self, pending: PendingApproval, entry: ApprovalEntry | None, away: _Away
     ) -> Decision | None:
         """The call's decision: recorded, a denial once its time to decide ran out (an
         approver attached to a resumed run is not asked about it: whatever it would
@@ -386,6 +404,7 @@ class ApprovalGate:
             decision, by = Decision.denied(self.approver.reason), NOBODY_BY
         elif self.approver is not None:
             self._requested(pending, "approver")
+            await away.leave()
             decision = await self._from_approver(pending)
             by = decision.by or "the run's approver"
         elif self.log is None:
@@ -455,16 +474,11 @@ class ApprovalGate:
         )
         left = None if pending.deadline is None else max(pending.deadline - time.time(), 0.0)
         try:
-            # Neither the worker's own time limit counts it, nor does the worker hold
-            # one of the run's slots meanwhile: a call that needs approval pauses only
-            # its worker.
-            async with out_of_room():
-                with asking_a_person():
-                    if left is None:
-                        answer = await self.approver(request)
-                    else:
-                        with within(left):
-                            answer = await self.approver(request)
+            if left is None:
+                answer = await self.approver(request)
+            else:
+                with within(left):
+                    answer = await self.approver(request)
         except TimedOut:
             return _timed_out(pending.deadline - pending.asked_at if pending.deadline else 0.0)
         except Exception as exc:  # a failing approver denies the call, never crashes the worker
@@ -627,6 +641,37 @@ def described(tool: Tool[Any, Any], arguments: dict[str, Any]) -> str | None:
     except Exception as exc:  # a summary is a courtesy: it never stops the call being asked
         said = f"({tool.name}'s describe failed: {type(exc).__name__}: {exc})"
     return masked(said)
+
+
+class _Away:
+    """A worker's waits for a person in one turn, from the first question to the last
+    answer: neither its own time limit counts them, nor does it hold one of the run's
+    slots meanwhile (a call that needs approval pauses only its worker), nor take one
+    again between two questions (the person would wait for the run's other work to
+    be asked the next)."""
+
+    def __init__(self) -> None:
+        self._stack = AsyncExitStack()
+        self._away = False
+
+    async def leave(self) -> None:
+        """A question to a person begins: the first leaves the room and the clock."""
+        if not self._away:
+            self._away = True
+            await self._stack.enter_async_context(out_of_room())
+            self._stack.enter_context(asking_a_person())
+
+    async def __aenter__(self) -> _Away:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> bool | None:
+        """The turn's questions are over: the worker takes a slot again, if it left."""
+        return await self._stack.__aexit__(kind, error, trace)
 
 
 def _timed_out(timeout_s: float) -> Decision:

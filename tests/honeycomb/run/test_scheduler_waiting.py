@@ -233,3 +233,43 @@ async def test_a_workers_time_limit_counts_a_nested_workers_work_beside_a_wait()
     one = [Subtask(id="s1", role="lead", instruction="x")]
     with within(10), pytest.raises(RunFailed, match=r"s1: WorkerTimeout: .* past 0\.3s"):
         await timed.run("pay", subtasks=one)
+
+
+async def test_a_turns_calls_are_asked_about_one_after_another_out_of_the_slot() -> None:
+    """``max_workers: 1``: s1's turn makes two calls that need approval. Between the
+    person's answer on the first and the question on the second, s1 took a slot again,
+    so the second question waited for s2, which had taken the slot, to end."""
+    told: list[str] = []
+
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        worker = (request.conversation or "").rsplit("/", 1)[-1]
+        if worker == "s2":
+            await asyncio.sleep(0.2)  # its work, once it has the slot
+            told.append("s2 done")
+            return "s2 done"
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            return "s1 done"
+        return AssistantMessage(
+            tool_calls=(call("pay", {"to": "ann"}, id="c1"), call("pay", {"to": "bob"}, id="c2"))
+        )
+
+    async def person(request: ApprovalRequest) -> Decision:
+        told.append(f"asked {request.call_id}")
+        await asyncio.sleep(0.05)  # the person reads: s2 takes the slot meanwhile
+        return Decision.approved()
+
+    @tool(side_effects=True)
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    role = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    one_slot = Executor(
+        [role], FunctionModel(answer), tools=[pay], approver=person, aggregator="concat",
+        policy=Policy(max_workers=1),
+    )  # fmt: skip
+    two = [Subtask(id=name, role="payer", instruction="x") for name in ("s1", "s2")]
+    with within(10):
+        done = await one_slot.run("pay", subtasks=two)
+    assert done.status == "ok"
+    assert told == ["asked c1", "asked c2", "s2 done"]
