@@ -240,10 +240,12 @@ async def test_a_turns_calls_are_asked_about_one_after_another_out_of_the_slot()
     person's answer on the first and the question on the second, s1 took a slot again,
     so the second question waited for s2, which had taken the slot, to end."""
     told: list[str] = []
+    s2_works = asyncio.Event()
 
     async def answer(request: ModelRequest) -> AssistantMessage | str:
         worker = (request.conversation or "").rsplit("/", 1)[-1]
         if worker == "s2":
+            s2_works.set()
             await asyncio.sleep(0.2)  # its work, once it has the slot
             told.append("s2 done")
             return "s2 done"
@@ -255,7 +257,8 @@ async def test_a_turns_calls_are_asked_about_one_after_another_out_of_the_slot()
 
     async def person(request: ApprovalRequest) -> Decision:
         told.append(f"asked {request.call_id}")
-        await asyncio.sleep(0.05)  # the person reads: s2 takes the slot meanwhile
+        with contextlib.suppress(TimedOut), within(5):
+            await s2_works.wait()  # the person reads: s2 takes the slot meanwhile
         return Decision.approved()
 
     @tool(side_effects=True)
