@@ -23,11 +23,18 @@ from runtime import (
     Tool,
     ToolRegistry,
     YamlDocument,
-    did_you_mean,
 )
 from runtime.config.yaml_config import YamlPlace
 from runtime.secrets import is_plain
-from runtime.tools.mcp import McpServer, McpServers, mcp_ref, mcp_tools, pick_tools, taken_twice
+from runtime.tools.mcp import (
+    McpServer,
+    McpServers,
+    mcp_ref,
+    mcp_tools,
+    pick_tools,
+    taken_twice,
+    unlisted_settings,
+)
 from workers import Role
 from workers.role import approval_problems
 
@@ -120,15 +127,8 @@ async def check_servers(
         if server.name not in listed:
             continue
         tools = tools_of[server.name] = mcp_tools(server, listed[server.name])
-        for name in server.tools:
-            if name not in tools:
-                errors.append(
-                    doc.error(
-                        ("mcp_servers", server.name, "tools", name),
-                        f"MCP server {server.name!r} has no tool {name!r}"
-                        f"{did_you_mean(name, tools)}; its tools: {', '.join(sorted(tools))}",
-                    )
-                )
+        for name, problem in unlisted_settings(server, tools).items():
+            errors.append(doc.error(("mcp_servers", server.name, "tools", name), problem))
         for role in roles.values():
             for index, ref in enumerate(role.tools):
                 found = mcp_ref(ref, (server.name,))

@@ -15,6 +15,7 @@ from typing import Any
 
 from runtime import ConfigError, Tool
 from runtime.tools.mcp import (
+    McpRun,
     McpServer,
     McpServers,
     current_mcp_run,
@@ -22,6 +23,7 @@ from runtime.tools.mcp import (
     mcp_tools,
     pick_tools,
     taken_twice,
+    unlisted_settings,
 )
 from workers import Role
 
@@ -91,9 +93,10 @@ class McpTools:
 
         Raises:
             McpServerError: when a server cannot be started.
-            ConfigError: when a server has no tool the role names, or one the role
-                would take has the name of another (its own, or another server's): an
-                MCP tool cannot be renamed, and the error says what can be done.
+            ConfigError: when a server has no tool the role names (or its ``tools:``
+                names), or one the role would take has the name of another (its own,
+                or another server's): an MCP tool cannot be renamed, and the error says
+                what can be done.
         """
         run = current_mcp_run()
         picked: list[Tool[..., Any]] = []
@@ -103,8 +106,7 @@ class McpTools:
             if tools is None:
                 if run is None:  # the Executor opens a run's block before its workers
                     raise RuntimeError("MCP tools are listed in a run's block (McpTools.scope)")
-                listed = await run.listed(server)
-                tools = self._tools.setdefault(server, mcp_tools(self.servers[server], listed))
+                tools = await self._listed(run, server)
             try:
                 found = pick_tools(server, tools, wanted)
             except ConfigError as exc:
@@ -114,3 +116,18 @@ class McpTools:
                 raise ConfigError(f"role {role.name!r}: {problem}")
             picked += found
         return picked
+
+    async def _listed(self, run: McpRun, name: str) -> dict[str, Tool[..., Any]]:
+        """The tools server ``name`` lists, kept for every run once they are as its
+        ``tools:`` says (the first time it starts).
+
+        Raises:
+            ConfigError: when ``tools:`` names one it does not list (a misspelt name
+                would leave its tool as its hints say).
+        """
+        server = self.servers[name]
+        tools = mcp_tools(server, await run.listed(name))
+        problems = unlisted_settings(server, tools)
+        if problems:
+            raise ConfigError(f"mcp_servers.{name}.tools: {'; '.join(problems.values())}")
+        return self._tools.setdefault(name, tools)

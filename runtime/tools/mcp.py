@@ -60,6 +60,7 @@ __all__ = [
     "mcp_tools",
     "pick_tools",
     "taken_twice",
+    "unlisted_settings",
 ]
 
 
@@ -205,6 +206,19 @@ def pick_tools(
             f"its tools: {', '.join(names) or 'none'}"
         )
     return [found]
+
+
+def unlisted_settings(server: McpServer, tools: Mapping[str, Tool[..., Any]]) -> dict[str, str]:
+    """The names under ``server``'s ``tools:`` that it does not list, each with what is
+    wrong (a misspelt name would leave its tool as its hints say: one marked
+    ``approval`` would never ask)."""
+    names = sorted(tools)
+    return {
+        name: f"MCP server {server.name!r} has no tool {name!r}{did_you_mean(name, names)}; "
+        f"its tools: {', '.join(names) or 'none'}"
+        for name in server.tools
+        if name not in tools
+    }
 
 
 def taken_twice(

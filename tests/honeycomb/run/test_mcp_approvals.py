@@ -104,3 +104,36 @@ async def test_a_hive_tool_whose_mcp_tool_asks_and_nobody_can_decide_is_refused(
     assert "the hive notes.yaml asks for approval of some calls, and nobody can" in str(
         caught.value
     )
+
+
+async def test_a_misspelt_tool_under_a_server_s_tools_fails_its_workers_before_any_call(
+    tmp_path: Path,
+) -> None:
+    """``approval: true`` on a name the server does not list would never ask: the run
+    says so before any call, as ``honeycomb validate`` does, and the other workers go
+    on."""
+    asked: list[ApprovalRequest] = []
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        asked.append(request)
+        return Decision.approved()
+
+    text = HIVE.replace("append_note: {approval: true}", "apend_note: {approval: true}")
+    model = ScriptedModel(
+        {"r/w": [call("append_note", {"text": "unasked"}), "ok"], "r/p": ["planned"]}
+    )
+    executor = Executor.from_hive(load_hive(write(tmp_path, text)), model=model, approver=approver)
+    plan = [
+        Subtask(id="w", role="writer", instruction="write"),
+        Subtask(id="p", role="planner", instruction="plan"),
+    ]
+    result = await executor.run("t", subtasks=plan, run_id="r")
+    assert result.status == "partial"
+    assert result.subtasks["p"].ok
+    assert str(result.subtasks["w"].error) == (
+        "ConfigError: mcp_servers.t.tools: MCP server 't' has no tool 'apend_note' (did you "
+        "mean 'append_note'?); its tools: append_note, die, gather, long, lookup, picture, "
+        "pid, refuse, set_flag, slow, spawn, where"
+    )
+    assert asked == []
+    assert not (tmp_path / "notes.txt").exists()  # nothing reached the server
