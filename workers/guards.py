@@ -56,7 +56,7 @@ from runtime import (
     did_you_mean,
 )
 from runtime.concurrency import run_together
-from runtime.config.imports import import_object
+from runtime.config.imports import import_object, path_meant
 from runtime.events import CallReport, current_call
 from runtime.limits.budget import CallInFlight
 from runtime.models.layers.budget import unanswered_usage
@@ -74,6 +74,7 @@ __all__ = [
     "Refusal",
     "ResolvedGuards",
     "guard_problem",
+    "judge_problems",
     "resolve_guards",
 ]
 
@@ -107,9 +108,15 @@ class Guards(SettingsModel):
     arguments: tuple[GuardRef, ...] = ()
 
     def judges(self) -> list[str]:
-        """The judge roles the guards name."""
+        """The judge roles the guards name (a name that is no role's name, nor an
+        import path, is none: :func:`guard_problem` says what is wrong with it)."""
         refs = (*self.input, *self.output, *self.arguments)
-        return [r for r in refs if isinstance(r, str) and ":" not in r]
+        return [r for r in refs if isinstance(r, str) and _judge_name(r)]
+
+    def refs(self) -> list[tuple[str, GuardRef]]:
+        """Each guard with its field (``guards.output[0]``), by kind, in order."""
+        kinds = (("input", self.input), ("output", self.output), ("arguments", self.arguments))
+        return [(f"guards.{k}[{i}]", ref) for k, refs in kinds for i, ref in enumerate(refs)]
 
 
 class GuardCheck(Value, frozen=True, kw_only=True):
@@ -207,14 +214,39 @@ def guard_problem(ref: object, roles: Sequence[str] | None = None) -> str | None
         except ConfigError as exc:
             return exc.message
         return None if callable(found) else f"guard {ref!r} is not callable"
-    if not re.fullmatch(_ROLE_NAME, ref):
-        return f"guard {ref!r} is neither an import path 'module:name' nor a role name"
+    if not _judge_name(ref):
+        return f"guard {ref!r} is neither an import path 'module:name' nor a role name{_meant(ref)}"
     if roles is not None and ref not in roles:
+        meant = path_meant(ref)  # a function's bare name, meant as its path
+        path = (
+            f"its import path: {meant!r}" if meant is not None else "an import path 'module:name'"
+        )
         return (
             f"unknown judge role {ref!r}{did_you_mean(ref, roles)}; roles: {', '.join(roles)} "
-            "(or write an import path 'module:name')"
+            f"(or write {path})"
         )
     return None
+
+
+def judge_problems(guards: Guards | None, roles: Sequence[str]) -> list[str]:
+    """What is wrong with each judge ``guards`` name that is none of ``roles``, after
+    its field (``guards.output[0]: unknown judge role ...``)."""
+    if guards is None:
+        return []
+    found = [(field, guard_problem(ref, roles)) for field, ref in guards.refs() if _judge_name(ref)]
+    return [f"{field}: {problem}" for field, problem in found if problem is not None]
+
+
+def _judge_name(ref: object) -> bool:
+    """Whether ``ref`` names a judge role: a role's name, not an import path."""
+    return isinstance(ref, str) and re.fullmatch(_ROLE_NAME, ref) is not None
+
+
+def _meant(ref: str) -> str:
+    """`` (did you mean 'checks:no_secrets'?)`` for a path written with a dot where its
+    colon goes, when the module is found; else empty."""
+    meant = path_meant(ref) if "." in ref else None
+    return f" (did you mean {meant!r}?)" if meant is not None else ""
 
 
 def resolve_guards(guards: Guards | None, roles: Sequence[str] | None = None) -> ResolvedGuards:
@@ -222,17 +254,18 @@ def resolve_guards(guards: Guards | None, roles: Sequence[str] | None = None) ->
 
     Raises:
         ConfigError: for a path that does not import a callable, or a judge that is
-            none of ``roles`` (None: judges are not checked).
+            none of ``roles`` (None: judges are not checked), after its field
+            (``guards.output[0]: ...``).
     """
     if guards is None:
         return ResolvedGuards()
 
-    def resolved(refs: tuple[GuardRef, ...]) -> tuple[Guard, ...]:
+    def resolved(kind: GuardKind, refs: tuple[GuardRef, ...]) -> tuple[Guard, ...]:
         out = []
-        for ref in refs:
+        for index, ref in enumerate(refs):
             problem = guard_problem(ref, roles)
             if problem is not None:
-                raise ConfigError(problem)
+                raise ConfigError(f"guards.{kind}[{index}]: {problem}")
             if not isinstance(ref, str):
                 out.append(Guard(name=getattr(ref, "__qualname__", repr(ref)), fn=ref))
             elif ":" in ref:
@@ -242,9 +275,9 @@ def resolve_guards(guards: Guards | None, roles: Sequence[str] | None = None) ->
         return tuple(out)
 
     return ResolvedGuards(
-        input=resolved(guards.input),
-        output=resolved(guards.output),
-        arguments=resolved(guards.arguments),
+        input=resolved("input", guards.input),
+        output=resolved("output", guards.output),
+        arguments=resolved("arguments", guards.arguments),
     )
 
 
@@ -403,6 +436,8 @@ class GuardRunner:
     ) -> None:
         self.guards = guards
         self.tracer = tracer
+        if judge is None:
+            _needs_no_judge(guards, role)
         self.judge = judge
         self.role = role
         self.worker = worker
@@ -485,8 +520,7 @@ class GuardRunner:
         report: CallReport | None = None  # its attempts, when anyone listens
         try:
             if guard.judge is not None:
-                if self.judge is None:
-                    raise ConfigError(f"no judge to ask: {guard.judge!r} is not a role here")
+                assert self.judge is not None  # a runner without one has no judge guard
                 calls = 1  # made, answered or failed, unless the budget refuses it
                 # The retry policy tells the report each retry of the judge's call, as
                 # the checked turn's (``model_call.retrying``), as a worker's own call's.
@@ -573,6 +607,22 @@ class GuardRunner:
                 model_calls=calls,
                 attempts=attempts,
             )
+        )
+
+
+def _needs_no_judge(guards: ResolvedGuards, role: str | None) -> None:
+    """Raise if ``guards`` name a judge role, with no judge to ask it.
+
+    Raises:
+        ConfigError: naming the guard, and what to write instead.
+    """
+    named = [g.name for g in (*guards.input, *guards.output, *guards.arguments) if g.judge]
+    if named:
+        whose = f"role {role!r}: " if role is not None else ""
+        raise ConfigError(
+            f"{whose}the guard {named[0]!r} names a judge role, and a worker on its own has "
+            "no roles to ask: run it in an Executor that has that role, or give a function "
+            "or an import path 'module:name'"
         )
 
 

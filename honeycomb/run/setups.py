@@ -25,7 +25,7 @@ from runtime import (
 )
 from workers import Role, WorkerSetup
 from workers.compaction import compaction_models, context_problem
-from workers.guards import Guards, ResolvedGuards, resolve_guards
+from workers.guards import Guards, ResolvedGuards, judge_problems, resolve_guards
 from workers.nesting import (
     MAX_DEPTH,
     agent_ref,
@@ -80,7 +80,7 @@ def resolve_setups(
     try:
         run_guards = resolve_guards(guards, names)
     except ConfigError as exc:
-        errors.append(ConfigError(f"guards: {exc.message}"))
+        errors.append(ConfigError(f"the run's {exc.message}"))
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         errors.append(ConfigError(f"roles defined twice: {', '.join(twice)}"))
@@ -120,14 +120,10 @@ def resolve_setups(
         else:
             if not mcp.refs(role):  # MCP tools are known once their servers list them
                 errors += _approval_problems(role, setups[role.name])
-        for judge in role.guards.judges() if role.guards is not None else ():
-            if judge not in names:
-                errors.append(
-                    ConfigError(
-                        f"role {role.name!r}: its guard names the judge role {judge!r}, which "
-                        f"is not defined{did_you_mean(judge, names)}; roles: {', '.join(names)}"
-                    )
-                )
+        errors += [
+            ConfigError(f"role {role.name!r}: {problem}")
+            for problem in judge_problems(role.guards, names)
+        ]
     if isinstance(planner, RolePlanner):
         planner = planner.role  # a role, checked like one named
     for what, spec in (("planner", planner), ("aggregator", aggregator)):

@@ -300,6 +300,13 @@ def test_a_guard_path_that_is_not_a_callable_is_a_config_error() -> None:
             Worker(role, ScriptedModel(["x"]))
 
 
+def test_a_judge_guard_of_a_worker_on_its_own_is_refused_as_it_is_made() -> None:
+    # It tripped on every answer, as a guard that raised, once the worker ran.
+    role = Role(name="w", guards=Guards(output=("reviewer",)))
+    with pytest.raises(ConfigError, match="role 'w': the guard 'reviewer' names a judge role"):
+        Worker(role, ScriptedModel(["an answer"]))
+
+
 async def test_a_resumed_worker_does_not_check_its_instruction_again() -> None:
     role = Role(name="w", guards=Guards(input=("tests.support.guards:no_secrets",)))
     state = LoopState(task="reset the password")  # it passed before the crash

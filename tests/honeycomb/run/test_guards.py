@@ -177,8 +177,26 @@ def test_an_unknown_judge_role_is_a_config_error() -> None:
             [Role(name="w", guards=Guards(output=("reviwer",))), Role(name="reviewer")],
             ScriptedModel([]),
         )
-    with pytest.raises(ConfigErrors, match="guards: unknown judge role 'nobody'"):
+    with pytest.raises(ConfigErrors, match=r"the run's guards.input\[0\]: unknown judge role"):
         Executor([Role(name="w")], ScriptedModel([]), guards=Guards(input=("nobody",)))
+
+
+def test_a_guard_that_is_neither_a_path_nor_a_role_is_told_once_with_its_field() -> None:
+    # It was told twice: as neither, and as a judge role that is not defined.
+    with pytest.raises(ConfigErrors) as caught:
+        Executor(
+            [
+                Role(
+                    name="w",
+                    guards=Guards(input=(no_evil,), output=("tests.support.guards.short",)),
+                )
+            ],
+            ScriptedModel([]),
+        )
+    assert [e.message for e in caught.value.errors] == [
+        "role 'w': guards.output[0]: guard 'tests.support.guards.short' is neither an import "
+        "path 'module:name' nor a role name (did you mean 'tests.support.guards:short'?)"
+    ]
 
 
 HIVE = """\
@@ -242,6 +260,28 @@ def test_a_hives_bad_guards_are_named_by_file_line_and_field(tmp_path: Path) -> 
     assert "is not callable" in found[10, "roles.writer.guards.output[0]"]
     assert "unknown judge role 'reviewr'" in found[10, "roles.writer.guards.output[1]"]
     assert all(e.file == str(path) for e in caught.value.errors)
+
+
+def test_a_hive_guard_written_as_a_function_not_its_path_is_told_the_path(
+    tmp_path: Path,
+) -> None:
+    # A dot where the colon goes, and a function's bare name, were told only what they
+    # are not (an import path, a role), not the path to write.
+    (tmp_path / "checks.py").write_text("def no_secrets(check):\n    return None\n")
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        "models: {default: offline}\n"
+        "guards: {output: [checks.no_secrets]}\n"
+        "roles:\n"
+        "  writer: {guards: {input: [no_secrets]}}\n"
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    found = {e.field: e.message for e in caught.value.errors}
+    assert found["guards.output[0]"].endswith("(did you mean 'checks:no_secrets'?)")
+    assert found["roles.writer.guards.input[0]"].endswith(
+        "(or write its import path: 'checks:no_secrets')"
+    )
 
 
 # --- guards and approvals ---------------------------------------------------------------
