@@ -45,7 +45,7 @@ class _Strand:
 
     __slots__ = ("away", "clock", "nested")
 
-    def __init__(self, clock: _Clock | None) -> None:
+    def __init__(self, clock: _Clock) -> None:
         self.clock = clock
         self.away = 0  # its waits under way (parallel calls may each wait)
         self.nested = 0  # the strands and clocks nested in it under way
@@ -116,7 +116,7 @@ def _not_counted() -> Iterator[None]:
     """The block's time is not the work's own: its strand does not work meanwhile, and
     its clocks stop once nothing else of them works."""
     strand = _strand.get()
-    if strand is None or strand.clock is None:
+    if strand is None:
         yield
         return
     loop = asyncio.get_running_loop()
@@ -133,8 +133,7 @@ def _not_counted() -> Iterator[None]:
 
 def in_clock() -> bool:
     """Whether the work under way is under a time limit of :func:`within_own_time`."""
-    strand = _strand.get()
-    return strand is not None and strand.clock is not None
+    return _strand.get() is not None
 
 
 @contextmanager
@@ -144,7 +143,7 @@ def nested_strand() -> Iterator[None]:
     its caller's strand waiting for it (and for the others nested in it). A wait of
     one nested worker stops the clocks only once nothing else of them works."""
     caller = _strand.get()
-    if caller is None or caller.clock is None:
+    if caller is None:
         yield
         return
     own = _Strand(caller.clock)
@@ -160,7 +159,6 @@ def _nest(caller: _Strand, own: _Strand) -> Token[_Strand | None]:
     counted among the strands of ``caller``'s clock while it works, ``caller`` waiting
     for it; the token that ends it (:func:`_unnest`)."""
     clock, now = caller.clock, asyncio.get_running_loop().time()
-    assert clock is not None
     clock.more(now)  # ``own`` works, and then its caller does not
     caller.nested += 1
     if caller.nested == 1 and not caller.away:
@@ -172,7 +170,6 @@ def _unnest(caller: _Strand, own: _Strand, token: Token[_Strand | None]) -> None
     """``own`` ends, and ``caller`` waits for it no more."""
     _strand.reset(token)
     clock, now = caller.clock, asyncio.get_running_loop().time()
-    assert clock is not None
     caller.nested -= 1
     if caller.works:
         clock.more(now)
@@ -217,14 +214,13 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
 
     timer = loop.call_at(started + limit, check)
     # Its work is a strand of the clock of the work it is part of, if any.
-    nested_in = caller if caller is not None and parent is not None else None
-    token = _nest(nested_in, clock) if nested_in is not None else _strand.set(clock)
+    token = _nest(caller, clock) if caller is not None else _strand.set(clock)
     try:
         with deadline:
             yield deadline
     finally:
-        if nested_in is not None:
-            _unnest(nested_in, clock, token)
+        if caller is not None:
+            _unnest(caller, clock, token)
         else:
             _strand.reset(token)
         clock.woken = None
