@@ -159,6 +159,29 @@ async def test_a_slow_call_times_out_is_cancelled_and_the_server_goes_on() -> No
     assert (after.status, after.content) == ("ok", "where bees live")
 
 
+async def test_a_call_past_its_time_is_stopped_in_its_server_which_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The server is asked to cancel the call (MCP's ``notifications/cancelled``), and
+    does: the call never ends there. A call trusted as read-only does not retire its
+    server: the next calls go to the same process."""
+    notes = tmp_path / "notes.txt"
+    trusted = McpToolSettings(timeout=0.3, side_effects=False)
+    server = sdk_server(notes=notes, tools={"append_note": trusted})
+    async with running(server) as run:
+        pid = await run.call("t", "pid", {})
+        dispatcher = Dispatcher(await registry(run, server))
+        cut = await one(dispatcher, "append_note", '{"text": "cut", "delay": 1.0}')
+        # Longer than the call cut off would have taken, had its server gone on with it.
+        assert await run.call("t", "slow", {"seconds": 1.2}) == "slept 1.2s"
+        assert await run.call("t", "pid", {}) == pid
+    assert cut.status == "timeout"
+    assert [line.split()[:2] for line in notes.read_text().splitlines()] == [
+        ["start", "cut"],
+        ["slow", "1.2"],
+    ]
+
+
 async def test_side_effects_run_one_at_a_time_in_order_and_reads_together(tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     server = sdk_server(notes=notes)
