@@ -354,6 +354,7 @@ class Executor:
                     store=None,
                     trace=False,
                     backend=None,  # its workers run where the worker calling it runs
+                    **_beside(options.get("memory"), sub),
                 ).as_tool(name)
                 for name, sub in called.values()
             ]
@@ -961,6 +962,16 @@ def _own(models: Mapping[str, Model] | None) -> Mapping[str, Model] | None:
     if models is None:
         return None
     return {name: m for name, m in models.items() if "/" not in name}
+
+
+def _beside(memory: object, sub: Hive) -> dict[str, Any]:
+    """The memory option of a hive called as a tool, whose memory is ``sub``'s own
+    unless the caller's ``memory`` makes memories beside it (an eval's, of each run's
+    own: ``EvalMemory.beside``), which then makes it one for ``sub``'s."""
+    beside = getattr(memory, "beside", None)
+    if beside is None or sub.spec.memory is None:
+        return {}
+    return {"memory": beside(sub.memory())}
 
 
 def _on_cassette(memory: Memory | None, models: Mapping[str, Model]) -> Memory | None:

@@ -41,10 +41,33 @@ Sharing = Literal["own", "shared"]
 eval's cases."""
 
 
-_SCOPES: ContextVar[dict[EvalMemory, SQLiteMemory] | None] = ContextVar(
-    "eval_memories", default=None
-)
-"""The memory of the scope a call is made in, by its :class:`EvalMemory`."""
+class _Scope:
+    """One scope of a group of eval memories: a folder of its own, and in it the
+    memory of each member of the group, made as the member is first used."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="honeycomb-eval-memory-"))
+        self.memories: dict[EvalMemory, SQLiteMemory] = {}
+
+    def of(self, member: EvalMemory) -> SQLiteMemory:
+        found = self.memories.get(member)
+        if found is None:  # (no await: one memory a member)
+            file = self.folder / f"memory-{len(self.memories)}.db"
+            found = self.memories[member] = member._made(file)
+        return found
+
+    def close(self) -> None:
+        for memory in self.memories.values():
+            memory.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class _Group:
+    """The eval memories scoped together (:meth:`EvalMemory.beside`), by identity."""
+
+
+_SCOPES: ContextVar[dict[_Group, _Scope] | None] = ContextVar("eval_memories", default=None)
+"""The scope a call is made in, by the group of its :class:`EvalMemory`."""
 
 
 class EvalMemory:
@@ -64,6 +87,14 @@ class EvalMemory:
 
     def __init__(self, like: Memory | None = None) -> None:
         self.like = like
+        self._group = _Group()
+
+    def beside(self, like: Memory | None) -> EvalMemory:
+        """An eval's memory for ``like`` (the memory of a hive that a run calls as a
+        tool), scoped with this one: each run's own, empty as it starts, as this one."""
+        other = EvalMemory(like)
+        other._group = self._group
+        return other
 
     def __repr__(self) -> str:
         return f"EvalMemory(like={self.like!r})"
@@ -82,40 +113,40 @@ class EvalMemory:
         from runtime.memory.sqlite import SQLiteMemory
 
         like = self.like
-        return EvalMemory(
+        return self.beside(
             like.with_embeddings(embeddings) if isinstance(like, SQLiteMemory) else like
         )
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[None]:
         """The calls made within go to a memory of this scope's own, empty as it
-        starts, deleted as it ends."""
-        from runtime.memory.sqlite import SQLiteMemory  # SQLite loads with a memory's use
-
-        folder = Path(tempfile.mkdtemp(prefix="honeycomb-eval-memory-"))
-        like, file = self.like, folder / "memory.db"
-        memory = (
-            SQLiteMemory(file, embeddings=like.embeddings, max_chars=like.max_chars)
-            if isinstance(like, SQLiteMemory)
-            else SQLiteMemory(file)
-        )
-        token = _SCOPES.set({**(_SCOPES.get() or {}), self: memory})
+        starts, deleted as it ends (and so do those of the memories beside it)."""
+        scope = _Scope()
+        token = _SCOPES.set({**(_SCOPES.get() or {}), self._group: scope})
         try:
             yield
         finally:
             _SCOPES.reset(token)
-            memory.close()
-            shutil.rmtree(folder, ignore_errors=True)
+            scope.close()
+
+    def _made(self, file: Path) -> SQLiteMemory:
+        """A new memory in ``file``, with the embeddings and ``max_chars`` of ``like``."""
+        from runtime.memory.sqlite import SQLiteMemory  # SQLite loads with a memory's use
+
+        like = self.like
+        if isinstance(like, SQLiteMemory):
+            return SQLiteMemory(file, embeddings=like.embeddings, max_chars=like.max_chars)
+        return SQLiteMemory(file)
 
     def _memory(self) -> SQLiteMemory:
-        found = (_SCOPES.get() or {}).get(self)
-        if found is None:
+        scope = (_SCOPES.get() or {}).get(self._group)
+        if scope is None:
             raise MemoryStoreError(
                 "an eval's runs each have a memory of their own, which ended with the "
                 "eval: this run of an eval, made after it, has none",
                 path="eval memory",
             )
-        return found
+        return scope.of(self)
 
     async def add(
         self,
