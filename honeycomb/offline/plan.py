@@ -29,9 +29,12 @@ __all__ = ["follow_up_for", "last_answer", "plan_for", "task_text"]
 
 _RESERVED_ROLES = frozenset({"planner", "aggregator"})
 _REJECTED = re.compile(r"invalid plan|the plan is invalid", re.I)
-_AT_MOST = re.compile(r"at most (\d+)", re.I)
+# The limits as the planner's prompt and its checks say them, not as a task may ("in
+# at most 2 sentences"): the prompt's own line, the problems of a plan sent back.
+_LIMIT = re.compile(r"^Use at most (\d+) subtasks\.", re.M)
+_ALLOWED = re.compile(r"; at most (\d+) allowed\b")
 _ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_ROOM = re.compile(r"add at most (\d+)", re.I)
+_ROOM = re.compile(r"Otherwise add at most (\d+) new subtasks")
 _ROUND = re.compile(ROUND_HEADER + r" (\d+)")
 # A sentence of a result that asks for more work: "needs follow-up", "more research is
 # needed", "calls for further study", "remains unclear" ...
@@ -66,7 +69,9 @@ def plan_for(request: ModelRequest) -> Plan:
         return follow_up_for(catalog_text, ids)
     task, catalog = parse_catalog(catalog_text)
     roles = [e for e in catalog if e.role.lower() not in _RESERVED_ROLES]
-    found = [int(n) for u in users for n in _AT_MOST.findall(u)]
+    # The prompt's line is the last of its kind: after the task and the conversation.
+    found = [int(n) for n in _LIMIT.findall(catalog_text)[-1:]]
+    found += [int(n) for u in users for n in _ALLOWED.findall(u)]
     limit = max(1, min(found)) if found else 10
     if any(_REJECTED.search(u) for u in users):  # in a later message, or added to the first
         fixed = _fix_plan(last_answer(request), [e.role for e in roles], limit, ids)
@@ -94,7 +99,7 @@ def follow_up_for(text: str, ids: Sequence[str] = ()) -> Plan:
     unless one already does (a follow-up, asked to "Follow up on ID: ...", or an
     ``ID.more``, is not followed up again); none (done) when no result asks."""
     _, results = parse_results(text)
-    room = min((int(n) for n in _ROOM.findall(text)), default=1)
+    room = int(next(iter(_ROOM.findall(text)[-1:]), 1))  # the prompt's, after the results
     found = _ROUND.search(text)
     number = int(found.group(1)) if found else 2
     known = {r.id for r in results}

@@ -176,6 +176,20 @@ async def test_plan_respects_the_subtask_limit(trip: ModuleType, model: OfflineM
     assert "outbox" in text
 
 
+async def test_a_task_that_says_at_most_is_not_taken_for_the_subtask_limit(
+    trip: ModuleType, model: OfflineModel
+) -> None:
+    entries = catalog(trip)
+    plain = await model.complete(plan_request(TASK, entries))
+    said = await model.complete(plan_request(f"{TASK} Keep it to at most 1 page.", entries))
+    planned = Plan.model_validate_json(plain.message.content or "")
+    told = Plan.model_validate_json(said.message.content or "")
+    assert len(planned.subtasks) == 4
+    # every role's subtask still (the page's clause goes to one of them), not one
+    assert len(told.subtasks) >= 4
+    assert {s.role for s in told.subtasks} == {s.role for s in planned.subtasks}
+
+
 async def test_rejected_plan_is_fixed_the_simple_way(trip: ModuleType, model: OfflineModel) -> None:
     entries = catalog(trip)
     bad = {
