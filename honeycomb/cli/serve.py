@@ -8,9 +8,11 @@ import contextlib
 import ipaddress
 import os
 import secrets
+import signal
 import socket
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -168,13 +170,30 @@ def _kept_token(where: Path | str) -> str:
 def _server(config: uvicorn.Config, stopping: Callable[[], None]) -> uvicorn.Server:
     """A uvicorn server that calls ``stopping`` as it stops, before it waits for the
     requests under way: the app's event streams end then (one left open would hold it
-    up until cancelled, with a traceback)."""
+    up until cancelled, with a traceback). Ctrl-C and SIGTERM (how a service manager
+    stops it) each stop it so, and the command then ends as it does: the runs it
+    continues cut off and said so, ``stopped``, status 0. (uvicorn raises the signal
+    again once it stopped, and SIGTERM's default killed the process there, before the
+    runs it continued were recorded as cut off.)"""
     import uvicorn
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             stopping()
             await super().shutdown(sockets)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield  # only the main thread hears signals
+                return
+            stops = (signal.SIGINT, signal.SIGTERM)
+            before = {number: signal.signal(number, self.handle_exit) for number in stops}
+            try:
+                yield
+            finally:
+                for number, handler in before.items():
+                    signal.signal(number, handler)
 
     return Server(config)
 

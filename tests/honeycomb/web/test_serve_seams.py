@@ -328,9 +328,9 @@ class _Served:
             if wanted in line:
                 return
 
-    def stop(self) -> str:
-        """Ctrl-C; all it said on stderr."""
-        self.process.send_signal(signal.SIGINT)
+    def stop(self, stopped_by: signal.Signals = signal.SIGINT) -> str:
+        """Ctrl-C (or ``stopped_by``); all it said on stderr."""
+        self.process.send_signal(stopped_by)
         assert self.process.wait(timeout=30) == 0
         self._reader.join(timeout=10)
         while (line := self._said.get_nowait()) is not None:
@@ -409,10 +409,12 @@ def test_the_page_of_an_interrupted_run_says_how_it_goes_on(
     ) in page
 
 
+@pytest.mark.parametrize("stopped_by", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_while_the_server_continues_a_run_says_how_to_continue_it(
-    hive: Path, tmp_path: Path, fast_demo: Path
+    hive: Path, tmp_path: Path, fast_demo: Path, stopped_by: signal.Signals
 ) -> None:
-    """The run is cut off (``interrupted``), and stderr names the command that goes on."""
+    """The run is cut off (``interrupted``), and stderr names the command that goes on;
+    so too when SIGTERM stops the server (as a service manager stops it)."""
     db = tmp_path / "runs.db"
     call = _waits(hive, db)
     slow = {**os.environ, "HONEYCOMB_DEMO_TOOL_LATENCY": "60"}  # the approved call waits
@@ -425,7 +427,7 @@ def test_ctrl_c_while_the_server_continues_a_run_says_how_to_continue_it(
         )
         assert decided.status_code == 303
         served.said("run h1: decided; continuing it")
-        err = served.stop()
+        err = served.stop(stopped_by)
     command = shlex.join(["honeycomb", "resume", "h1", "--store", str(db)])
     assert f"run h1: cut off as this server stopped; continue it with {command}\n" in err
     found = RunStore(db).find("h1")
