@@ -50,6 +50,7 @@ from honeycomb.run.result import SubtaskResult
 from runtime import (
     AgentError,
     AssistantMessage,
+    ContextBudgetTooSmall,
     GuardrailTripped,
     HoneycombError,
     PlanError,
@@ -257,6 +258,8 @@ class RolePlanner:
             PlanError: when no answer of the attempts made a valid plan.
             ModelError, ConfigError, BudgetExceeded ...: as the planner's model call
                 raised it (once the model's own retries gave up).
+            ContextBudgetTooSmall: when its role's context budget cannot hold its
+                prompt (no call is made).
         """
         role = with_default_instructions(context.roles[self.role], PLANNER_INSTRUCTIONS)
         earlier = before.subtasks if before is not None else ()
@@ -499,10 +502,11 @@ def _about_the_answer(exc: BaseException) -> bool:
     """Whether a planner worker failed for what its model answered (another answer
     may do), not for a call that could not be made (a transport error, a missing key,
     a budget: asking again only repeats it), nor for its instruction (an input guard
-    refused it) or a guard that raised (its judge's model could not be reached ...)."""
+    refused it; its context budget cannot hold it, before any call) or a guard that
+    raised (its judge's model could not be reached ...)."""
     if isinstance(exc, GuardrailTripped):
         return exc.kind == "output" and not exc.broken
-    return isinstance(exc, AgentError)
+    return isinstance(exc, AgentError) and not isinstance(exc, ContextBudgetTooSmall)
 
 
 def _retry(prompt: str, problems: list[str]) -> str:

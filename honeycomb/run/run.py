@@ -47,6 +47,7 @@ from runtime import (
     Budget,
     BudgetExceeded,
     ConfigError,
+    ContextBudgetTooSmall,
     EventHandler,
     GuardrailTripped,
     HoneycombError,
@@ -474,8 +475,9 @@ class Run:
                     context=self.context,
                 )
                 added = self._checked_round(added, number, room)
-            except (PlanError, ModelError, GuardrailTripped) as exc:
-                # No valid round, no answer at all, or its own guards could not judge one.
+            except (PlanError, ModelError, GuardrailTripped, ContextBudgetTooSmall) as exc:
+                # No valid round, no answer at all (nor a prompt its context budget holds),
+                # or its own guards could not judge one.
                 took = time.perf_counter() - began
                 self.times["plan"] += took
                 self._phase(None)

@@ -1,16 +1,19 @@
 """A lead planning in rounds reads which subtasks failed, and is not let add one that
-depends on any of them: it would be skipped, never run."""
+depends on any of them: it would be skipped, never run. A lead that cannot be asked
+(its context budget cannot hold the results) fails its round, as itself."""
 
 from __future__ import annotations
 
 import json
 import re
 
-from honeycomb import Executor, Role
+import pytest
+
+from honeycomb import Compaction, Executor, Role
 from honeycomb.planning import RolePlanner
 from honeycomb.run.plan import plan_type
 from honeycomb.testing import FunctionModel
-from runtime import ModelRequest, UserMessage
+from runtime import ContextBudgetTooSmall, ModelRequest, UserMessage
 
 
 def _subtask(sid: str, instruction: str, *after: str) -> dict[str, object]:
@@ -55,3 +58,35 @@ def test_a_later_rounds_schema_leaves_out_the_subtasks_that_failed() -> None:
     schema = plan_type(("researcher",), 2, 0, ("s1", "s2"), frozenset({"s1"}))
     dependency = schema.model_json_schema()["$defs"]["Subtask"]["properties"]["depends_on"]
     assert dependency["items"]["enum"] == ["s2", "s3", "s4"]  # a grammar cannot write s1
+
+
+async def test_a_lead_whose_budget_cannot_hold_the_results_fails_the_round_asking_nothing() -> None:
+    asked: list[str] = []
+
+    async def answer(request: ModelRequest) -> str:
+        if request.output is not None and request.output.name == "Plan":
+            asked.append("lead")
+            return json.dumps({"subtasks": [_subtask("s1", "look")]})
+        return "a long finding " * 1000  # more than the lead's budget holds
+
+    lead = Role(name="lead", compaction=Compaction(budget_tokens=1500))
+    executor = Executor(
+        [lead, Role(name="researcher")],
+        FunctionModel(answer),
+        planner=RolePlanner("lead", rounds=3),
+        aggregator="concat",
+    )
+    result = await executor.run("Study bees.")
+
+    assert result.status == "ok"  # the first round's results, aggregated
+    assert result.rounds_ended == "lead_failed"
+    error = result.rounds[-1].error or ""
+    assert error.startswith("ContextBudgetTooSmall: worker lead's context budget")
+    assert "invalid plan" not in error  # not asked three times for a plan it never wrote
+    assert asked == ["lead"]  # round 1 only: round 2's prompt was never sent
+
+    first = Executor(
+        [lead, Role(name="researcher")], FunctionModel(answer), planner=RolePlanner("lead")
+    )
+    with pytest.raises(ContextBudgetTooSmall):  # a first plan's: the run's error, as itself
+        await first.run("Study bees. " * 1000)
