@@ -203,9 +203,10 @@ class Refusal(Value, frozen=True, kw_only=True):
 
 def guard_problem(ref: object, roles: Sequence[str] | None = None) -> str | None:
     """What is wrong with a guard reference, if anything: an import path that does not
-    import a callable, or a judge that is none of ``roles`` (None: not checked)."""
+    import a callable, a callable that cannot be given a check, or a judge that is none
+    of ``roles`` (None: not checked)."""
     if callable(ref):
-        return None
+        return _not_a_check(ref, getattr(ref, "__qualname__", repr(ref)))
     if not isinstance(ref, str):
         return f"a guard is a callable, an import path or a role name, not {type(ref).__name__}"
     if ":" in ref:
@@ -213,7 +214,7 @@ def guard_problem(ref: object, roles: Sequence[str] | None = None) -> str | None
             found = import_object(ref)
         except ConfigError as exc:
             return exc.message
-        return None if callable(found) else f"guard {ref!r} is not callable"
+        return _not_a_check(found, ref) if callable(found) else f"guard {ref!r} is not callable"
     if not _judge_name(ref):
         return f"guard {ref!r} is neither an import path 'module:name' nor a role name{_meant(ref)}"
     if roles is not None and ref not in roles:
@@ -225,6 +226,22 @@ def guard_problem(ref: object, roles: Sequence[str] | None = None) -> str | None
             f"unknown judge role {ref!r}{did_you_mean(ref, roles)}; roles: {', '.join(roles)} "
             f"(or write {path})"
         )
+    return None
+
+
+def _not_a_check(fn: Callable[..., Any], name: str) -> str | None:
+    """Why ``fn`` cannot be called with a :class:`GuardCheck` alone, if it cannot."""
+    try:
+        inspect.signature(fn).bind(None)
+    except TypeError:
+        short = re.split(r"[:.]", name)[-1]
+        short = short if short.isidentifier() else "my_guard"
+        return (
+            f"guard {name!r} cannot be given a check: it takes one argument, the check "
+            f"(def {short}(check: GuardCheck) -> str | None)"
+        )
+    except ValueError:  # no signature to read (a builtin): it is called as it is
+        return None
     return None
 
 

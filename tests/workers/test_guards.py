@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -297,6 +298,19 @@ def test_a_guard_path_that_is_not_a_callable_is_a_config_error() -> None:
     ):
         role = Role(name="w", guards=Guards(input=(ref,)))
         with pytest.raises(ConfigError, match=said):
+            Worker(role, ScriptedModel(["x"]))
+
+
+def takes_two(check: GuardCheck, strict: bool) -> None:
+    return None
+
+
+def test_a_guard_that_cannot_be_given_a_check_is_refused_saying_what_to_write() -> None:
+    # It was accepted, and tripped on every check as a guard that raised TypeError.
+    said = "cannot be given a check: it takes one argument, the check (def takes_two(check"
+    for ref in (takes_two, "tests.workers.test_guards:takes_two"):
+        role = Role(name="w", guards=Guards(output=(ref,)))
+        with pytest.raises(ConfigError, match=r"guards.output\[0\]: guard .* " + re.escape(said)):
             Worker(role, ScriptedModel(["x"]))
 
 
