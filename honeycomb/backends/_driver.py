@@ -13,6 +13,7 @@ from typing import Any, cast
 from honeycomb.backends._channel import Channel, RelayedReport
 from honeycomb.backends._deltas import Deltas
 from honeycomb.backends._pinned import PinnedCalls, asked
+from honeycomb.backends._standins import StoodFor
 from honeycomb.backends._told import Opened, Told
 from honeycomb.backends._wire import (
     Message,
@@ -39,7 +40,7 @@ from runtime.errors import CassetteError
 from runtime.events import current_call
 from runtime.limits import CallInFlight, Limits, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
-from runtime.models.cassettes import CassetteWriter, Recorded
+from runtime.models.cassettes import Cassette, CassetteWriter, Recorded
 from runtime.secrets import masked
 from workers import LoopState, Worker, WorkerResult
 
@@ -56,7 +57,7 @@ class Driver:
         self,
         worker: Worker,
         model_slots: Slots | None,
-        held: Mapping[str, AdaptiveLimiter | CassetteWriter],
+        held: Mapping[str, StoodFor],
         told: Told,
     ) -> None:
         self.worker = worker
@@ -302,6 +303,9 @@ class Driver:
         worker = self.worker
         if op == "tool":
             return await self.pinned.call(*args)
+        if op == "cassette":  # a replay's answer, from the one cassette here
+            key, model, request = args
+            return cast(Cassette, self.held[key]).answer(model, request, **options)
         root, _, path = op.partition(".")
         found: Any = {"services": worker.services, "setup": worker.setup}.get(root)
         for name in path.split(".") if found is not None and path else ():

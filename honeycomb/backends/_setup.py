@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from pydantic import BaseModel
 
-from honeycomb.backends._standins import DriverCassette, DriverLimiter
+from honeycomb.backends._standins import DriverCassette, DriverLimiter, DriverReplay, StoodFor
 from honeycomb.backends._warden import my_children, ward
 from honeycomb.backends._wire import Pinned
 from runtime import AdaptiveLimiter, ConfigError, Model, Tool
-from runtime.models.cassettes import CassetteWriter
+from runtime.models.cassettes import Cassette, CassetteWriter
 from workers import WorkerSetup
 
 if TYPE_CHECKING:
     from runtime.models.openai.endpoint import OpenAIEndpoint
 
 
-def recipe(model: Model, held: dict[str, AdaptiveLimiter | CassetteWriter]) -> bytes:
+def recipe(model: Model, held: dict[str, StoodFor]) -> bytes:
     """``model`` as an actor makes it again: pickled as Ray pickles (with cloudpickle: a
     model of the program goes by value), but for what must not cross as it is, wherever
     it stands in the model (under a price, a retry, a model of your own):
@@ -41,7 +41,10 @@ def recipe(model: Model, held: dict[str, AdaptiveLimiter | CassetteWriter]) -> b
       worker that uses it, wherever it runs;
     - a recording's cassette (a :class:`~runtime.RecordingModel`'s) goes as a stand-in
       that appends each call to the driver's
-      (:class:`~honeycomb.backends._standins.DriverCassette`).
+      (:class:`~honeycomb.backends._standins.DriverCassette`), and a replay's as one
+      that asks the driver's for each answer
+      (:class:`~honeycomb.backends._standins.DriverReplay`): each recorded call is
+      given once across every worker, wherever it runs.
 
     ``held`` keeps what the stand-ins stand for, by their keys.
 
@@ -65,6 +68,10 @@ def recipe(model: Model, held: dict[str, AdaptiveLimiter | CassetteWriter]) -> b
                 key = f"cassette-{id(obj)}"
                 held[key] = obj
                 return DriverCassette, (key,)
+            if isinstance(obj, Cassette):
+                key = f"replay-{id(obj)}"
+                held[key] = obj
+                return DriverReplay, (key, obj.path)
             return super().reducer_override(obj)
 
     sent = io.BytesIO()

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
 import anyio
 
@@ -41,9 +42,9 @@ from runtime import (
 )
 from runtime.limits import CallInFlight, Limits
 from runtime.limits.quota import QuotaLeft
-from runtime.limits.ratelimit import retry_deadline
+from runtime.limits.ratelimit import AdaptiveLimiter, retry_deadline
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
-from runtime.models.cassettes import Recorded
+from runtime.models.cassettes import Cassette, CassetteWriter, Recorded
 from runtime.tools.define import arguments_text
 from runtime.tools.journal import OnUnknown
 from workers import LoopState
@@ -139,6 +140,27 @@ class DriverCassette:
 
     def call(self, recorded: Recorded) -> None:
         here.get().send("record", self.key, recorded)
+
+
+class DriverReplay:
+    """A replay's cassette (a :class:`~runtime.models.cassettes.Cassette`) seen from an
+    actor: each answer is asked of the driver's, which gives each recorded call once
+    across every worker of every actor (a copy in each would give the first to each)."""
+
+    def __init__(self, key: str, path: Path) -> None:
+        self.key, self.path = key, path
+
+    async def answered(
+        self, model: str, request: ModelRequest, *, worker: str | None, case: str | None
+    ) -> Recorded:
+        found: Recorded = await at_driver(
+            "cassette", self.key, model, request, worker=worker, case=case
+        )
+        return found
+
+
+StoodFor: TypeAlias = AdaptiveLimiter | CassetteWriter | Cassette
+"""What the stand-ins of a worker's models in an actor stand for, at the driver."""
 
 
 class DriverLocks(LockTable):

@@ -39,6 +39,7 @@ from honeycomb.backends._setup import (
     sendable_tools,
     start_ray,
 )
+from honeycomb.backends._standins import StoodFor
 from honeycomb.backends._told import Told, decided_as_sent
 from honeycomb.backends._warden import ward
 from honeycomb.backends._wire import (
@@ -49,7 +50,6 @@ from honeycomb.backends._wire import (
     sent_services,
 )
 from runtime import (
-    AdaptiveLimiter,
     ConfigError,
     HoneycombError,
     LimitedModel,
@@ -59,7 +59,6 @@ from runtime import (
 from runtime.concurrency import shielded
 from runtime.limits import Slots
 from runtime.limits.worktime import waiting_for_room
-from runtime.models.cassettes import CassetteWriter
 from runtime.secrets import masked_with
 from workers import LoopState, Worker, WorkerError, WorkerResult, WorkerSetup
 from workers.state import LoopSettings
@@ -147,7 +146,7 @@ class RayBackend:
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._recipes: dict[int, tuple[object, bytes]] = {}
         # What the actors' stand-ins stand for (rate limiters, cassettes), by key.
-        self._held: dict[str, AdaptiveLimiter | CassetteWriter] = {}
+        self._held: dict[str, StoodFor] = {}
         # A role's setup as sent, by its role, tools and settings (a run's workers each
         # have a setup of their own, equal but for a limit the run sets), with its key.
         self._setups: dict[tuple[int, int, LoopSettings], _SentSetup] = {}

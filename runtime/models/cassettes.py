@@ -313,6 +313,13 @@ class Cassette:
         self._given.add(id(chosen))
         return chosen
 
+    async def answered(
+        self, model: str, request: ModelRequest, *, worker: str | None, case: str | None
+    ) -> Recorded:
+        """:meth:`answer`, as a replay asks for it (a stand-in elsewhere, an actor's,
+        asks the process that holds the cassette)."""
+        return self.answer(model, request, worker=worker, case=case)
+
     def _texts_difference(self, embeddings: str, texts: Sequence[str], case: str | None) -> str:
         """How ``texts`` differ from those of the nearest call recorded of
         ``embeddings`` (of the same case, else any): the one sharing most texts from

@@ -185,10 +185,10 @@ class ReplayModel:
         return f"ReplayModel({str(self.cassette.path)!r}, name={self.name!r})"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        return _ended(self._recorded(request))
+        return _ended(await self._recorded(request))
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
-        recorded = self._recorded(request)
+        recorded = await self._recorded(request)
         pieces = recorded.pieces
         if pieces is None and recorded.error is None:
             pieces = (recorded.response.message.content or "",)
@@ -197,8 +197,8 @@ class ReplayModel:
                 on_text(piece)
         return _ended(recorded)
 
-    def _recorded(self, request: ModelRequest) -> Recorded:
-        recorded = self.cassette.answer(
+    async def _recorded(self, request: ModelRequest) -> Recorded:
+        recorded = await self.cassette.answered(
             self.name, request, worker=worker_of(request), case=_case.get()
         )
         for _ in range(recorded.timeouts):  # billed when recorded: counted alike
