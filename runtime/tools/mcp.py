@@ -516,7 +516,7 @@ class McpServers:
             if live.retired and (live.calls == 0 or (cut_off and stopping())):
                 live.end()
             if cut_off:
-                await shielded(_stopped(live))
+                await _ended(live)
 
     async def session(self, name: str, restarted: set[str]) -> Session:
         """The live session of server ``name``, started if need be: a first time, or
@@ -615,6 +615,19 @@ async def _stopped(retired: _Live) -> None:
         await retired.stop.wait()
     retired.end()
     await retired.gone.wait()
+
+
+async def _ended(retired: _Live) -> None:
+    """Wait, as a call cut off does, for its retired server to stop (see
+    :func:`_stopped`), whatever cancels this meanwhile: a cancellation then (its run
+    stopping) stops the server at once rather than once the other calls end."""
+    stopped = asyncio.ensure_future(_stopped(retired))
+    try:
+        await asyncio.shield(stopped)
+    except asyncio.CancelledError:
+        retired.end()
+        await shielded(stopped)
+        raise
 
 
 _EXTRA = "'honeycomb-agents[mcp]'"

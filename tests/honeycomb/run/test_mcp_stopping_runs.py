@@ -1,8 +1,9 @@
 """A run stopping (cancelled, by its caller or its caller's time limit) while its
-worker's side-effecting MCP call is under way in a server that another run of the
-Executor's block is using: the run ends at once, not once the other run's call is
-done; the server is stopped (the call cut off may go on in it) and started anew for
-the next call. Against the SDK-written test server, run as a real subprocess."""
+worker's side-effecting MCP call is under way (or, cut off by its own time limit, waits
+for its server to stop) in a server that another run of the Executor's block is using:
+the run ends at once, not once the other run's call is done; the server is stopped
+(the call cut off may go on in it) and started anew for the next call. Against the
+SDK-written test server, run as a real subprocess."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import runtime.tools.mcp
 from honeycomb import Executor, Role, Subtask, ToolMessage
 from honeycomb.testing import FunctionModel
+from honeycomb.tools import McpToolSettings
 from runtime import ModelRequest
 from runtime.concurrency import within
 from runtime.testing import call
@@ -60,28 +62,45 @@ async def noted(notes: Path, line: str, *running: asyncio.Task[Any]) -> None:
             await asyncio.sleep(0.01)
 
 
-async def stopped_at(stop: str, running: asyncio.Task[Any]) -> None:
-    """Stop ``running``: cancel it, or let the caller's time limit around it pass."""
-    if stop == "cancelled":
+async def stopped_at(stop: str, running: asyncio.Task[Any], draining: asyncio.Event) -> None:
+    """Stop ``running``: cancel it (once its call, cut off by its own time limit, waits
+    for its server to stop, for ``drain``), or let the caller's time limit pass."""
+    if stop == "drain":
+        with within(30):  # a failsafe: the event is the signal
+            await draining.wait()
+    if stop != "timeout":
         running.cancel()
     done, _ = await asyncio.wait({running}, timeout=PROMPT_S)
     assert running in done, "the run waited for the other run's call to end"
-    with pytest.raises(asyncio.CancelledError if stop == "cancelled" else TimeoutError):
+    with pytest.raises(TimeoutError if stop == "timeout" else asyncio.CancelledError):
         await running
 
 
-@pytest.mark.parametrize("stop", ["cancelled", "timeout"])
+@pytest.mark.parametrize("stop", ["cancelled", "timeout", "drain"])
 async def test_a_run_stopping_mid_call_does_not_wait_for_another_run_s_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: str
 ) -> None:
+    """``drain``: the call was cut off by its own time limit first, and waits for the
+    server to stop once the other run's call ends, as such a call does, when its run is
+    cancelled: that wait ends then."""
     monkeypatch.setattr(runtime.tools.mcp, "_DRAIN_S", DRAIN_S)
+    draining = asyncio.Event()
+    waited = runtime.tools.mcp._stopped
+
+    async def stopped(retired: Any) -> None:
+        draining.set()
+        await waited(retired)
+
+    monkeypatch.setattr(runtime.tools.mcp, "_stopped", stopped)
     notes = tmp_path / "notes.txt"
     before = child_pids()
+    limit = {"append_note": McpToolSettings(timeout=0.3)} if stop == "drain" else {}
+    server = sdk_server(notes=notes, tools=limit)
 
-    async with Executor([CLERK], FunctionModel(act), mcp_servers=[sdk_server(notes=notes)]) as ex:
+    async with Executor([CLERK], FunctionModel(act), mcp_servers=[server]) as ex:
 
         async def write() -> object:
-            if stop == "cancelled":
+            if stop != "timeout":
                 return await ex.run("t", subtasks=one("write"))
             async with asyncio.timeout(1.0):  # a service's time for a request
                 return await ex.run("t", subtasks=one("write"))
@@ -90,7 +109,7 @@ async def test_a_run_stopping_mid_call_does_not_wait_for_another_run_s_call(
         await noted(notes, "slow 30", reading)
         writing = asyncio.create_task(write())
         await noted(notes, "start w", writing)
-        await stopped_at(stop, writing)
+        await stopped_at(stop, writing, draining)
         read = await reading
         again = await ex.run("t", subtasks=one("pid"))
     assert child_pids() - before == set()
