@@ -241,8 +241,12 @@ def _counted(most: int, least: int) -> Callable[[type[Plan], Any], Any]:
     def counted(cls: type[Plan], data: Any) -> Any:
         subtasks = data.get("subtasks") if isinstance(data, dict) else None
         if isinstance(subtasks, list | tuple) and len(subtasks) > most:
-            has = "the round adds" if least == 0 else "the plan has"
-            raise ValueError(f"{has} {len(subtasks)} subtasks; at most {most} allowed")
+            # What bounds it, for whoever reads the last error: the knob to turn.
+            if least == 0:
+                has, bound = "the round adds", "what the policy's max_subtasks leaves"
+            else:
+                has, bound = "the plan has", "the policy's max_subtasks"
+            raise ValueError(f"{has} {len(subtasks)} subtasks; at most {most} allowed ({bound})")
         return data
 
     return classmethod(counted)  # type: ignore[return-value]

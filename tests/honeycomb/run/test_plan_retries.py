@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from honeycomb import Executor, Policy, Role
+from honeycomb.errors import PlanError
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest, UserMessage
 
@@ -52,3 +55,14 @@ async def test_a_plan_with_too_many_subtasks_is_told_to_have_fewer() -> None:
     # not only that 's3' is no id it may use: that the plan is one subtask too long
     assert "the plan has 3 subtasks; at most 2 allowed" in sent_back
     assert "Value error" not in sent_back
+
+
+async def test_a_plan_too_long_every_time_names_the_policy_to_raise() -> None:
+    def answer(request: ModelRequest) -> str:
+        subtasks = [{"id": f"s{n}", "role": "researcher", "instruction": "look"} for n in (1, 2, 3)]
+        return json.dumps({"subtasks": subtasks})
+
+    executor = Executor(ROLES, FunctionModel(answer), policy=Policy(max_subtasks=2))
+    with pytest.raises(PlanError) as caught:
+        await executor.run("Study bees.")
+    assert "at most 2 allowed (the policy's max_subtasks)" in str(caught.value)
