@@ -560,7 +560,7 @@ class _Guard:
             return response
         bearer = request.headers.get("authorization", "")
         state = request.scope.setdefault("state", {})
-        if bearer.startswith("Bearer ") and _same(bearer[len("Bearer ") :], self.token):
+        if bearer.startswith("Bearer ") and _same_sent(bearer[len("Bearer ") :], self.token):
             state["by"] = "bearer"  # a script's: no page of another site can send it
             return None
         if not _same(request.cookies.get(cookie, ""), self.session):
@@ -587,6 +587,13 @@ class _AsSent:
 
 def _same(given: str, wanted: str) -> bool:
     return hmac.compare_digest(given.encode(), wanted.encode())
+
+
+def _same_sent(header: str, wanted: str) -> bool:
+    """Whether a header's value is ``wanted`` as a client sends it, in UTF-8: the
+    server reads a header's bytes as Latin-1, so a token past ASCII, read so, is
+    compared as the bytes that came."""
+    return hmac.compare_digest(header.encode("latin-1"), wanted.encode())
 
 
 def _check_forgery(request: Request, given: str, csrf: str) -> None:

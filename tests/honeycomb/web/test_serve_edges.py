@@ -92,6 +92,21 @@ def test_arguments_past_what_json_reads_are_refused_naming_the_field(
     assert decisions.made == []
 
 
+def test_a_scripts_token_past_ascii_opens_the_pages(db: Path) -> None:
+    """A token of your own past ASCII, sent as a bearer (in UTF-8, as clients send
+    it), opens the pages: the server read the header's bytes as Latin-1 and refused
+    every request of a script with 401. Another token is still refused."""
+    token = "schlüssel-für-die-seite-42"
+    app = create_app(db, token=token)
+    with ThreadedServer(app, name="serve") as server, httpx.Client(base_url=server.url) as client:
+        sent = client.get("/", headers={"authorization": b"Bearer " + token.encode()})
+        other = "schlüssel-für-die-seite-43".encode()
+        refused = client.get("/", headers={"authorization": b"Bearer " + other})
+    assert sent.status_code == 200, sent.text
+    assert refused.status_code == 401
+    _secure(sent)
+
+
 def test_a_failure_of_the_server_is_a_page_with_the_usual_headers(db: Path) -> None:
     app = create_app(db, token=TOKEN, approvals=_Recorded(fail=True))
     with ThreadedServer(app, name="serve") as server, httpx.Client(base_url=server.url) as client:
