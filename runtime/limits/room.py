@@ -145,10 +145,11 @@ async def _asked(strand: _Strand, *, cancelled: bool) -> None:
 
 @asynccontextmanager
 async def nested_work() -> AsyncIterator[None]:
-    """The block runs a nested worker (an agent tool's, or a sub-run's) in the room of
-    the worker it is part of: a strand of its own, which works while it runs, and its
-    caller's strand does not work until it ends (nor until the others nested in it
-    do). So too against the time limits of the work it is part of
+    """The block runs a nested worker (an agent tool's, or a sub-run's), or a worker's
+    own tool call beside its calls that run nested workers, in the room of the worker
+    it is part of: a strand of its own, which works while it runs, and its caller's
+    strand does not work until it ends (nor until the others nested in it do). So too
+    against the time limits of the work it is part of
     (:func:`~runtime.limits.worktime.nested_strand`)."""
     with nested_strand():  # and beside its caller's other work, against their time limits
         caller = _strand.get()

@@ -19,7 +19,9 @@ is the layers' (:mod:`runtime.tools.layers`), composed in
 - Observations come back in the order of the calls, exactly one per call.
 - A call whose own calls wait for a person (a nested worker's) does not cut off the
   turn's other calls: they run to their end, their outcomes kept, and then the turn
-  waits (``ApprovalNeeded``), to run again once decided.
+  waits (``ApprovalNeeded``), to run again once decided. They work in the worker's room
+  (its ``max_workers`` slot) as its nested workers do
+  (:func:`~runtime.limits.room.nested_work`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import anyio.from_thread
 from runtime.concurrency import require_asyncio, together
 from runtime.errors import BudgetExceeded, NotStarted
 from runtime.events import Caller, ToolCallFinished
+from runtime.limits.room import nested_work
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools.approvals import ApprovalLog, ApprovalNeeded, withdraw
 from runtime.tools.define import ArgumentsError, ToolRegistry
@@ -172,12 +175,17 @@ class Dispatcher:
         # The serial lane (or else the last parallel call) runs in this task, every other
         # call in a task of its own; a parallel call's value is how it ended.
         cap = self._cap_for(len(parallel))
+        # A call beside calls that nest works in its worker's room as their nested
+        # workers do: its worker does not leave its slot while it works.
+        beside = any(c.tool.nests for c in parallel) or any(c.tool.nests for c in serial)
         ended: list[Outcome | Stopped]
         if serial:
-            _, ended = await together(self._serial(serial, results), self._runs(parallel, cap))
+            _, ended = await together(
+                self._serial(serial, results, beside), self._runs(parallel, cap, beside)
+            )
         elif parallel:
             last, ended = await together(
-                self._run(parallel[-1], cap), self._runs(parallel[:-1], cap)
+                self._run(parallel[-1], cap, beside), self._runs(parallel[:-1], cap, beside)
             )
             ended.append(last)
         else:
@@ -333,25 +341,31 @@ class Dispatcher:
         return anyio.CapacityLimiter(cap) if parallel > cap else None
 
     def _runs(
-        self, calls: Sequence[Prepared], cap: anyio.CapacityLimiter | None
+        self, calls: Sequence[Prepared], cap: anyio.CapacityLimiter | None, beside: bool
     ) -> list[Coroutine[Any, Any, Outcome | Stopped]]:
         """Each call's run (here, not in :meth:`dispatch`: a comprehension there would
         keep ``self`` and ``cap`` in cells for as long as the turn runs)."""
-        return [self._run(call, cap) for call in calls]
+        return [self._run(call, cap, beside) for call in calls]
 
     def _run(
-        self, call: Prepared, cap: anyio.CapacityLimiter | None
+        self, call: Prepared, cap: anyio.CapacityLimiter | None, beside: bool
     ) -> Coroutine[Any, Any, Outcome | Stopped]:
         """One call through the layers: their own awaitable, unless the call holds a
         slot of the batch's cap, or may wait for a person (a call of a tool that
-        nests: the turn's other calls go on) and so needs a frame of its own."""
-        if cap is None and not call.tool.nests:
+        nests: the turn's other calls go on), or works ``beside`` such calls, and so
+        needs a frame of its own."""
+        if cap is None and not call.tool.nests and not beside:
             return self.calls(call)
-        return self._caught(call, cap)
+        return self._caught(call, cap, beside)
 
-    async def _caught(self, call: Prepared, cap: anyio.CapacityLimiter | None) -> Outcome | Stopped:
+    async def _caught(
+        self, call: Prepared, cap: anyio.CapacityLimiter | None, beside: bool
+    ) -> Outcome | Stopped:
         try:
             async with cap or _NO_CAP:
+                if beside and not call.tool.nests:  # works while those calls may wait
+                    async with nested_work():
+                        return await self.calls(call)
                 return await self.calls(call)
         except STOPS as stopped:  # the turn's others go on
             return stopped
@@ -377,12 +391,12 @@ class Dispatcher:
         if asked in seen:  # not, when validation fills in a new default each time
             seen.remove(asked)
 
-    async def _serial(self, serial: list[Prepared], results: Results) -> None:
+    async def _serial(self, serial: list[Prepared], results: Results, beside: bool) -> None:
         """The side-effecting calls, one at a time, in the order the model gave them,
         each observation put in its place in ``results`` (none after one that waits:
         they run when the turn goes on)."""
         for call in serial:
-            ended = await self._caught(call, None)
+            ended = await self._caught(call, None, beside)
             results[call.position] = self._observed(call, ended)
             if isinstance(ended, STOPS):
                 return

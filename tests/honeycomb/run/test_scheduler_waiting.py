@@ -179,6 +179,77 @@ async def test_a_worker_leaves_its_slot_only_once_none_of_its_nested_workers_wor
     assert most == 1  # never two workers at once
 
 
+async def test_a_workers_own_call_beside_its_nested_workers_keeps_its_slot() -> None:
+    """``max_workers: 1``: s1 calls a clerk, whose call waits for a person, and its own
+    tool ``look`` at once. s1 left its slot as the clerk's approver asked, while ``look``
+    still worked for it, so s2 ran beside it: two workers' work at once. Now the call
+    works in s1's room as a nested worker would: s2 runs once it is done."""
+    asked, s2_done = asyncio.Event(), asyncio.Event()
+    running: set[str] = set()
+    most = 0
+
+    async def working(who: str, seconds: float) -> None:
+        nonlocal most
+        running.add(who)
+        most = max(most, len(running))
+        await asyncio.sleep(seconds)  # its own latency: the work of two workers would meet
+        running.discard(who)
+
+    @tool(side_effects=True)
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    @tool
+    async def look(topic: str) -> str:
+        """Look something up."""
+        await asked.wait()  # the clerk's call is being asked about meanwhile
+        await working("s1", 0.1)
+        return f"{topic}: found"
+
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        me = str(request.messages[0].content)
+        told = [str(m.content) for m in request.messages if isinstance(m, ToolMessage)]
+        if me.startswith("You are the clerk"):
+            if told:
+                return "clerk: " + told[0]
+            return AssistantMessage(tool_calls=(call("pay", {"to": "ann"}, id="p1"),))
+        if "s2" in (request.conversation or ""):
+            await working("s2", 0.05)
+            s2_done.set()
+            return "s2 done"
+        if told:
+            return " | ".join(told)
+        return AssistantMessage(
+            tool_calls=(
+                call("clerk", {"instruction": "pay ann"}, id="c1"),
+                call("look", {"topic": "bees"}, id="l1"),
+            )
+        )
+
+    async def person(request: ApprovalRequest) -> Decision:
+        asked.set()
+        with contextlib.suppress(TimedOut), within(5):
+            await s2_done.wait()
+            return Decision.approved()
+        return Decision.denied("s2 never ran while the clerk's call was asked about")
+
+    roles = [
+        Role(name="lead", tools=("agent:clerk", "look")),
+        Role(name="clerk", tools=("pay",), approvals=Approvals(tools=("pay",))),
+    ]
+    one_slot = Executor(
+        roles, FunctionModel(answer), tools=[pay, look], approver=person,
+        aggregator="concat", policy=Policy(max_workers=1),
+    )  # fmt: skip
+    two = [Subtask(id=name, role="lead", instruction="x") for name in ("s1", "s2")]
+    with within(10):
+        done = await one_slot.run("pay", subtasks=two)
+    assert done.subtasks["s1"].text == "clerk: paid ann | bees: found"
+    assert done.subtasks["s2"].text == "s2 done"
+    assert most == 1  # never two workers' work at once
+
+
 async def test_a_workers_time_limit_counts_a_nested_workers_work_beside_a_wait() -> None:
     """``worker_timeout_s: 0.3``: s1's clerk waits for a person while its researcher
     works 0.6s. s1's clock stopped as the clerk was asked about, though the researcher
