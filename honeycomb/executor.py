@@ -979,7 +979,7 @@ def _on_cassette(memory: Memory | None, models: Mapping[str, Model]) -> Memory |
     ``models`` when they are a cassette's: a replayed run calls no endpoint either."""
     if getattr(memory, "embeddings", None) is None:
         return memory
-    from runtime.models.layers.cassette import cassette_memory  # with a memory that embeds
+    from runtime.models.layers.cassette_embeddings import cassette_memory  # when it embeds
 
     taped: Memory | None = cassette_memory(memory, models)
     return taped

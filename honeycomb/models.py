@@ -45,12 +45,14 @@ if typing.TYPE_CHECKING:
         Recorded,
     )
     from runtime.models.layers.cassette import (
-        RecordingEmbeddings,
         RecordingModel,
-        ReplayEmbeddings,
         ReplayModel,
         cassette,
         cassette_case,
+    )
+    from runtime.models.layers.cassette_embeddings import (
+        RecordingEmbeddings,
+        ReplayEmbeddings,
         cassette_memory,
     )
     from runtime.models.openai.chat import OpenAIModel
@@ -100,5 +102,10 @@ if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no othe
     __getattr__ = lazy.lazy_names(
         __name__,
         globals(),
-        ("runtime.models", "runtime.models.layers.cassette", "runtime.models.cassette_errors"),
+        (
+            "runtime.models",
+            "runtime.models.layers.cassette",
+            "runtime.models.layers.cassette_embeddings",
+            "runtime.models.cassette_errors",
+        ),
     )

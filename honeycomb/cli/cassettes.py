@@ -102,7 +102,7 @@ def cassette_memory_of(
         yield None
         return
     from honeycomb.evals.memory import EvalMemory  # loaded with a memory recorded
-    from runtime.models.layers.cassette import cassette_memory
+    from runtime.models.layers.cassette_embeddings import cassette_memory
 
     like = cassette_memory(like, models)  # its embeddings on the models' cassette
 
@@ -124,7 +124,7 @@ def _memories_recorded(hive: Hive, models: Mapping[str, Model]) -> None:
     Raises:
         CassetteError: naming the embeddings it did not record, and what to do.
     """
-    from runtime.models.layers.cassette import cassette_memory
+    from runtime.models.layers.cassette_embeddings import cassette_memory
 
     if hive.spec.memory is not None and hive.spec.memory.embeddings is not None:
         cassette_memory(hive.memory(), models)

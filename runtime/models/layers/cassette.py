@@ -14,47 +14,34 @@ either as around any model, so a replayed run is counted, traced and checked as 
 recorded one was.
 
 A memory's embeddings are recorded in the same cassette and answered from it
-(:class:`RecordingEmbeddings`, :class:`ReplayEmbeddings`; :func:`cassette_memory`
-gives a memory them, as an Executor whose models are a cassette's does), so that a
-replayed run whose roles recall and remember calls no embeddings endpoint either, and
-spends what the recorded run's calls spent.
+(:mod:`runtime.models.layers.cassette_embeddings`), so that a replayed run whose roles
+recall and remember calls no embeddings endpoint either, and spends what the recorded
+run's calls spent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, overload
+from typing import overload
 
-from runtime.errors import CassetteError, ModelError
+from runtime.errors import ModelError
 from runtime.limits.budget import attempting, timed_out
-from runtime.limits.spending import Payer, paid_by, payer
-from runtime.messages import AssistantMessage, Usage
+from runtime.messages import AssistantMessage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.models.cassette_errors import failure_of, raised
 from runtime.models.cassettes import (
-    AttemptSpent,
     Cassette,
     CassetteWriter,
-    Embedded,
     Recorded,
     worker_of,
 )
 from runtime.models.layers.cost_cap import price_of
 from runtime.models.pricing import Price
 
-__all__ = [
-    "RecordingEmbeddings",
-    "RecordingModel",
-    "ReplayEmbeddings",
-    "ReplayModel",
-    "cassette",
-    "cassette_case",
-    "cassette_memory",
-    "current_case",
-]
+__all__ = ["RecordingModel", "ReplayModel", "cassette", "cassette_case", "current_case"]
 
 _case: ContextVar[str | None] = ContextVar("honeycomb_cassette_case", default=None)
 
@@ -269,161 +256,3 @@ def cassette(
         writer = CassetteWriter(record)
         wrapped = {name: RecordingModel(m, writer, name=name) for name, m in wrapped.items()}
     return wrapped["default"] if one else wrapped
-
-
-# --- a memory's embeddings ----------------------------------------------------------
-
-
-class _Attempts:
-    """Pays for an embeddings call's attempts while it is recorded: each is refused
-    or paid by the payer behind (if any), as it would be, and kept (``kept``)."""
-
-    def __init__(self, behind: Payer | None) -> None:
-        self.behind = behind
-        self.kept: list[AttemptSpent] = []
-
-    def check(self) -> None:
-        if self.behind is not None:
-            self.behind.check()
-
-    def spent(self, model: str, usage: Usage, duration_s: float, error: str | None) -> None:
-        self.kept.append(AttemptSpent(usage=usage, duration_s=duration_s, error=error))
-        if self.behind is not None:
-            self.behind.spent(model, usage, duration_s, error)
-
-
-class RecordingEmbeddings:
-    """A memory's embeddings ``inner``, each of whose calls is appended to a cassette:
-    its texts, its vectors (or the error it failed with), and what each attempt spent.
-
-    Args:
-        inner: The embeddings recorded (a :class:`runtime.memory.Embeddings`).
-        cassette: The cassette's :class:`CassetteWriter` (the models' too).
-
-    Raises:
-        CassetteError: when the file cannot be written.
-    """
-
-    def __init__(self, inner: Any, cassette: CassetteWriter) -> None:
-        self.inner, self.writer = inner, cassette
-        price = getattr(inner, "price", None)
-        self.price = price if isinstance(price, Price) else None  # what a budget counts
-        cassette.embeddings(inner.name, self.price)
-
-    @property
-    def name(self) -> str:
-        name: str = self.inner.name
-        return name
-
-    def __repr__(self) -> str:
-        return f"RecordingEmbeddings({self.inner!r}, {str(self.writer.path)!r})"
-
-    async def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
-        attempts = _Attempts(payer())
-        try:
-            with paid_by(attempts):
-                vectors: Sequence[Sequence[float]] = await self.inner.embed(texts)
-        except Exception as exc:  # its failure too: the replay fails alike, having spent alike
-            self._keep(texts, (), attempts, f"{type(exc).__name__}: {exc}")
-            raise
-        if texts:
-            self._keep(texts, vectors, attempts, None)
-        return vectors
-
-    def _keep(
-        self,
-        texts: Sequence[str],
-        vectors: Sequence[Sequence[float]],
-        attempts: _Attempts,
-        error: str | None,
-    ) -> None:
-        self.writer.embedded(
-            Embedded(
-                embeddings=self.name,
-                texts=tuple(texts),
-                vectors=tuple(tuple(vector) for vector in vectors),
-                spent=tuple(attempts.kept),
-                error=error,
-                case=_case.get(),
-            )
-        )
-
-
-class ReplayEmbeddings:
-    """Answers a memory's embeddings calls from a cassette, with no endpoint behind:
-    each call's vectors are those recorded for its texts, and what its attempts spent
-    is paid again (so the run's usage and budget count what the recorded run's did).
-
-    Args:
-        cassette: The cassette, read once (the models' too).
-        name: The embeddings' name, as the memory's file records it.
-
-    Raises:
-        CassetteError: when the cassette recorded no embeddings of that name (it was
-            recorded without this memory, or by a Honeycomb that recorded none).
-        CassetteMismatch: (from a call) when the cassette recorded no call of those
-            texts.
-    """
-
-    def __init__(self, cassette: Cassette, name: str) -> None:
-        if name not in cassette.embeddings:
-            recorded = ", ".join(repr(n) for n in sorted(cassette.embeddings)) or "none"
-            raise CassetteError(
-                f"the run's memory embeds with {name!r}, whose calls the cassette did not "
-                f"record (its embeddings: {recorded}): record it again",
-                file=str(cassette.path),
-            )
-        self.cassette, self._name = cassette, name
-        self.price = cassette.embeddings[name]
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def __repr__(self) -> str:
-        return f"ReplayEmbeddings({str(self.cassette.path)!r}, name={self._name!r})"
-
-    async def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
-        if not texts:
-            return []
-        who = payer()
-        if who is not None:
-            who.check()
-        recorded = self.cassette.embedding(self._name, texts, case=_case.get())
-        for at, attempt in enumerate(recorded.spent):
-            if who is not None:
-                if at:
-                    who.check()  # before a retry, as when recorded
-                who.spent(self._name, attempt.usage, attempt.duration_s, attempt.error)
-        if recorded.error is not None:
-            if who is not None:
-                who.check()  # a budget spent refused it when recorded (a retry of it)
-            raise ModelError(f"(as recorded) {recorded.error}")
-        return [list(vector) for vector in recorded.vectors]
-
-
-def cassette_memory(memory: Any, models: Model | Mapping[str, Model] | None) -> Any:
-    """``memory`` with its embeddings recorded in, or answered from, the cassette of
-    ``models`` (what :func:`cassette` made); as it is when none of them is a
-    cassette's, or it embeds with nothing. A memory that can be made again with other
-    embeddings (``with_embeddings``: an ``SQLiteMemory``, an eval's memory) is; the
-    one given is left as it is.
-
-    Raises:
-        CassetteError: replaying, when the cassette recorded none of its embeddings.
-    """
-    embeddings = getattr(memory, "embeddings", None)
-    again = getattr(memory, "with_embeddings", None)
-    if (
-        embeddings is None
-        or again is None
-        or isinstance(embeddings, RecordingEmbeddings | ReplayEmbeddings)
-    ):
-        return memory
-    named = models.values() if isinstance(models, Mapping) else (models,)
-    for model in named:
-        if isinstance(model, ReplayModel):
-            return again(ReplayEmbeddings(model.cassette, embeddings.name))
-        if isinstance(model, RecordingModel):
-            return again(RecordingEmbeddings(embeddings, model.writer))
-    return memory

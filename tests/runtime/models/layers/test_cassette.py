@@ -15,14 +15,8 @@ from runtime.messages import AssistantMessage, ToolCall, ToolMessage, Usage, Use
 from runtime.model import ModelRequest, ToolSchema
 from runtime.models.cassettes import Cassette, CassetteWriter
 from runtime.models.layers import cost_cap
-from runtime.models.layers.cassette import (
-    RecordingEmbeddings,
-    RecordingModel,
-    ReplayEmbeddings,
-    ReplayModel,
-    cassette,
-    cassette_case,
-)
+from runtime.models.layers.cassette import RecordingModel, ReplayModel, cassette, cassette_case
+from runtime.models.layers.cassette_embeddings import RecordingEmbeddings, ReplayEmbeddings
 from runtime.models.pricing import Price, PricedModel
 from runtime.secrets import add_secret
 from runtime.testing import FunctionModel
