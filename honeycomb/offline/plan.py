@@ -35,7 +35,7 @@ _LIMIT = re.compile(r"^Use at most (\d+) subtasks\.", re.M)
 _ALLOWED = re.compile(r"; at most (\d+) allowed\b")
 _ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ROOM = re.compile(r"Otherwise add at most (\d+) new subtasks")
-_ROUND = re.compile(ROUND_HEADER + r" (\d+)")
+_ROUND = re.compile("^" + ROUND_HEADER + r" (\d+) of at most \d+\.", re.M)
 # A sentence of a result that asks for more work: "needs follow-up", "more research is
 # needed", "calls for further study", "remains unclear" ...
 _ASKS_FOR_MORE = re.compile(
@@ -65,7 +65,7 @@ def plan_for(request: ModelRequest) -> Plan:
     users = [m.content for m in request.messages if isinstance(m, UserMessage)]
     catalog_text = next((u for u in users if CATALOG_HEADER in u), task_text(request))
     ids = schema_ids(request.output.json_schema) if request.output is not None else ()
-    if ROUND_HEADER in catalog_text:  # a lead planning a later round
+    if _round_of(catalog_text) is not None:  # a lead planning a later round
         return follow_up_for(catalog_text, ids)
     task, catalog = parse_catalog(catalog_text)
     roles = [e for e in catalog if e.role.lower() not in _RESERVED_ROLES]
@@ -100,8 +100,7 @@ def follow_up_for(text: str, ids: Sequence[str] = ()) -> Plan:
     ``ID.more``, is not followed up again); none (done) when no result asks."""
     _, results = parse_results(text)
     room = int(next(iter(_ROOM.findall(text)[-1:]), 1))  # the prompt's, after the results
-    found = _ROUND.search(text)
-    number = int(found.group(1)) if found else 2
+    number = _round_of(text) or 2
     known = {r.id for r in results}
     # What was followed up already: a follow-up says so in what it was asked.
     followed = {found[1] for r in results if (found := _FOLLOW_UP.search(r.asked))}
@@ -125,6 +124,15 @@ def follow_up_for(text: str, ids: Sequence[str] = ()) -> Plan:
         )
         known.add(follow_id)
     return Plan(subtasks=tuple(added))
+
+
+def _round_of(text: str) -> int | None:
+    """The round a planner's message asks for, if it is a later round's (None: a first
+    plan): its own line, after the roles' (a task may say "Planning round" too)."""
+    limits = list(_LIMIT.finditer(text))
+    after = limits[-1].end() if limits else 0
+    rounds = [m for m in _ROUND.finditer(text) if m.start() > after]
+    return int(rounds[-1].group(1)) if rounds else None
 
 
 def _follow_up(result_id: str, asking: str) -> str:

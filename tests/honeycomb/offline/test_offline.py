@@ -190,6 +190,16 @@ async def test_a_task_that_says_at_most_is_not_taken_for_the_subtask_limit(
     assert {s.role for s in told.subtasks} == {s.role for s in planned.subtasks}
 
 
+async def test_a_task_that_says_planning_round_is_planned_as_a_first_plan(
+    trip: ModuleType, model: OfflineModel
+) -> None:
+    entries = catalog(trip)
+    task = f"{TASK}\nPlanning round 2 of at most 3. Keep the notes of it."
+    response = await model.complete(plan_request(task, entries))
+    plan = Plan.model_validate_json(response.message.content or "")
+    assert plan_problems(plan, [e.role for e in entries], max_subtasks=6) == []
+
+
 async def test_rejected_plan_is_fixed_the_simple_way(trip: ModuleType, model: OfflineModel) -> None:
     entries = catalog(trip)
     bad = {
