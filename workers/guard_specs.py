@@ -1,0 +1,209 @@
+"""Guards as declared and as resolved: a role's (or a run's) :class:`Guards` by kind,
+each a callable, an import path ``module:name`` or a judge role's name; what is wrong
+with one (:func:`guard_problem`, naming what to write); and :func:`resolve_guards`,
+which imports them once. What a guard is shown is a :class:`GuardCheck`."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import ConfigDict
+
+from runtime import ConfigError, did_you_mean
+from runtime.config.imports import import_object, path_meant
+from runtime.value import SettingsModel, Value
+
+__all__ = [
+    "Guard",
+    "GuardCheck",
+    "GuardKind",
+    "GuardRef",
+    "Guards",
+    "ResolvedGuards",
+    "guard_problem",
+    "judge_problems",
+    "resolve_guards",
+]
+
+GuardKind = Literal["input", "output", "arguments"]
+GuardRef = str | Callable[..., Any]
+"""A guard as declared: a callable, its import path, or the name of a judge role."""
+
+_ROLE_NAME = r"[A-Za-z0-9_-]{1,64}"
+
+
+class Guards(SettingsModel):
+    """A role's (or a run's) guards, by kind; each a callable, an import path
+    (``module:name``) or a judge role's name."""
+
+    model_config = ConfigDict(
+        defer_build=True, frozen=True, extra="forbid", arbitrary_types_allowed=True
+    )
+
+    input: tuple[GuardRef, ...] = ()
+    output: tuple[GuardRef, ...] = ()
+    arguments: tuple[GuardRef, ...] = ()
+
+    def judges(self) -> list[str]:
+        """The judge roles the guards name (a name that is no role's name, nor an
+        import path, is none: :func:`guard_problem` says what is wrong with it)."""
+        refs = (*self.input, *self.output, *self.arguments)
+        return [r for r in refs if isinstance(r, str) and _judge_name(r)]
+
+    def refs(self) -> list[tuple[str, GuardRef]]:
+        """Each guard with its field (``guards.output[0]``), by kind, in order."""
+        kinds = (("input", self.input), ("output", self.output), ("arguments", self.arguments))
+        return [(f"guards.{k}[{i}]", ref) for k, refs in kinds for i, ref in enumerate(refs)]
+
+
+class GuardCheck(Value, frozen=True, kw_only=True):
+    """What a guard is asked to check.
+
+    Attributes:
+        kind: ``input``, ``output`` or ``arguments``.
+        text: The instruction, the answer as text, or the call's arguments as JSON.
+        output: The answer's validated output-schema object (output guards of a role
+            with one), else the text.
+        tool: The tool called (argument guards).
+        arguments: The call's validated arguments (argument guards).
+        role: The worker's role (None for a run's own guards).
+        worker: The worker (None for a run's own guards).
+        run_id: The run.
+    """
+
+    kind: GuardKind
+    text: str
+    output: Any = None
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    role: str | None = None
+    worker: str | None = None
+    run_id: str | None = None
+
+
+class Guard(Value, frozen=True, kw_only=True):
+    """A resolved guard: a function to call, or a judge role to ask."""
+
+    name: str
+    fn: Callable[[GuardCheck], Any] | None = None
+    judge: str | None = None
+
+
+class ResolvedGuards(Value, frozen=True, kw_only=True):
+    """Guards by kind, resolved (imported) once."""
+
+    input: tuple[Guard, ...] = ()
+    output: tuple[Guard, ...] = ()
+    arguments: tuple[Guard, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.input or self.output or self.arguments)
+
+    def with_arguments(self, more: Sequence[Guard]) -> ResolvedGuards:
+        """These guards, and ``more`` argument guards (a run's, for every worker)."""
+        if not more:
+            return self
+        return ResolvedGuards(
+            input=self.input, output=self.output, arguments=(*self.arguments, *more)
+        )
+
+
+def guard_problem(ref: object, roles: Sequence[str] | None = None) -> str | None:
+    """What is wrong with a guard reference, if anything: an import path that does not
+    import a callable, a callable that cannot be given a check, or a judge that is none
+    of ``roles`` (None: not checked)."""
+    if callable(ref):
+        return _not_a_check(ref, getattr(ref, "__qualname__", repr(ref)))
+    if not isinstance(ref, str):
+        return f"a guard is a callable, an import path or a role name, not {type(ref).__name__}"
+    if ":" in ref:
+        try:
+            found = import_object(ref)
+        except ConfigError as exc:
+            return exc.message
+        return _not_a_check(found, ref) if callable(found) else f"guard {ref!r} is not callable"
+    if not _judge_name(ref):
+        return f"guard {ref!r} is neither an import path 'module:name' nor a role name{_meant(ref)}"
+    if roles is not None and ref not in roles:
+        meant = path_meant(ref)  # a function's bare name, meant as its path
+        path = (
+            f"its import path: {meant!r}" if meant is not None else "an import path 'module:name'"
+        )
+        return (
+            f"unknown judge role {ref!r}{did_you_mean(ref, roles)}; roles: {', '.join(roles)} "
+            f"(or write {path})"
+        )
+    return None
+
+
+def _not_a_check(fn: Callable[..., Any], name: str) -> str | None:
+    """Why ``fn`` cannot be called with a :class:`GuardCheck` alone, if it cannot."""
+    try:
+        inspect.signature(fn).bind(None)
+    except TypeError:
+        short = re.split(r"[:.]", name)[-1]
+        short = short if short.isidentifier() else "my_guard"
+        return (
+            f"guard {name!r} cannot be given a check: it takes one argument, the check "
+            f"(def {short}(check: GuardCheck) -> str | None)"
+        )
+    except ValueError:  # no signature to read (a builtin): it is called as it is
+        return None
+    return None
+
+
+def judge_problems(guards: Guards | None, roles: Sequence[str]) -> list[str]:
+    """What is wrong with each judge ``guards`` name that is none of ``roles``, after
+    its field (``guards.output[0]: unknown judge role ...``)."""
+    if guards is None:
+        return []
+    found = [(field, guard_problem(ref, roles)) for field, ref in guards.refs() if _judge_name(ref)]
+    return [f"{field}: {problem}" for field, problem in found if problem is not None]
+
+
+def _judge_name(ref: object) -> bool:
+    """Whether ``ref`` names a judge role: a role's name, not an import path."""
+    return isinstance(ref, str) and re.fullmatch(_ROLE_NAME, ref) is not None
+
+
+def _meant(ref: str) -> str:
+    """`` (did you mean 'checks:no_secrets'?)`` for a path written with a dot where its
+    colon goes, when the module is found; else empty."""
+    meant = path_meant(ref) if "." in ref else None
+    return f" (did you mean {meant!r}?)" if meant is not None else ""
+
+
+def resolve_guards(guards: Guards | None, roles: Sequence[str] | None = None) -> ResolvedGuards:
+    """The guards, their import paths imported once.
+
+    Raises:
+        ConfigError: for a path that does not import a callable, or a judge that is
+            none of ``roles`` (None: judges are not checked), after its field
+            (``guards.output[0]: ...``).
+    """
+    if guards is None:
+        return ResolvedGuards()
+
+    def resolved(kind: GuardKind, refs: tuple[GuardRef, ...]) -> tuple[Guard, ...]:
+        out = []
+        for index, ref in enumerate(refs):
+            problem = guard_problem(ref, roles)
+            if problem is not None:
+                raise ConfigError(f"guards.{kind}[{index}]: {problem}")
+            if not isinstance(ref, str):
+                out.append(Guard(name=getattr(ref, "__qualname__", repr(ref)), fn=ref))
+            elif ":" in ref:
+                out.append(Guard(name=ref, fn=import_object(ref)))
+            else:
+                out.append(Guard(name=ref, judge=ref))
+        return tuple(out)
+
+    return ResolvedGuards(
+        input=resolved("input", guards.input),
+        output=resolved("output", guards.output),
+        arguments=resolved("arguments", guards.arguments),
+    )

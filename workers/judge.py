@@ -1,0 +1,162 @@
+"""Judges: a guard that names a role asks it, one tool-less model call of that role
+under the run's budget, answered ``PASS`` or with the reason (see :class:`Judge`). A
+judge that gives no verdict, or whose call fails, raises: its guard trips at once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from runtime import (
+    Budget,
+    ConfigError,
+    HoneycombError,
+    Model,
+    ModelRequest,
+    ModelResponseError,
+    SystemMessage,
+    Usage,
+    UserMessage,
+)
+from runtime.models.layers.budget import unanswered_usage
+from workers.calls import model_calls
+from workers.guard_specs import GuardCheck
+
+__all__ = ["JUDGE_INSTRUCTIONS", "VERDICT_TOKENS", "Judge", "JudgeRole", "spent_by"]
+
+JUDGE_INSTRUCTIONS = (
+    "You are a guard. You are shown {what}. If it is acceptable, answer with the single "
+    "word PASS. If it is not, answer with one short sentence saying why, and nothing else."
+)
+_WHAT = {
+    "input": "the instruction a worker was given",
+    "output": "a worker's answer",
+    "arguments": "a tool call a worker wants to make, with its arguments",
+}
+
+
+class JudgeRole(Protocol):
+    """What a judge reads of its role (a :class:`~workers.Role`)."""
+
+    @property
+    def system_prompt(self) -> str: ...
+    @property
+    def model_timeout(self) -> float | None: ...
+    @property
+    def max_output_tokens(self) -> int | None: ...
+
+
+VERDICT_TOKENS = 256
+"""The output limit of a judge's call (a role's own ``max_output_tokens`` wins): a
+verdict is ``PASS`` or a reason in a sentence or two."""
+
+
+class Judge:
+    """Asks judge roles: one tool-less model call each, under the run's budget, its
+    answer limited to what a verdict needs (:data:`VERDICT_TOKENS`).
+
+    Args:
+        roles: The roles a guard may name as its judge, by name.
+        model_for: The model a role thinks with (given one of ``roles``).
+        budget: Checked before each call and charged with what it cost.
+        caller: The judge of the run this one's is a sub-run of (a hive called as a
+            tool): it asks the judge roles that are not among ``roles`` (those of the
+            caller's guards, which check the sub-run's calls too).
+    """
+
+    def __init__(
+        self,
+        roles: Mapping[str, JudgeRole],
+        model_for: Callable[[Any], Model],
+        budget: Budget | None = None,
+        caller: Judge | None = None,
+    ) -> None:
+        self.roles = roles
+        self.model_for = model_for
+        self.budget = budget
+        self.caller = caller
+
+    async def ask(self, role_name: str, check: GuardCheck) -> tuple[str | None, Usage, str]:
+        """The judge's verdict (None: pass, or its reason), its usage and model name.
+
+        Raises:
+            BudgetExceeded: when the call would go past the run's budget.
+            HoneycombError: when the judge is not a role here, or its model call failed
+                or gave no verdict (an empty answer, or one its output limit cut off).
+        """
+        role = self.roles.get(role_name)
+        if role is None and self.caller is not None:
+            return await self.caller.ask(role_name, check)
+        if role is None:
+            raise ConfigError(f"the judge role {role_name!r} is not defined")
+        model = self.model_for(role)
+        prompt = f"{role.system_prompt}\n\n{JUDGE_INSTRUCTIONS.format(what=_WHAT[check.kind])}"
+        limit = role.max_output_tokens or VERDICT_TOKENS
+        request = ModelRequest(
+            messages=(SystemMessage(content=prompt), UserMessage(content=_shown(check))),
+            tool_choice="none",
+            timeout=role.model_timeout,
+            max_output_tokens=limit,
+        )
+        # Named with the worker it judges, as the calls in flight are reported: one
+        # judge role may be checking several workers' answers at once.
+        who = role_name if check.worker is None else f"{role_name} of {check.worker}"
+        call = model_calls(model, self.budget, who, kind="judge").open(request)
+        try:
+            answer = await call.made()
+        except BaseException as failure:  # (its cause is the layer's to set)
+            spent = unanswered_usage(call) or Usage()  # the attempts its timeout cut off
+            raise _spending(call.failed(failure), spent)  # noqa: B904
+        try:
+            response = call.answered(answer)
+        except HoneycombError as failure:  # an answer a layer refused
+            raise _spending(failure, unanswered_usage(call) or Usage())  # noqa: B904
+        text = (response.message.content or "").strip()
+        if not text:  # no verdict: no answer of the worker's could pass it
+            why = "empty"
+            if response.finish_reason == "length":
+                why = _cut_off(role_name, limit, call.request.max_output_tokens or limit)
+            error = ModelResponseError(
+                f"the judge {role_name!r} gave no verdict: its answer was {why}"
+            )
+            raise _spending(error, response.usage)
+        # Its first word, as a model may write it: "PASS.", "**PASS**", "`PASS`".
+        first = text.split(maxsplit=1)[0].strip(_AROUND_A_WORD).upper()
+        verdict = None if first == "PASS" else text
+        return verdict, response.usage, response.model
+
+
+def _spending(error: BaseException, usage: Usage) -> BaseException:
+    """``error``, ending a judge's call that was made, saying what the call spent (its
+    ``spent``: a model error's field, and as well on what cuts the call off or refuses
+    its retry): its guard's event reports it, as the run's budget counted it."""
+    error.spent = usage  # type: ignore[attr-defined]
+    return error
+
+
+def spent_by(error: BaseException) -> Usage | None:
+    """What the judge's call that ``error`` ended spent (None: none was made, or it is
+    not a judge's error)."""
+    spent = getattr(error, "spent", None)
+    return spent if isinstance(spent, Usage) else None
+
+
+def _cut_off(role_name: str, asked: int, sent: int) -> str:
+    """How a judge's answer was cut off at ``sent``, the output limit its call was sent
+    with (a cost cap may have lowered the one it ``asked`` for), and what to raise."""
+    if sent < asked:
+        fix = ", the limit budgets.cost_per_call left the call at its model's price (raise the cap)"
+    else:
+        fix = f" (give the role {role_name!r} a higher max_output_tokens)"
+    return f"cut off at its output limit of {sent} tokens{fix}"
+
+
+_AROUND_A_WORD = ".!:,;*_`\"'"
+"""What a model writes around a word: punctuation, Markdown's emphasis and code, quotes."""
+
+
+def _shown(check: GuardCheck) -> str:
+    """What a judge reads of a check."""
+    if check.kind == "arguments":
+        return f"Tool: {check.tool}\nArguments: {check.text}"
+    return check.text
