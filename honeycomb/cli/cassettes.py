@@ -77,18 +77,13 @@ def cassette_models(
     return models
 
 
-def like_path(memory: Memory) -> str:
-    """The file of ``memory``, as a line names it (its repr, for a memory of no file)."""
-    path = getattr(memory, "path", None)
-    return str(path) if path is not None else repr(memory)
-
-
 @contextlib.contextmanager
 def cassette_memory_of(
     hive: Hive, args: argparse.Namespace, models: Model | Mapping[str, Model] | None
 ) -> Iterator[Memory | None]:
     """With ``--record`` or ``--replay``, the memory of the runs of a command on
-    ``hive`` (one that declares a memory): its own, empty as it starts and deleted as
+    ``hive`` (one that declares a memory, or calls a hive as a tool that does: that
+    one's is beside it): its own, empty as it starts and deleted as
     it ends, with the embeddings and ``max_chars`` of the hive's and keeping no run ids
     (an :class:`~honeycomb.evals.memory.EvalMemory`'s scope), so that a replay recalls
     what the recording did, wherever and however often it is replayed, as an eval's
@@ -96,20 +91,22 @@ def cassette_memory_of(
     otherwise: the hive's own memory. Says so on standard error, unless the command
     prints JSON.
     """
-    recorded = getattr(args, "record", None) or getattr(args, "replay", None)
-    like = hive.memory() if recorded is not None else None
-    if like is None:
+    if getattr(args, "record", None) is None and getattr(args, "replay", None) is None:
         yield None
         return
-    from honeycomb.evals.memory import EvalMemory  # loaded with a memory recorded
+    from honeycomb.evals.memory import EvalMemory, eval_memory  # loaded when recording
     from runtime.models.layers.cassette_embeddings import cassette_memory
 
-    like = cassette_memory(like, models)  # its embeddings on the models' cassette
-
+    own = eval_memory(hive)
+    if own is None:
+        yield None
+        return
+    like = cassette_memory(own.like, models)  # its embeddings on the models' cassette
     if not getattr(args, "json", False):
         print(
-            f"the memory is this command's own, not {like_path(like)}: empty as it starts, "
-            "so that a replay recalls what the recording recalled",
+            "the memory is this command's own (the hive's memory files are neither read "
+            "nor written): empty as it starts, so that a replay recalls what the "
+            "recording recalled",
             file=sys.stderr,
         )
     memory = EvalMemory(like)

@@ -48,7 +48,7 @@ from honeycomb.evals import (
 )
 from honeycomb.evals.compare import Comparison, compare
 from honeycomb.evals.html import report_page
-from honeycomb.evals.memory import EvalMemory
+from honeycomb.evals.memory import eval_memory
 from honeycomb.evals.runner import judges_of
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
@@ -399,7 +399,7 @@ async def _run(
         await store.open()  # a store that cannot be used stops the command here
     pool = hive.backend.build(hive.folder)
     # Each run's long-term memory is its own (or the cases share one): never the hive's.
-    memory = EvalMemory(hive.memory()) if hive.spec.memory is not None else None
+    memory = eval_memory(hive)  # the hives it calls as tools' too
     executor = Executor.from_hive(hive, models=models[0], store=store, backend=pool, memory=memory)
     if pool is None:
         return await _evaluate(executor, models, cases, budget, args, stopped_by)

@@ -32,9 +32,10 @@ from runtime.memory import (
 
 if TYPE_CHECKING:
     from honeycomb.executor import Executor
+    from honeycomb.hive import Hive
     from runtime.memory.sqlite import SQLiteMemory
 
-__all__ = ["EvalMemory", "Sharing", "memories_of"]
+__all__ = ["EvalMemory", "Sharing", "eval_memory", "memories_of"]
 
 Sharing = Literal["own", "shared"]
 """Whose memory an eval's run has: its ``own`` (the default), or one ``shared`` by the
@@ -178,6 +179,20 @@ class EvalMemory:
         self, namespace: str | None = None, *, limit: int = 100
     ) -> tuple[MemoryRecord, ...]:
         return await self._memory().list(namespace, limit=limit)
+
+
+def eval_memory(hive: Hive) -> EvalMemory | None:
+    """The memory an Executor of ``hive`` is given for an eval: an :class:`EvalMemory`
+    like the hive's, when it or a hive it calls as a tool declares one (those then
+    have theirs beside it); None when none does."""
+    if not _declares_memory(hive):
+        return None
+    return EvalMemory(hive.memory())
+
+
+def _declares_memory(hive: Hive) -> bool:
+    """Whether ``hive``, or a hive it calls as a tool (however deep), has ``memory:``."""
+    return hive.spec.memory is not None or any(_declares_memory(s) for s in hive.hives.values())
 
 
 def memories_of(

@@ -158,7 +158,7 @@ def test_a_chat_with_memory_recorded_replays_in_the_same_folder(
     assert code == ExitStatus.OK, replayed
     assert "CassetteMismatch" not in replayed
     assert replayed.count("[offline simulation]") == recorded.count("[offline simulation]") == 2
-    assert "the memory is this command's own, not" in err
+    assert "the memory is this command's own (the hive's memory files" in err
     assert not (tmp_path / "memory.db").exists()
 
 

@@ -194,7 +194,7 @@ def test_demo_with_memory_recorded_replays_and_keeps_nothing_in_the_memory_file(
     demo = ["demo", "--memory", "--plain", "--latency", "0", "--no-store"]
     assert main([*demo, "--record", "trip.jsonl"]) == 0
     recorded = capsys.readouterr()
-    assert "the memory is this command's own, not " in recorded.err
+    assert "the memory is this command's own (the hive's memory files" in recorded.err
     assert "run it again" not in recorded.err  # it kept nothing to recall
     assert not (fast_demo.parent / ".honeycomb" / "memory.db").exists()
     assert main([*demo, "--replay", "trip.jsonl"]) == 0

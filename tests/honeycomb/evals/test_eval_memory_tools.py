@@ -9,7 +9,7 @@ from pathlib import Path
 
 from honeycomb import Executor, ModelRequest
 from honeycomb.evals import Case, evaluate
-from honeycomb.evals.memory import EvalMemory
+from honeycomb.evals.memory import eval_memory
 from honeycomb.hive import load_hive
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel, call
@@ -61,7 +61,8 @@ async def test_a_called_hives_memory_is_each_runs_own_and_its_eval_replays(
     tape = tmp_path / "eval.jsonl"
 
     async def one(models: dict[str, Model]) -> list[tuple[str, str, int]]:
-        executor = Executor.from_hive(hive, models=models, memory=EvalMemory(hive.memory()))
+        # As honeycomb eval makes it: the hive has no memory, the hive it calls has one.
+        executor = Executor.from_hive(hive, models=models, memory=eval_memory(hive))
         report = await evaluate(executor, cases, concurrency=1, keep=False)
         return [(c.id, a.status, a.tokens) for c in report.cases for a in c.attempts]
 
