@@ -249,7 +249,7 @@ class GuardRunner:
             self._report(guard, check, turn, call_id, started, "error", "budget exceeded", spent)
             raise
         except Exception as exc:  # a broken guard trips: the model cannot fix it
-            where = _raised_at(guard.fn, exc) if guard.fn is not None else ""
+            where = _raised_at(guard.fn, exc) if guard.fn is not None else _judged(guard, exc)
             reason, broken = f"the guard raised {type(exc).__name__}: {exc}{where}", True
             usage = spent_by(exc) or usage  # a judge's call that gave no verdict spent it
         except BaseException as stopped:  # cut off as its worker was: it ends too
@@ -368,6 +368,13 @@ def _raised_at(fn: Callable[[GuardCheck], Any], exc: BaseException) -> str:
     if code is None:
         return ""
     return f" ({Path(code.co_filename).name}, line {code.co_firstlineno}, where it is defined)"
+
+
+def _judged(guard: Guard, exc: BaseException) -> str:
+    """What says that the judge role of ``guard`` failed, unless ``exc`` names it: a
+    model error says which model, and to raise "the role's" limit, not which role."""
+    named = f"{guard.judge!r}"
+    return "" if named in str(exc) else f"; the judge role {named} gave no verdict"
 
 
 def _own_copy(check: GuardCheck) -> GuardCheck:

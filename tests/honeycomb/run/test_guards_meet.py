@@ -182,6 +182,36 @@ async def test_a_judge_that_gives_no_verdict_trips_at_once_saying_why(
     assert answers == 1
 
 
+@pytest.mark.parametrize("whose", ["a role's", "the run's"])
+async def test_a_judge_whose_model_fails_names_its_role_beside_the_models_error(
+    whose: str,
+) -> None:
+    # The model's error said which model, and to raise "the role's model_timeout", but
+    # not which role: the worker's, or its judge's.
+    def answer(request: ModelRequest) -> str:
+        if "You are a guard" in (request.messages[0].content or ""):
+            raise ModelTimeout(0.3, model="judge-model")
+        return "found"
+
+    guards = Guards(output=("reviewer",))
+    executor = Executor(
+        [Role(name="w", guards=guards if whose == "a role's" else None), Role(name="reviewer")],
+        FunctionModel(answer),
+        aggregator="concat",
+        guards=guards if whose == "the run's" else None,
+    )
+    with pytest.raises((RunFailed, GuardrailTripped)) as caught:
+        await executor.run("task", subtasks=[("w", "a")])
+    tripped = caught.value
+    if isinstance(tripped, RunFailed):
+        tripped = caught.value.partial.subtasks["s1"].worker.exception
+    assert isinstance(tripped, GuardrailTripped)
+    assert tripped.broken
+    assert tripped.reason.startswith("the guard raised ModelTimeout: ")
+    assert "model 'judge-model'" in tripped.reason
+    assert tripped.reason.endswith("; the judge role 'reviewer' gave no verdict")
+
+
 async def test_a_judge_cut_off_at_the_limit_the_cost_cap_left_says_so() -> None:
     limits: list[int | None] = []
 
