@@ -474,8 +474,10 @@ class Executor:
         if spans is not None:  # the sub-runs it runs go under its calls, as its own do
             run.context = replace(run.context, spans=spans.under(caller, context.call_id))
         # In its caller's room: the sub-run works there, its caller waits for it.
+        # What it answers or raises reaches its caller's model: masked, as a run's is.
         async with self.shared.crew.scope(), nested_work():
-            result = await run.execute(None, resumable=False, steal=False)
+            with masked_errors():
+                result = await run.execute(None, resumable=False, steal=False)
         return handed_on(result.answer_text, result.answer_cut_off)
 
     def check_keys(self) -> None:

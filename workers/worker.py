@@ -28,6 +28,7 @@ from runtime import (
 from runtime.concurrency import require_asyncio
 from runtime.events import Caller
 from runtime.limits.spending import paid_by, paying
+from runtime.secrets import masked
 from runtime.tools.approvals import (
     ApprovalGate,
     ApprovalRule,
@@ -137,10 +138,12 @@ CUT_OFF_NOTE = "[cut off at its output limit]"
 
 
 def handed_on(text: str, cut_off: bool) -> str:
-    """An answer as another model is given it: ``text``, followed by a note that it is
-    incomplete when it was ``cut_off`` at its output limit, so that no model takes a
+    """An answer as another model is given it: ``text``, every secret masked (a tool's
+    result or a server's message may have put one in it), followed by a note that it
+    is incomplete when it was ``cut_off`` at its output limit, so that no model takes a
     part for the whole."""
-    return f"{text} {CUT_OFF_NOTE}" if cut_off else text
+    shown = masked(text)
+    return f"{shown} {CUT_OFF_NOTE}" if cut_off else shown
 
 
 class WorkerSetup(Value, frozen=True, kw_only=True):

@@ -33,6 +33,7 @@ from honeycomb.run.result import SubtaskResult
 from runtime import BudgetExceeded, HoneycombError, ModelRetry, Tool, ToolContext
 from runtime.errors import NotStarted
 from runtime.limits.room import nested_work
+from runtime.secrets import masked
 from runtime.tools.approvals import (
     CALLER_BY,
     ApprovalNeeded,
@@ -318,7 +319,8 @@ def _finished(
 
 def _answer(role: str, result: WorkerResult) -> str:
     """The nested worker's answer, or why it has none (a :class:`ModelRetry`, the
-    caller's to read); a budget it ran out of is the run's: it stops its caller too."""
+    caller's to read), every secret masked, as a subtask hands on its own to another
+    model; a budget it ran out of is the run's: it stops its caller too."""
     if result.ok:
         return result.handed_on
     if isinstance(result.exception, BudgetExceeded):
@@ -328,7 +330,8 @@ def _answer(role: str, result: WorkerResult) -> str:
             f"the {role} worker waits for a person's approval of a call: it cannot "
             "answer now; go on without it"
         )
-    raise ModelRetry(f"the {role} worker did not answer ({result.status}): {result.error}")
+    why = masked(str(result.error))  # a tool's or a server's message may quote one
+    raise ModelRetry(f"the {role} worker did not answer ({result.status}): {why}")
 
 
 def agent_tool(role: Role) -> Tool[..., Any]:

@@ -93,7 +93,7 @@ class SubtaskResult(BaseModel):
     def handed_on(self) -> str:
         """Its answer as another model is given it (:attr:`WorkerResult.handed_on`: a
         dependent subtask's, a lead's, the aggregator's), every secret masked."""
-        return masked(self.worker.handed_on) if self.worker is not None else ""
+        return self.worker.handed_on if self.worker is not None else ""
 
     @property
     def why(self) -> str:

@@ -8,8 +8,8 @@ import json
 
 from honeycomb import Executor, Role
 from honeycomb.planning import RolePlanner
-from honeycomb.testing import FunctionModel
-from runtime import ModelRequest, UserMessage
+from honeycomb.testing import FunctionModel, call
+from runtime import AssistantMessage, ModelRequest, ToolMessage, UserMessage
 from runtime.secrets import add_secret
 
 SECRET = "db-password-0123456789"
@@ -61,3 +61,85 @@ async def test_no_secret_of_a_result_or_a_failure_reaches_another_model() -> Non
     assert "could not log in with [password hidden]" in merged
     everything = [*told["lead"], *told["worker"], *told["merger"]]
     assert not [t for t in everything if SECRET in t]
+
+
+async def test_no_secret_of_a_nested_workers_answer_or_failure_reaches_its_caller() -> None:
+    """A worker called as an ``agent:`` tool hands its answer (or why it has none) to
+    its caller's model, as a subtask hands on its own: masked."""
+    add_secret(SECRET, "password")
+    observed: list[str] = []
+
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        me = str(request.messages[0].content)
+        task = next(str(m.content) for m in request.messages if isinstance(m, UserMessage))
+        if me.startswith("You are the keeper"):
+            if task.startswith("fail"):
+                raise ValueError(f"could not log in with {SECRET}")
+            return f"the password is {SECRET}"
+        seen = [str(m.content) for m in request.messages if isinstance(m, ToolMessage)]
+        if seen:
+            observed.extend(seen)
+            return "done"
+        return AssistantMessage(
+            tool_calls=(
+                call("keeper", {"instruction": "read it"}, id="k1"),
+                call("keeper", {"instruction": "fail to read it"}, id="k2"),
+            )
+        )
+
+    executor = Executor(
+        [Role(name="lead", tools=("agent:keeper",)), Role(name="keeper")],
+        FunctionModel(answer),
+        aggregator="concat",
+    )
+    await executor.run("Find the password.", subtasks=[("lead", "find it")])
+    assert len(observed) == 2
+    assert "the password is [password hidden]" in observed[0]
+    assert "could not log in with [password hidden]" in observed[1]
+    assert not [t for t in observed if SECRET in t]
+
+
+async def test_no_secret_of_a_hive_tools_answer_or_failure_reaches_its_caller() -> None:
+    """A hive called as a tool hands its answer (or why it has none) to its caller's
+    model: masked, as what a run returns and raises is."""
+    add_secret(SECRET, "password")
+    observed: list[str] = []
+
+    async def keeper(request: ModelRequest) -> str:
+        users = [str(m.content) for m in request.messages if isinstance(m, UserMessage)]
+        if request.output is not None and request.output.name == "Plan":
+            planned = {"id": "s1", "role": "keeper", "instruction": users[0], "depends_on": []}
+            return json.dumps({"subtasks": [planned]})
+        if "fail" in users[0]:
+            raise ValueError(f"could not log in with {SECRET}")
+        return f"the password is {SECRET}"
+
+    async def lead(request: ModelRequest) -> AssistantMessage | str:
+        seen = [str(m.content) for m in request.messages if isinstance(m, ToolMessage)]
+        if seen:
+            observed.extend(seen)
+            return "done"
+        return AssistantMessage(
+            tool_calls=(
+                call("facts", {"instruction": "read it"}, id="k1"),
+                call("facts", {"instruction": "fail to read it"}, id="k2"),
+            )
+        )
+
+    hive = Executor(
+        [Role(name="planner"), Role(name="keeper")],
+        FunctionModel(keeper),
+        planner="planner",
+        aggregator="concat",
+    )
+    executor = Executor(
+        [Role(name="lead", tools=("facts",))],
+        FunctionModel(lead),
+        tools=[hive.as_tool("facts", "Finds facts.")],
+        aggregator="concat",
+    )
+    await executor.run("Find the password.", subtasks=[("lead", "find it")])
+    assert len(observed) == 2
+    assert "the password is [password hidden]" in observed[0]
+    assert "could not log in with [password hidden]" in observed[1]
+    assert not [t for t in observed if SECRET in t]
