@@ -102,12 +102,14 @@ def serve_command(args: argparse.Namespace) -> ExitStatus:
     print("(Ctrl-C stops it)", flush=True)
     # The store as shown (a URL without its password), as every command names it: the
     # page says how a run goes on, and the server, on stderr, how one it cut off does.
+    resumer = Resumer(store, store.where)
     app = create_app(
         store,
         token=token,
-        approvals=store_approvals(store, store.where),
+        approvals=store_approvals(store, resumer=resumer),
         base=base,
         resume_hint=lambda run_id: resume_hint(run_id, store.where),
+        not_continued=resumer.failure,
     )
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, timeout_graceful_shutdown=2, lifespan="off"
@@ -119,14 +121,17 @@ def serve_command(args: argparse.Namespace) -> ExitStatus:
     return ExitStatus.OK
 
 
-def store_approvals(store: RunStore, where: Path | str | None = None) -> StoreApprovals:
+def store_approvals(
+    store: RunStore, where: Path | str | None = None, *, resumer: Resumer | None = None
+) -> StoreApprovals:
     """The approvals ``honeycomb serve`` decides: in ``store`` (named ``where`` in the
     commands it says: as shown, a URL without its password), edited arguments checked
     against the tools of the run's hive file, and a run left with no call undecided
-    continued from it (:class:`Resumer`)."""
+    continued from it (by ``resumer``, else a :class:`Resumer` of its own)."""
     from honeycomb.web import StoreApprovals
 
-    return StoreApprovals(store, Resumer(store, where), tools=HiveTools(store))
+    resumer = resumer or Resumer(store, where)
+    return StoreApprovals(store, resumer, tools=HiveTools(store))
 
 
 TOKEN_FILE = ".serve-token"
@@ -262,6 +267,12 @@ class Resumer:
         self.where = where if where is not None else self.store.where
         self.going: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()  # decided while this process continued them
+        self._failed: dict[str, str] = {}  # why it could not continue them, last tried
+
+    def failure(self, run_id: str) -> str | None:
+        """Why this process could not continue ``run_id`` when it last tried (None: it
+        did, or has not tried): the run's page says so, beside how it goes on."""
+        return self._failed.get(run_id)
 
     def __call__(self, run_id: str) -> None:
         if run_id in self.going:  # its resume reads every decision recorded by now
@@ -316,6 +327,7 @@ class Resumer:
             )
             return
         print(f"run {run_id}: decided; continuing it", file=sys.stderr, flush=True)
+        self._failed.pop(run_id, None)
         try:
             executor = Executor.from_yaml(found.source, store=self.store)
             try:
@@ -324,7 +336,7 @@ class Resumer:
                 _stop_actors(executor)
         except RunBusy as exc:
             if exc.expired:  # its holder may be gone: the error says how to take it over
-                print(f"run {run_id}: cannot continue it: {exc}", file=sys.stderr, flush=True)
+                self._cannot(run_id, exc)
             else:
                 where = f" (pid {exc.pid} on host {exc.host!r})" if exc.pid is not None else ""
                 print(
@@ -337,6 +349,11 @@ class Resumer:
             print(f"run {run_id}: continued, and failed: {exc}", file=sys.stderr, flush=True)
             return
         except (HoneycombError, OSError) as exc:
-            print(f"run {run_id}: cannot continue it: {exc}", file=sys.stderr, flush=True)
+            self._cannot(run_id, exc)
             return
         print(f"run {run_id}: {result.status}", file=sys.stderr, flush=True)
+
+    def _cannot(self, run_id: str, exc: BaseException) -> None:
+        """Keep and say why ``run_id`` cannot be continued here."""
+        self._failed[run_id] = str(exc)
+        print(f"run {run_id}: cannot continue it: {exc}", file=sys.stderr, flush=True)

@@ -172,6 +172,7 @@ def create_app(
     poll_s: float = 0.5,
     base: str = "/",
     resume_hint: Callable[[str], str] | None = None,
+    not_continued: Callable[[str], str | None] | None = None,
 ) -> Starlette:
     """The web app over ``store``.
 
@@ -185,6 +186,9 @@ def create_app(
         resume_hint: The command that continues a run, by its id, said on the page
             of a run that goes on only once resumed (default: ``honeycomb resume ID
             --store STORE``).
+        not_continued: Why the server could not continue a run, by its id, once
+            its calls were decided (None: it did, or did not try), said on the
+            run's page (``honeycomb serve``: a hive file that no longer loads ...).
     """
     if not token:
         raise ValueError("the web app needs a token")
@@ -199,6 +203,7 @@ def create_app(
         poll_s=poll_s,
         links=links,
         hint=resume_hint or functools.partial(_resume_command, opened.where),
+        not_continued=not_continued or _continued,
     )
     run = base + "runs/{run_id:honeycomb_id}"
     routes = [
@@ -240,6 +245,7 @@ class _Site:
     poll_s: float
     links: Links
     hint: Callable[[str], str]
+    not_continued: Callable[[str], str | None]
     ending: bool = False  # a flag, not an event: the app may serve on several loops
 
     async def runs(self, request: Request) -> Response:
@@ -280,8 +286,17 @@ class _Site:
         show = run_page if whole else live_parts
         hint = self.hint(run_id) if summary.source is not None else None
         decided = await self.store.approvals_of(run_id)
+        unable = self.not_continued(run_id)
         return show(
-            summary, stored, spans, pending, self.csrf, self.links, hint=hint, decided=decided
+            summary,
+            stored,
+            spans,
+            pending,
+            self.csrf,
+            self.links,
+            hint=hint,
+            decided=decided,
+            unable=unable,
         )
 
     async def _pending(self, run_id: str) -> list[PendingApproval]:
@@ -310,8 +325,10 @@ class _Site:
                 except StoreError as exc:  # said to the page, which keeps what it shows
                     yield _event("failed", {"error": str(exc)})
                     return
-                # A call whose time to decide runs out changes the page, not the store.
-                now = (summary, progress, pending, [decidable(p) for p in pending])
+                # A call whose time to decide runs out changes the page, not the store;
+                # so does this server's failing to continue the run.
+                unable = self.not_continued(run_id)
+                now = (summary, progress, pending, [decidable(p) for p in pending], unable)
                 if now != seen:
                     seen, quiet = now, 0.0
                     status = summary.status if summary is not None else "gone"
@@ -464,6 +481,11 @@ _FORM_FIELD = 1024 * 1024
 
 _FORM_FIELDS = 16
 """Fields a decision's form may have (it has five)."""
+
+
+def _continued(run_id: str) -> str | None:
+    """A server that says nothing of continuing runs (it does not, or always can)."""
+    return None
 
 
 def _resume_command(where: str, run_id: str) -> str:

@@ -207,10 +207,11 @@ def run_page(
     *,
     hint: str | None = None,
     decided: Sequence[ApprovalEntry] = (),
+    unable: str | None = None,
 ) -> str:
     """One run: what it is, then the parts that change while it goes."""
     body = f'<h1>run {_e(run.run_id)}</h1><p class="task">{_e(run.task)}</p>' + live_parts(
-        summary, run, spans, pending, csrf, links, hint=hint, decided=decided
+        summary, run, spans, pending, csrf, links, hint=hint, decided=decided, unable=unable
     )
     return page(f"run {run.run_id}", body, links, live=f"{links.run(run.run_id)}/events")
 
@@ -225,12 +226,14 @@ def live_parts(
     *,
     hint: str | None = None,
     decided: Sequence[ApprovalEntry] = (),
+    unable: str | None = None,
 ) -> str:
     """What the run page shows that changes while the run goes: its status
     (``#state``), the calls waiting for a person (``#approvals``), and its answer,
     the decisions made on its calls (``decided``: who made each, and when), timeline
     and workers (``#live``). ``hint``: the command that continues the run (None: it
-    was not started from a hive file, and its code continues it)."""
+    was not started from a hive file, and its code continues it); ``unable``: why the
+    server could not continue it once its calls were decided."""
     timeline = stored_timeline(run, spans, summary.status)
     lives = len(timeline.lives)
     took, ran = format_took(summary.duration_s, timeline.wall_s if spans else summary.wall_s)
@@ -251,7 +254,15 @@ def live_parts(
     statuses = worker_statuses(run, summary.status)
     return (
         f'<div id="state" class="part">{status}</div>'
-        + _approvals(summary, pending, csrf, links, hint, cancelled=run.status == "interrupted")
+        + _approvals(
+            summary,
+            pending,
+            csrf,
+            links,
+            hint,
+            cancelled=run.status == "interrupted",
+            unable=unable,
+        )
         + f'<div id="live" class="part">{_answer(run.result)}{_decisions(decided)}'
         + f"<h2>timeline</h2>{trace}"
         + f"{_workers(run.workers, statuses)}</div>"
@@ -296,15 +307,22 @@ def _approvals(
     hint: str | None,
     *,
     cancelled: bool = False,
+    unable: str | None = None,
 ) -> str:
     """The calls that wait for a person, each with its form, or said timed out once its
     time to decide ran out; and for a run that waits on no call a person can still
     decide, or that stopped before it finished (``cancelled``, or its process gone), how
     it goes on. Each item has a ``data-key``: the page's script keeps an item while its
-    key comes again, so a form keeps what was typed in it."""
+    key comes again, so a form keeps what was typed in it. ``unable``: why this server
+    could not continue the run, said while it waits to be continued."""
     now = time.time()
     items = [_approval(summary.run_id, call, csrf, links, now) for call in pending]
     to_decide = any(decidable(call, now) for call in pending)
+    if unable is not None and summary.status in ("waiting", "interrupted"):
+        items.append(
+            f'<p class="approval error" data-key="{_e("unable" + chr(10) + unable)}">'
+            f"This server could not continue it: {_e(unable)}</p>"
+        )
     if summary.status == "interrupted":
         items.append(_cut_off(summary, hint, to_decide, cancelled=cancelled))
     elif summary.status == "waiting" and not to_decide:

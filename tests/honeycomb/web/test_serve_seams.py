@@ -409,6 +409,35 @@ def test_the_page_of_an_interrupted_run_says_how_it_goes_on(
     ) in page
 
 
+def test_the_page_of_a_run_the_server_could_not_continue_says_why(
+    hive: Path, tmp_path: Path
+) -> None:
+    """Its last call decided on the page, the server cannot continue the run (its hive
+    file broke since): the page says so, and why, beside how the run goes on. It said
+    only that the server continues such a run, which waited on, the reason on the
+    server's stderr alone."""
+    db = tmp_path / "runs.db"
+    call = _waits(hive, db)
+    text = hive.read_text()
+    hive.write_text(text.replace("max_turns: 4", "max_turns: many", 1))
+    line = text[: text.index("max_turns: 4")].count("\n") + 1
+    with _serving("--store", str(db), "--port", "0") as served:
+        form = {"decision": "approve", "worker": call.worker}
+        decided = httpx.post(
+            f"{served.address}runs/h1/calls/{call.call_id}/decision",
+            data=form,
+            headers=served.bearer,
+        )
+        assert decided.status_code == 303
+        served.said("run h1: cannot continue it")
+        page = httpx.get(served.address + "runs/h1", headers=served.bearer).text
+    said = html.unescape(page)
+    assert 'data-status="waiting"' in page
+    assert "This server could not continue it: " in said
+    assert f"{hive}:{line}:5: roles.meteorologist.max_turns:" in said
+    assert "No call is left to decide: the run goes on once it is resumed" in said
+
+
 @pytest.mark.parametrize("stopped_by", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_while_the_server_continues_a_run_says_how_to_continue_it(
     hive: Path, tmp_path: Path, fast_demo: Path, stopped_by: signal.Signals
