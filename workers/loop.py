@@ -49,6 +49,8 @@ start), not a new answer's, and what the answer cost is never lost with a proces
 
 from __future__ import annotations
 
+import re
+
 import pydantic
 from msgspec.structs import replace
 
@@ -513,7 +515,7 @@ class AgentLoop:
         if out is None:
             return await self._guarded(Final(state=state, text=text, output=text, cut_off=cut))
         try:
-            output = out.model_validate_json(_strip_fences(text))
+            output = out.model_validate_json(_json_document(text))
             final = Final(state=state, text=text, output=output, cut_off=cut)
         except pydantic.ValidationError as exc:
             attempts = state.output_attempts + 1
@@ -559,15 +561,26 @@ class AgentLoop:
         )
 
 
-def _strip_fences(text: str) -> str:
-    """Models often wrap JSON in a Markdown code fence; accept that."""
+def _json_document(text: str) -> str:
+    """The JSON document of an answer held to an output schema, as models write one:
+    alone, in a Markdown code fence, after their thinking (``<think>...</think>``), or
+    amid prose ("Here is the plan: {...}"): the fence's body, or else the text from its
+    first ``{`` to its last ``}``. What is not JSON still fails to validate, and is sent
+    back with the error."""
     body = text.strip()
-    if body.startswith("```") and body.endswith("```"):
-        body = body[3:-3]
-        first_newline = body.find("\n")
-        if first_newline != -1 and not body[:first_newline].strip().startswith("{"):
-            body = body[first_newline + 1 :]
-    return body.strip()
+    if body.startswith("<think>") and "</think>" in body:
+        body = body.split("</think>", 1)[1].strip()
+    if body.startswith("{"):
+        return body
+    fenced = _FENCED.search(body)
+    if fenced is not None:
+        return fenced.group(1).strip()
+    first, last = body.find("{"), body.rfind("}")
+    return body[first : last + 1] if 0 <= first < last else body
+
+
+_FENCED = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
+"""A Markdown code fence (its language, if any, on its first line) and its body."""
 
 
 def _validation_summary(exc: pydantic.ValidationError) -> str:

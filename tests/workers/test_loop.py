@@ -159,6 +159,32 @@ async def test_structured_output_is_validated_into_the_model() -> None:
     assert model.requests[0].output.name == "Verdict"
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param('Here is the verdict: {"city": "Lisbon", "warm": true}.', id="in-prose"),
+        pytest.param(
+            'Sure.\n```json\n{"city": "Lisbon", "warm": true}\n```\nAnything else?',
+            id="fence-amid-prose",
+        ),
+        pytest.param(
+            '<think>Lisbon is warm {mostly}.</think>\n{"city": "Lisbon", "warm": true}',
+            id="after-thinking",
+        ),
+        pytest.param('```\n{"city": "Lisbon", "warm": true}\n```', id="bare-fence"),
+    ],
+)
+async def test_structured_output_is_taken_from_around_what_models_write(answer: str) -> None:
+    """Models put a JSON answer in prose, a fence after prose, or after their thinking;
+    an answer that was sent back for that (three times, then failed: a planner's plan
+    as much as any) is taken at once."""
+    model = ScriptedModel([answer])
+    result = await make_loop(model, output_type=Verdict).run("t")
+    assert isinstance(result, Final)
+    assert result.output == Verdict(city="Lisbon", warm=True)
+    assert len(model.requests) == 1
+
+
 async def test_invalid_structured_output_is_sent_back_with_the_error() -> None:
     model = ScriptedModel(['{"city": "Lisbon"}', '{"city": "Lisbon", "warm": false}'])
     result = await make_loop(model, output_type=Verdict).run("t")
