@@ -8,6 +8,7 @@ it with the first server that starts, so ``import honeycomb`` does not.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from typing import Any
@@ -233,7 +234,7 @@ async def connect(
         # Out of the SDK's task groups, which wrap what fails as the server starts (its
         # list refused, a connection dropped) in an ExceptionGroup.
         said = _stray(process) + stderr_tail(session.errlog)
-        raise _not_started(server, exc, start_timeout, said, session, refused) from exc
+        raise _not_started(server, exc, start_timeout, said, session, process, refused) from exc
 
 
 async def _end_session(
@@ -256,6 +257,7 @@ def _not_started(
     start_timeout: float,
     said: str,
     session: Session,
+    process: _Process | None,
     refused: _Refused | None,
 ) -> McpServerError:
     """Why a server did not start, out of what its start raised (``said``: what a stdio
@@ -273,10 +275,23 @@ def _not_started(
             return McpServerError(server, f"cannot be started: {leaf}")
     if session.broken is not None:
         reason = session.broken
-    else:  # it exited at start, refused the handshake or its list; HTTP errors
+    elif process is not None and process.hung_up and process.status is not None:
+        reason = _exit(process.status)
+    else:  # it refused the handshake or its list; HTTP errors
         reason = masked(_reason(leaves[0]))
         said = said if refused is None else refused.status()
     return McpServerError(server, f"could not be started: {reason}{said}")
+
+
+def _exit(status: int) -> str:
+    """How a stdio server that ended as it started ended: ``it exited with status 1
+    ...``, or the signal that ended it (SIGKILL too for one that closed its stdout,
+    killed here)."""
+    if status >= 0:
+        return f"it exited with status {status} before it listed its tools"
+    number = -status
+    name = signal.Signals(number).name if number in signal.valid_signals() else number
+    return f"it ended by signal {name} before it listed its tools"
 
 
 def _leaves(exc: BaseException) -> Iterator[BaseException]:

@@ -87,6 +87,10 @@ class ServerProcess(Generic[In, Out]):
         stray: The last line it wrote to stdout that is not a message (cut to
             :data:`_STRAY_CHARS`), or None: a program that does not speak MCP there
             (one that serves HTTP, or prints its usage) says what it does.
+        hung_up: Its output ended while the client still used it: it exited (or
+            closed its stdout) of itself, not as the block ended.
+        status: How it exited, once the block has ended (its exit status, or minus the
+            signal that ended it), or None.
 
     Raises:
         OSError: on entering, when the command cannot be run.
@@ -108,6 +112,9 @@ class ServerProcess(Generic[In, Out]):
         self._cwd = cwd
         self.said = Stderr()
         self.stray: str | None = None
+        self.status: int | None = None
+        self.hung_up = False
+        self._leaving = False  # the block is ending: its output ends as it stops
         self._said_all = asyncio.Event()  # its stderr ended
         self._parse = parse
         self._dump = dump
@@ -159,6 +166,7 @@ class ServerProcess(Generic[In, Out]):
         try:
             yield read, write
         finally:
+            self._leaving = True
             read.close()  # no more traffic; the reader drains what is left
             write.close()
             try:
@@ -172,6 +180,7 @@ class ServerProcess(Generic[In, Out]):
                     pipe.cancel()
                 await asyncio.gather(*pipes, return_exceptions=True)
                 await exited  # reaped (no zombie is left behind), and what it left with it
+                self.status = process.returncode
 
     async def _wind_down(self, process: Process) -> None:
         """The MCP shutdown of a server that started: what the client sent goes out,
@@ -261,6 +270,7 @@ class ServerProcess(Generic[In, Out]):
 
     def _output_ended(self, to_client: MemoryObjectSendStream[In]) -> None:
         # Noted before the client sees the end: a call it then refuses was never sent.
+        self.hung_up = self.hung_up or not self._leaving
         self.ended.set()
         to_client.close()
 

@@ -456,5 +456,6 @@ def test_validate_shows_the_settings_a_server_s_env_holds_and_hides_its_secrets(
     assert main(["validate", str(path)]) == 1
     assert capsys.readouterr().out.splitlines()[1] == (
         f"  {path}:3:3: mcp_servers.lookup: MCP server 'lookup' could not be started: "
-        f"Connection closed (it said: no server in {lib} for [secret hidden])"
+        f"it exited with status 1 before it listed its tools (it said: no server in {lib} for "
+        "[secret hidden])"
     )

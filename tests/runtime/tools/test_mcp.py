@@ -278,7 +278,16 @@ async def test_a_call_to_a_server_found_dead_goes_to_it_started_again() -> None:
         ),
         (
             sdk_server(args=("--fail-at-start",)),
-            "(it said: the test server was told to fail at start)",
+            "MCP server 't' could not be started: it exited with status 1 before it listed "
+            "its tools (it said: the test server was told to fail at start)",
+        ),
+        (
+            McpServer(
+                name="t", command=sys.executable,
+                args=("-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"),
+            ),
+            "MCP server 't' could not be started: it ended by signal SIGTERM before it "
+            "listed its tools",
         ),
         (
             McpServer(
@@ -288,7 +297,7 @@ async def test_a_call_to_a_server_found_dead_goes_to_it_started_again() -> None:
             "MCP server 't' did not start and list its tools within 0.5s, its start_timeout",
         ),
     ],
-    ids=["no such command", "exits at start", "never answers"],
+    ids=["no such command", "exits at start", "killed at start", "never answers"],
 )  # fmt: skip
 async def test_a_server_that_does_not_start_says_why_and_leaves_nothing(
     server: McpServer, expected: str
