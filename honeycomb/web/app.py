@@ -349,6 +349,16 @@ class _Site:
         return summary, await asyncio.to_thread(self.store.progress, run_id)
 
     async def decision(self, request: Request) -> Response:
+        """A decision on a call: recorded, and the browser sent back to the run's page;
+        refused (decided already, by another tab say), a page saying why that leads
+        back to the run's page."""
+        try:
+            return await self._decision(request)
+        except _Refused as refused:
+            refused.back = self.links.run(request.path_params["run_id"])
+            raise
+
+    async def _decision(self, request: Request) -> Response:
         if self.approvals is None:
             raise _Refused(404, "this server decides no approvals")
         run_id, call_id = request.path_params["run_id"], request.path_params["call_id"]
@@ -537,6 +547,7 @@ class _Refused(Exception):
         super().__init__(why)
         self.status = status
         self.why = why
+        self.back: str | None = None  # the page it leads back to
 
 
 class _Guard:
@@ -650,6 +661,10 @@ async def _failed(request: Request, exc: Exception) -> Response:
 
 def _refusal(refused: _Refused, links: Links) -> Response:
     body = f"<h1>{refused.status}</h1><p>{escape(refused.why, quote=True)}</p>"
+    if refused.back is not None:
+        body += (
+            f'<p><a class="back" href="{escape(refused.back, quote=True)}">back to the run</a></p>'
+        )
     shown = page(str(refused.status), body, links)
     return HTMLResponse(shown, status_code=refused.status, headers=_SECURITY_HEADERS)
 

@@ -29,7 +29,7 @@ from honeycomb.errors import ApprovalError, RunFailed
 from honeycomb.run.decide import pending_of
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, ScriptedModel
-from honeycomb.web import create_app
+from honeycomb.web import cookie_name, create_app, csrf_value, session_key
 from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ModelRequest, StoreError, ToolCall
 from runtime.testing import call
@@ -186,6 +186,38 @@ def _payer(db: Path, call_id: str = "call_1", **policy: Any) -> Executor:
         aggregator="concat",
         policy=Policy(**policy),
     )
+
+
+async def test_two_tabs_deciding_a_call_at_once_one_wins_the_other_is_told(db: Path) -> None:
+    """Two browser tabs send their decisions on one call at the same moment (each
+    with the cookie and the page's CSRF value): exactly one is recorded, and the other
+    is answered 409 saying what was decided, with a way back to the run's page (it
+    was a dead end)."""
+    waiting = await _payer(db).run("Pay ann", subtasks=[("payer", "Pay.")], run_id="r1")
+    assert waiting.status == "waiting"
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)))
+    with ThreadedServer(app, name="serve") as server:
+        cookie = {cookie_name(TOKEN, server.port): session_key(TOKEN)}
+        tabs = [httpx.AsyncClient(base_url=server.url, cookies=cookie) for _ in range(2)]
+        forms = [
+            {"decision": "approve", "csrf": csrf_value(TOKEN), "worker": "s1", "turn": "1"},
+            {"decision": "deny", "reason": "not ann", "csrf": csrf_value(TOKEN), "worker": "s1"},
+        ]
+        answers = await asyncio.gather(
+            *(
+                tab.post("/runs/r1/calls/call_1/decision", data=form)
+                for tab, form in zip(tabs, forms, strict=True)
+            )
+        )
+        for tab in tabs:
+            await tab.aclose()
+    assert sorted(a.status_code for a in answers) == [303, 409]
+    [told] = [a for a in answers if a.status_code == 409]
+    said = html.unescape(told.text)
+    assert "it was decided already (" in said
+    assert '<a class="back" href="/runs/r1">back to the run</a>' in told.text
+    [entry] = await RunStore(db).approvals_of("r1")
+    assert entry.decision is not None
 
 
 RUN_IDS = ["team/ticket-42", "..", ".", "!..", "50%", "a/../b", "ünï ?#"]
