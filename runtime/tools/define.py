@@ -385,11 +385,16 @@ def tool(
 
 
 class ToolRegistry:
-    """Tools by unique name. Refuses a second, different tool under a taken name."""
+    """Tools by unique name. Refuses a second, different tool under a taken name.
+
+    Attributes:
+        nests: Whether one of its tools runs nested workers (``Tool.nests``).
+    """
 
     def __init__(self, tools: Iterable[Tool[Any, Any] | Callable[..., Any]] = ()) -> None:
         self._tools: dict[str, Tool[Any, Any]] = {}
         self._schemas: tuple[ToolSchema, ...] | None = None
+        self.nests = False
         for t in tools:
             self.add(t)
 
@@ -405,6 +410,7 @@ class ToolRegistry:
             raise DuplicateToolError(t.name)
         self._tools[t.name] = t
         self._schemas = None
+        self.nests = self.nests or t.nests
         return t
 
     def resolve(self, ref: str) -> Tool[Any, Any]:

@@ -103,6 +103,11 @@ Results = list[ToolMessage | Stopped | None]
 """A turn's observations in call order (a call that stopped: why)."""
 
 
+def _nesting(*lanes: list[Prepared]) -> bool:
+    """Whether a call of the turn's lanes runs nested workers."""
+    return any(call.tool.nests for lane in lanes for call in lane)
+
+
 class Dispatcher:
     """Runs the tool calls of one worker, turn by turn.
 
@@ -177,7 +182,7 @@ class Dispatcher:
         cap = self._cap_for(len(parallel))
         # A call beside calls that nest works in its worker's room as their nested
         # workers do: its worker does not leave its slot while it works.
-        beside = any(c.tool.nests for c in parallel) or any(c.tool.nests for c in serial)
+        beside = self.tools.nests and _nesting(serial, parallel)
         ended: list[Outcome | Stopped]
         if serial:
             _, ended = await together(
