@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import json
 import shlex
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -170,6 +171,7 @@ def create_app(
     token: str,
     approvals: Approvals | None = None,
     poll_s: float = 0.5,
+    stream_s: float = 30.0,
     base: str = "/",
     resume_hint: Callable[[str], str] | None = None,
     not_continued: Callable[[str], str | None] | None = None,
@@ -181,6 +183,10 @@ def create_app(
         token: What every request must carry (see the module's docstring).
         approvals: Where pending calls are decided; without it runs show none.
         poll_s: How often a run page's events read the store.
+        stream_s: How long one response of a run's events lasts; the page then
+            asks for the next at once. A server that stops waits for the responses
+            under way, and none tells the app it stops (``honeycomb serve`` ends them
+            at once: :func:`end_streams`): a service's stops within this.
         base: The path the pages live under (``/`` or ``/a/path/``); the cookie is
             scoped to it.
         resume_hint: The command that continues a run, by its id, said on the page
@@ -201,6 +207,7 @@ def create_app(
         csrf=csrf_value(token),
         approvals=approvals,
         poll_s=poll_s,
+        stream_s=stream_s,
         links=links,
         hint=resume_hint or functools.partial(_resume_command, opened.where),
         not_continued=not_continued or _continued,
@@ -243,6 +250,7 @@ class _Site:
     csrf: str
     approvals: Approvals | None
     poll_s: float
+    stream_s: float
     links: Links
     hint: Callable[[str], str]
     not_continued: Callable[[str], str | None]
@@ -304,8 +312,9 @@ class _Site:
 
     async def events(self, request: Request) -> Response:
         """``change`` whenever what the run page shows changed, ``end`` once the run
-        ended with an answer (:data:`_FINISHED`); a comment line every few seconds
-        keeps the connection alive."""
+        ended with an answer (:data:`_FINISHED`), ``again`` after ``stream_s`` (the
+        page asks for the events again); a comment line every few seconds keeps the
+        connection alive."""
         run_id = request.path_params["run_id"]
         try:
             known = await self.store.summary(run_id)
@@ -318,7 +327,11 @@ class _Site:
         async def stream() -> AsyncIterator[str]:
             seen: object = None
             quiet = 0.0
+            until = time.monotonic() + self.stream_s
             while not self.ending and not await request.is_disconnected():
+                if time.monotonic() >= until:
+                    yield _event("again", {})
+                    return
                 try:
                     summary, progress = await self._progress(run_id)
                     pending = await self._pending(run_id)

@@ -128,6 +128,9 @@
         '; it tries again.');
       setTimeout(follow, 2000);
     });
+    // A response of events lasts so long (a server that stops waits for it): the
+    // next is asked for at once, and its first change brings the page up to date.
+    events.addEventListener('again', function () { events.close(); follow(); });
     events.addEventListener('end', function () {
       events.close();
       var wait = fetching || Promise.resolve();

@@ -10,6 +10,7 @@ import html
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 from msgspec.structs import replace
 
 from honeycomb import Approvals, Decision, Executor, Policy, Role, Subtask, tool
@@ -438,6 +440,31 @@ async def waiting(db: Path, tmp_path: Path) -> Path:
     result = await executor.run(approvals.TASK, subtasks=approvals.plan(1), run_id="w")
     assert result.status == "waiting"
     return db
+
+
+def test_a_services_server_stops_while_a_page_listens_to_a_waiting_run(waiting: Path) -> None:
+    """A service serving the app under uvicorn as it comes (nothing tells the app the
+    server stops, and the server waits for the responses under way) stops while a page
+    listens to a waiting run, whose events never end of themselves: it waited for them
+    for ever. Each response of events now lasts ``stream_s``."""
+    app = create_app(waiting, token=TOKEN, poll_s=0.05, stream_s=0.5)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(8)  # a request waits here until the server serves it
+    address = f"http://127.0.0.1:{listening.getsockname()[1]}/runs/w/events"
+    serving = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[listening])))
+    serving.start()
+    with httpx.stream("GET", address, headers=BEARER, timeout=30) as events:
+        lines = events.iter_lines()  # held: the page listens on
+        assert next(lines) == "event: change"
+        server.should_exit = True
+        serving.join(timeout=10)
+    stopped = not serving.is_alive()
+    if not stopped:  # left to its timeout: the test ends either way
+        server.force_exit = True
+        serving.join(timeout=10)
+    assert stopped, "the server still waited for the page's events"
 
 
 def test_ctrl_c_ends_the_events_a_page_listens_to_and_stops_cleanly(waiting: Path) -> None:

@@ -41,7 +41,7 @@ from runtime import RunFailed
 from runtime.tools.approvals import PendingApproval
 from tests.honeycomb.cli import test_chat_approvals
 from tests.honeycomb.web import test_serve, test_serve_edges
-from tests.honeycomb.web.test_serve import TOKEN, _later, _signed_in, _until, _Watched
+from tests.honeycomb.web.test_serve import TOKEN, _later, _signed_in, _until, _value, _Watched
 from tests.honeycomb.web.test_serve_edges import BEARER, _Recorded
 from tests.support import approvals
 from tests.support.asgi_server import ThreadedServer
@@ -171,6 +171,43 @@ async def test_in_chromium_a_page_follows_its_run_again_or_says_the_token_change
         restarting.restart("another-token-0123456789", waiting)
         await _until(lost, OTHER_TOKEN)
         assert await page.inner_text("p.lost") == OTHER_TOKEN
+        await context.close()
+
+
+EVER_LOST = """new MutationObserver(function () {
+  var root = document.documentElement;
+  if (root.dataset.lost) { root.dataset.everLost = root.dataset.lost; }
+}).observe(document.documentElement, {attributes: true, attributeFilter: ['data-lost']})"""
+"""Keeps in ``<html data-ever-lost>`` any line the page said it lost its run with."""
+
+
+async def test_in_chromium_a_page_follows_its_run_across_responses_of_its_events(
+    waiting: Path, browser: Any
+) -> None:
+    """Each response of a run's events lasts ``stream_s`` (a service's server stops
+    within it): the page asks for the next at once, says nothing of it, keeps what
+    was typed in its form, and still takes the run's changes (a call decided
+    elsewhere goes from it)."""
+    [call] = await pending_of(RunStore(waiting), "w")
+    decided = StoreApprovals(RunStore(waiting))
+    app = create_app(waiting, token=TOKEN, approvals=decided, poll_s=0.05, stream_s=0.3)
+    with ThreadedServer(app, name="serve") as server:
+        context = await browser.new_context()
+        watched = _Watched(await context.new_page())
+        page = watched.page
+        await page.goto(f"{server.url}/runs/w?token={TOKEN}")
+        await page.evaluate(EVER_LOST)
+        await page.fill("form.approval input[name=reason]", "typed by a person")
+        await _until(lambda: _later(watched, 3), "yes")  # three responses later
+        assert await watched.dataset("everLost") is None
+        assert await _value(page, "form.approval input[name=reason]") == "typed by a person"
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            form = {"decision": "deny", "reason": "elsewhere", "worker": call.worker}
+            answer = await client.post(f"/runs/w/calls/{call.call_id}/decision", data=form)
+        assert answer.status_code == 303
+        await page.wait_for_selector("form.approval", state="detached")
+        assert await watched.dataset("errors") is None
+        assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
 
 
