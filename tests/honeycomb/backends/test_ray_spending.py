@@ -195,7 +195,8 @@ async def test_a_judge_cut_off_by_the_wall_time_reports_its_spend_wherever_its_w
     ex = Executor(
         [Role(name="w", guards=Guards(output=("reviewer",))), Role(name="reviewer")],
         TellingModel(judged_until_cut_off), aggregator="concat", backend=backend,
-        policy=Policy(budgets=Budgets(wall_time_s=6)),  # room for the actors to start
+        # Room for the actors to start, on Ray; in one process the judge is soon there.
+        policy=Policy(budgets=Budgets(wall_time_s=6 if backend is not None else 2)),
         on_event=[heard.append],
     )  # fmt: skip
     with anyio.fail_after(60), pytest.raises(BudgetExceeded):
