@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -28,6 +29,43 @@ from honeycomb import (
 from honeycomb.testing import FunctionModel, call
 from runtime.concurrency import TimedOut, within
 from tests.support.approvals import TASK, executor, plan
+
+
+class AtOnce:
+    """Who works at once, and the most that ever did."""
+
+    def __init__(self) -> None:
+        self.running: set[str] = set()
+        self.most = 0
+
+    async def working(self, who: str, seconds: float) -> None:
+        """``who`` works for ``seconds``: its own latency, so two workers' work would meet."""
+        self.running.add(who)
+        self.most = max(self.most, len(self.running))
+        await asyncio.sleep(seconds)
+        self.running.discard(who)
+
+
+def approving_once(
+    asked: asyncio.Event, done: asyncio.Event
+) -> Callable[[ApprovalRequest], Awaitable[Decision]]:
+    """A person who, asked (``asked`` is set), approves once ``done`` is set, which must
+    happen while they read (within 5 s): else they deny the call, saying so."""
+
+    async def person(request: ApprovalRequest) -> Decision:
+        asked.set()
+        with contextlib.suppress(TimedOut), within(5):
+            await done.wait()
+            return Decision.approved()
+        return Decision.denied("s2 never ran while the clerk's call was asked about")
+
+    return person
+
+
+@tool(side_effects=True)
+async def pay(to: str) -> str:
+    """Pay someone."""
+    return f"paid {to}"
 
 
 async def test_a_chain_after_a_waiting_subtask_waits_and_runs_on_resume(tmp_path: Path) -> None:
@@ -106,27 +144,19 @@ async def test_a_worker_leaves_its_slot_only_once_none_of_its_nested_workers_wor
     Now s1 keeps the slot until nothing of it works but the wait, s2 runs then, and
     the clerk takes a slot again once the person has decided."""
     asked, s2_done = asyncio.Event(), asyncio.Event()
-    running: set[str] = set()
-    most = 0
-
-    async def working(who: str, seconds: float) -> None:
-        nonlocal most
-        running.add(who)
-        most = max(most, len(running))
-        await asyncio.sleep(seconds)  # its own latency: the work of two workers would meet
-        running.discard(who)
+    at_once = AtOnce()
 
     @tool(side_effects=True)
     async def pay(to: str) -> str:
         """Pay someone."""
-        await working("clerk", 0.01)
+        await at_once.working("clerk", 0.01)
         return f"paid {to}"
 
     @tool
     async def look(topic: str) -> str:
         """Look something up."""
         await asked.wait()  # the clerk's call is being asked about meanwhile
-        await working("researcher", 0.1)
+        await at_once.working("researcher", 0.1)
         return f"{topic}: found"
 
     def seen(request: ModelRequest) -> list[str]:
@@ -143,7 +173,7 @@ async def test_a_worker_leaves_its_slot_only_once_none_of_its_nested_workers_wor
                 return "researcher: " + told[0]
             return AssistantMessage(tool_calls=(call("look", {"topic": "bees"}, id="l1"),))
         if "s2" in (request.conversation or ""):
-            await working("s2", 0.05)
+            await at_once.working("s2", 0.05)
             s2_done.set()
             return "s2 done"
         if told:
@@ -155,20 +185,13 @@ async def test_a_worker_leaves_its_slot_only_once_none_of_its_nested_workers_wor
             )
         )
 
-    async def person(request: ApprovalRequest) -> Decision:
-        asked.set()
-        with contextlib.suppress(TimedOut), within(5):
-            await s2_done.wait()
-            return Decision.approved()
-        return Decision.denied("s2 never ran while the clerk's call was asked about")
-
     roles = [
         Role(name="lead", tools=("agent:clerk", "agent:researcher")),
         Role(name="clerk", tools=("pay",), approvals=Approvals(tools=("pay",))),
         Role(name="researcher", tools=("look",)),
     ]
     one_slot = Executor(
-        roles, FunctionModel(answer), tools=[pay, look], approver=person,
+        roles, FunctionModel(answer), tools=[pay, look], approver=approving_once(asked, s2_done),
         aggregator="concat", policy=Policy(max_workers=1),
     )  # fmt: skip
     two = [Subtask(id=name, role="lead", instruction="x") for name in ("s1", "s2")]
@@ -176,7 +199,7 @@ async def test_a_worker_leaves_its_slot_only_once_none_of_its_nested_workers_wor
         done = await one_slot.run("pay", subtasks=two)
     assert done.subtasks["s1"].text == "clerk: paid ann | researcher: bees: found"
     assert done.subtasks["s2"].text == "s2 done"
-    assert most == 1  # never two workers at once
+    assert at_once.most == 1  # never two workers at once
 
 
 async def test_a_workers_own_call_beside_its_nested_workers_keeps_its_slot() -> None:
@@ -185,26 +208,13 @@ async def test_a_workers_own_call_beside_its_nested_workers_keeps_its_slot() -> 
     still worked for it, so s2 ran beside it: two workers' work at once. Now the call
     works in s1's room as a nested worker would: s2 runs once it is done."""
     asked, s2_done = asyncio.Event(), asyncio.Event()
-    running: set[str] = set()
-    most = 0
-
-    async def working(who: str, seconds: float) -> None:
-        nonlocal most
-        running.add(who)
-        most = max(most, len(running))
-        await asyncio.sleep(seconds)  # its own latency: the work of two workers would meet
-        running.discard(who)
-
-    @tool(side_effects=True)
-    async def pay(to: str) -> str:
-        """Pay someone."""
-        return f"paid {to}"
+    at_once = AtOnce()
 
     @tool
     async def look(topic: str) -> str:
         """Look something up."""
         await asked.wait()  # the clerk's call is being asked about meanwhile
-        await working("s1", 0.1)
+        await at_once.working("s1", 0.1)
         return f"{topic}: found"
 
     async def answer(request: ModelRequest) -> AssistantMessage | str:
@@ -215,7 +225,7 @@ async def test_a_workers_own_call_beside_its_nested_workers_keeps_its_slot() -> 
                 return "clerk: " + told[0]
             return AssistantMessage(tool_calls=(call("pay", {"to": "ann"}, id="p1"),))
         if "s2" in (request.conversation or ""):
-            await working("s2", 0.05)
+            await at_once.working("s2", 0.05)
             s2_done.set()
             return "s2 done"
         if told:
@@ -227,19 +237,12 @@ async def test_a_workers_own_call_beside_its_nested_workers_keeps_its_slot() -> 
             )
         )
 
-    async def person(request: ApprovalRequest) -> Decision:
-        asked.set()
-        with contextlib.suppress(TimedOut), within(5):
-            await s2_done.wait()
-            return Decision.approved()
-        return Decision.denied("s2 never ran while the clerk's call was asked about")
-
     roles = [
         Role(name="lead", tools=("agent:clerk", "look")),
         Role(name="clerk", tools=("pay",), approvals=Approvals(tools=("pay",))),
     ]
     one_slot = Executor(
-        roles, FunctionModel(answer), tools=[pay, look], approver=person,
+        roles, FunctionModel(answer), tools=[pay, look], approver=approving_once(asked, s2_done),
         aggregator="concat", policy=Policy(max_workers=1),
     )  # fmt: skip
     two = [Subtask(id=name, role="lead", instruction="x") for name in ("s1", "s2")]
@@ -247,7 +250,7 @@ async def test_a_workers_own_call_beside_its_nested_workers_keeps_its_slot() -> 
         done = await one_slot.run("pay", subtasks=two)
     assert done.subtasks["s1"].text == "clerk: paid ann | bees: found"
     assert done.subtasks["s2"].text == "s2 done"
-    assert most == 1  # never two workers' work at once
+    assert at_once.most == 1  # never two workers' work at once
 
 
 async def test_a_workers_time_limit_counts_a_nested_workers_work_beside_a_wait() -> None:
