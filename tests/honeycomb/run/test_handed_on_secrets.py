@@ -63,29 +63,51 @@ async def test_no_secret_of_a_result_or_a_failure_reaches_another_model() -> Non
     assert not [t for t in everything if SECRET in t]
 
 
+class Caller:
+    """A lead that calls ``tool`` twice, once to read the password and once to fail
+    to, and keeps what it is told of each (``observed``)."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        self.observed: list[str] = []
+
+    async def __call__(self, request: ModelRequest) -> AssistantMessage | str:
+        seen = [str(m.content) for m in request.messages if isinstance(m, ToolMessage)]
+        if seen:
+            self.observed.extend(seen)
+            return "done"
+        return AssistantMessage(
+            tool_calls=(
+                call(self.tool, {"instruction": "read it"}, id="k1"),
+                call(self.tool, {"instruction": "fail to read it"}, id="k2"),
+            )
+        )
+
+    def told_nothing_secret(self) -> None:
+        """It was told the answer and the failure, each with the password masked."""
+        assert len(self.observed) == 2
+        assert "the password is [password hidden]" in self.observed[0]
+        assert "could not log in with [password hidden]" in self.observed[1]
+        assert not [t for t in self.observed if SECRET in t]
+
+
+def keeper_says(task: str) -> str:
+    """The keeper's answer to ``task``: the password, or a failure quoting it."""
+    if "fail" in task:
+        raise ValueError(f"could not log in with {SECRET}")
+    return f"the password is {SECRET}"
+
+
 async def test_no_secret_of_a_nested_workers_answer_or_failure_reaches_its_caller() -> None:
     """A worker called as an ``agent:`` tool hands its answer (or why it has none) to
     its caller's model, as a subtask hands on its own: masked."""
     add_secret(SECRET, "password")
-    observed: list[str] = []
+    lead = Caller("keeper")
 
     async def answer(request: ModelRequest) -> AssistantMessage | str:
         me = str(request.messages[0].content)
         task = next(str(m.content) for m in request.messages if isinstance(m, UserMessage))
-        if me.startswith("You are the keeper"):
-            if task.startswith("fail"):
-                raise ValueError(f"could not log in with {SECRET}")
-            return f"the password is {SECRET}"
-        seen = [str(m.content) for m in request.messages if isinstance(m, ToolMessage)]
-        if seen:
-            observed.extend(seen)
-            return "done"
-        return AssistantMessage(
-            tool_calls=(
-                call("keeper", {"instruction": "read it"}, id="k1"),
-                call("keeper", {"instruction": "fail to read it"}, id="k2"),
-            )
-        )
+        return keeper_says(task) if me.startswith("You are the keeper") else await lead(request)
 
     executor = Executor(
         [Role(name="lead", tools=("agent:keeper",)), Role(name="keeper")],
@@ -93,38 +115,21 @@ async def test_no_secret_of_a_nested_workers_answer_or_failure_reaches_its_calle
         aggregator="concat",
     )
     await executor.run("Find the password.", subtasks=[("lead", "find it")])
-    assert len(observed) == 2
-    assert "the password is [password hidden]" in observed[0]
-    assert "could not log in with [password hidden]" in observed[1]
-    assert not [t for t in observed if SECRET in t]
+    lead.told_nothing_secret()
 
 
 async def test_no_secret_of_a_hive_tools_answer_or_failure_reaches_its_caller() -> None:
     """A hive called as a tool hands its answer (or why it has none) to its caller's
     model: masked, as what a run returns and raises is."""
     add_secret(SECRET, "password")
-    observed: list[str] = []
+    lead = Caller("facts")
 
     async def keeper(request: ModelRequest) -> str:
         users = [str(m.content) for m in request.messages if isinstance(m, UserMessage)]
         if request.output is not None and request.output.name == "Plan":
             planned = {"id": "s1", "role": "keeper", "instruction": users[0], "depends_on": []}
             return json.dumps({"subtasks": [planned]})
-        if "fail" in users[0]:
-            raise ValueError(f"could not log in with {SECRET}")
-        return f"the password is {SECRET}"
-
-    async def lead(request: ModelRequest) -> AssistantMessage | str:
-        seen = [str(m.content) for m in request.messages if isinstance(m, ToolMessage)]
-        if seen:
-            observed.extend(seen)
-            return "done"
-        return AssistantMessage(
-            tool_calls=(
-                call("facts", {"instruction": "read it"}, id="k1"),
-                call("facts", {"instruction": "fail to read it"}, id="k2"),
-            )
-        )
+        return keeper_says(users[0])
 
     hive = Executor(
         [Role(name="planner"), Role(name="keeper")],
@@ -139,7 +144,4 @@ async def test_no_secret_of_a_hive_tools_answer_or_failure_reaches_its_caller() 
         aggregator="concat",
     )
     await executor.run("Find the password.", subtasks=[("lead", "find it")])
-    assert len(observed) == 2
-    assert "the password is [password hidden]" in observed[0]
-    assert "could not log in with [password hidden]" in observed[1]
-    assert not [t for t in observed if SECRET in t]
+    lead.told_nothing_secret()
