@@ -191,7 +191,11 @@ def test_demo_with_memory_recalls_in_its_second_run_what_its_first_kept(
 def test_demo_with_memory_recorded_replays_and_keeps_nothing_in_the_memory_file(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    demo = ["demo", "--memory", "--plain", "--latency", "0", "--no-store"]
+    # A model call's latency orders what the workers find: the analyst recalls after
+    # its first call, the others keep their answers after their second. (A replay
+    # recalls what the recording did when that order holds: the memory is searched
+    # anew, not replayed; docs/evals.md.)
+    demo = ["demo", "--memory", "--plain", "--latency", "0.2", "--no-store"]
     assert main([*demo, "--record", "trip.jsonl"]) == 0
     recorded = capsys.readouterr()
     assert "the memory is this command's own (the hive's memory files" in recorded.err
