@@ -7,11 +7,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import pydantic
 
+from honeycomb.cli.loop import stops_handled_by
 from honeycomb.hive.backend import RAY_MISSING, BackendSpec, RaySpec, ray_missing
 from runtime import ConfigError
 
@@ -71,22 +72,10 @@ async def pool_running(pool: RayBackend) -> AsyncIterator[str | None]:
     finally:
         # Cut short, Ray's shutdown left its core worker half torn down, and Ray ended
         # the process with status 1 at once: no answer, no 130.
-        with _signals_held():
+        with stops_handled_by(signal.SIG_IGN):  # the command is stopping
             pool.stop()
             if ours and ray.is_initialized():
                 ray.shutdown()
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """While the block runs, SIGINT and SIGTERM do nothing: the command is stopping."""
-    held = (signal.SIGINT, signal.SIGTERM)
-    before = {number: signal.signal(number, signal.SIG_IGN) for number in held}
-    try:
-        yield
-    finally:
-        for number, handler in before.items():
-            signal.signal(number, handler)
 
 
 def _reason(exc: BaseException) -> str:

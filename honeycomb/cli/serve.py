@@ -8,7 +8,6 @@ import contextlib
 import ipaddress
 import os
 import secrets
-import signal
 import socket
 import sys
 import threading
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from honeycomb.cli.approve import HiveTools
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.loop import stops_handled_by
 from honeycomb.cli.options import Parser, integer
 from honeycomb.cli.resuming import resume_hint
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
@@ -192,13 +192,8 @@ def _server(config: uvicorn.Config, stopping: Callable[[], None]) -> uvicorn.Ser
             if threading.current_thread() is not threading.main_thread():
                 yield  # only the main thread hears signals
                 return
-            stops = (signal.SIGINT, signal.SIGTERM)
-            before = {number: signal.signal(number, self.handle_exit) for number in stops}
-            try:
+            with stops_handled_by(self.handle_exit):
                 yield
-            finally:
-                for number, handler in before.items():
-                    signal.signal(number, handler)
 
     return Server(config)
 
