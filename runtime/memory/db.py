@@ -194,6 +194,7 @@ def open_connection(
                 retry(lambda: _sweep(module, db))
         # It reads the schema first: it waits for a connection that holds the file.
         retry(lambda: db.execute("PRAGMA synchronous=NORMAL"))
+        db.execute("PRAGMA secure_delete=ON")  # what is forgotten leaves no freed page
     except module.Error as exc:
         db.close()
         raise MemoryStoreError(_cannot_open(exc, path), path=str(path)) from exc
@@ -332,7 +333,11 @@ def get(db: Any, memory_id: str) -> Row | None:
 
 
 def delete(db: Any, ids: Sequence[str], namespace: str | None, vectors: bool) -> int:
-    """Forget the memories of ``ids``, or every memory of ``namespace``; how many."""
+    """Forget the memories of ``ids``, or every memory of ``namespace``; how many. A
+    forgotten text stays in no file: the search index is merged anew (its old
+    segments held the text's terms), freed pages are zeroed (``secure_delete``, set as
+    the connection opens), and the write-ahead log is moved into the file and emptied,
+    as far as other connections' reads allow."""
     with _transaction(db):
         params: tuple[str, ...]
         if namespace is not None:
@@ -343,6 +348,10 @@ def delete(db: Any, ids: Sequence[str], namespace: str | None, vectors: bool) ->
             rows = f"SELECT seq FROM memories WHERE {where}"
             db.execute(f"DELETE FROM memory_vectors WHERE rowid IN ({rows})", params)
         count: int = db.execute(f"DELETE FROM memories WHERE {where}", params).rowcount
+        if count:
+            db.execute("INSERT INTO memory_text (memory_text) VALUES ('optimize')")
+    if count:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return count
 
 

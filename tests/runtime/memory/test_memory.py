@@ -49,6 +49,36 @@ async def test_a_text_is_kept_found_listed_and_forgotten(memory: SQLiteMemory) -
     assert await memory.search("lisbon", namespace="trip") == ()  # its index entry went too
 
 
+@pytest.mark.parametrize("build", ["as built", "secure_delete off"])
+async def test_a_forgotten_memory_is_in_no_file_of_the_memory_still_open(
+    memory: SQLiteMemory, build: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forgetting a memory (by id, or its namespace) leaves its text in no file: not
+    in the write-ahead log, nor in a freed page, whatever SQLite's build defaults to,
+    while the memory stays open and goes on."""
+    if build != "as built":  # connections made as a build with it off makes them
+        connect = sqlite3.connect
+
+        def insecure(*args: object, **kwargs: object) -> sqlite3.Connection:
+            made = connect(*args, **kwargs)  # type: ignore[arg-type]
+            made.execute("PRAGMA secure_delete=OFF")
+            return made
+
+        monkeypatch.setattr(sqlite3, "connect", insecure)
+    folder = memory.path.parent
+    kept = await memory.add("ZzAlpha pays with card 4111", namespace="trip")
+    await memory.add("ZzBravo lives at 5 Elm Street", namespace="home")
+    await memory.add("the weather in Porto", namespace="home")
+    assert await memory.delete(kept.id)
+    assert await memory.forget_namespace("home") == 2
+    # The text, and the search index's terms of it (lower case, stemmed).
+    forgotten = (b"ZzAlpha", b"ZzBravo", b"zzalpha", b"zzbravo", b"4111", b"elm")
+    holding = [f.name for f in folder.iterdir() if any(t in f.read_bytes() for t in forgotten)]
+    assert holding == []
+    await memory.add("ZzCharlie is kept", namespace="trip")  # it goes on
+    assert [r.text for r in await memory.list("trip")] == ["ZzCharlie is kept"]
+
+
 async def test_the_best_match_comes_first(memory: SQLiteMemory) -> None:
     await memory.add("trains from Lisbon to Porto take three hours")
     await memory.add("Madrid museums close on Mondays")
