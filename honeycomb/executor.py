@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from msgspec.structs import replace
 from pydantic import BaseModel
@@ -983,8 +983,7 @@ def _on_cassette(memory: Memory | None, models: Mapping[str, Model]) -> Memory |
         return memory
     from runtime.models.layers.cassette_embeddings import cassette_memory  # when it embeds
 
-    taped: Memory | None = cassette_memory(memory, models)
-    return taped
+    return cast("Memory | None", cassette_memory(memory, models))
 
 
 def _memory_priced(memory: Memory | None, roles: Iterable[Role]) -> bool:

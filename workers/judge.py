@@ -18,11 +18,12 @@ from runtime import (
     Usage,
     UserMessage,
 )
+from runtime.models.layers import ModelCall
 from runtime.models.layers.budget import unanswered_usage
 from workers.calls import model_calls
 from workers.guard_specs import GuardCheck
 
-__all__ = ["JUDGE_INSTRUCTIONS", "VERDICT_TOKENS", "Judge", "JudgeRole", "spent_by"]
+__all__ = ["JUDGE_INSTRUCTIONS", "VERDICT_TOKENS", "Judge", "JudgeRole", "spending", "spent_by"]
 
 JUDGE_INSTRUCTIONS = (
     "You are a guard. You are shown {what}. If it is acceptable, answer with the single "
@@ -105,12 +106,12 @@ class Judge:
         try:
             answer = await call.made()
         except BaseException as failure:  # (its cause is the layer's to set)
-            spent = unanswered_usage(call) or Usage()  # the attempts its timeout cut off
-            raise _spending(call.failed(failure), spent)  # noqa: B904
+            # What it spent: the prompts of the attempts its timeout cut off.
+            raise spending(call.failed(failure), _unanswered(call))  # noqa: B904
         try:
             response = call.answered(answer)
         except HoneycombError as failure:  # an answer a layer refused
-            raise _spending(failure, unanswered_usage(call) or Usage())  # noqa: B904
+            raise spending(failure, _unanswered(call))  # noqa: B904
         text = (response.message.content or "").strip()
         if not text:  # no verdict: no answer of the worker's could pass it
             why = "empty"
@@ -119,19 +120,25 @@ class Judge:
             error = ModelResponseError(
                 f"the judge {role_name!r} gave no verdict: its answer was {why}"
             )
-            raise _spending(error, response.usage)
+            raise spending(error, response.usage)
         # Its first word, as a model may write it: "PASS.", "**PASS**", "`PASS`".
         first = text.split(maxsplit=1)[0].strip(_AROUND_A_WORD).upper()
         verdict = None if first == "PASS" else text
         return verdict, response.usage, response.model
 
 
-def _spending(error: BaseException, usage: Usage) -> BaseException:
+def spending(error: BaseException, usage: Usage) -> BaseException:
     """``error``, ending a judge's call that was made, saying what the call spent (its
     ``spent``: a model error's field, and as well on what cuts the call off or refuses
-    its retry): its guard's event reports it, as the run's budget counted it."""
+    its retry, and on what carries it across a process): its guard's event reports it,
+    as the run's budget counted it."""
     error.spent = usage  # type: ignore[attr-defined]
     return error
+
+
+def _unanswered(call: ModelCall) -> Usage:
+    """What ``call`` spent that its endpoint never answered (nothing: none)."""
+    return unanswered_usage(call) or Usage()
 
 
 def spent_by(error: BaseException) -> Usage | None:

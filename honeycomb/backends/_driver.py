@@ -43,6 +43,7 @@ from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.models.cassettes import Cassette, CassetteWriter, Recorded
 from runtime.secrets import masked
 from workers import LoopState, Worker, WorkerResult
+from workers.judge import spending, spent_by
 
 STOP_WAIT_S = 2.0
 """How long a cancelled run waits for each remote worker to say it stopped."""
@@ -288,10 +289,9 @@ class Driver:
             self._answer_now(number, False, portable_error(exc))
             return
         except asyncio.CancelledError as cut:  # given up: what it spent goes back, if said
-            spent = getattr(cut, "spent", None)
+            spent = spent_by(cut)
             if spent is not None:
-                stopped = RemoteFailure(f"{op} was cut off")
-                stopped.spent = spent  # type: ignore[attr-defined]
+                stopped = spending(RemoteFailure(f"{op} was cut off"), spent)
                 self._answer_now(number, False, portable_error(stopped))
             raise
         self._answer_now(number, True, value)

@@ -12,6 +12,7 @@ from typing import Any
 from honeycomb.backends._wire import Message, raised
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import CallReport, current_call
+from workers.judge import spending, spent_by
 
 SPENT_WAIT_S = 1.0
 """How long a request cut off here waits for what its call at the driver spent until it
@@ -102,9 +103,9 @@ class Link:
                 with contextlib.suppress(asyncio.CancelledError):  # (``cut`` goes on)
                     await shielded(_settled(answer))
             told = answer.exception() if answer.done() and not answer.cancelled() else None
-            spent = getattr(told, "spent", None)
+            spent = spent_by(told) if told is not None else None
             if spent is not None:
-                cut.spent = spent  # type: ignore[attr-defined]
+                spending(cut, spent)
             raise
         finally:
             self._waiting.pop(number, None)

@@ -30,6 +30,7 @@ from runtime.tools.approvals import MaskedEdit, unmasked_edit
 from runtime.tools.journal import OnUnknown
 from workers import LoopState, Worker, WorkerResult
 from workers.guards import ResolvedGuards
+from workers.judge import spending, spent_by
 
 if TYPE_CHECKING:
     from honeycomb.run.worker_record import WorkerRecord
@@ -97,7 +98,7 @@ def portable_error(exc: BaseException) -> tuple[str, Any]:
     itself, when it pickles and is made again as itself (a tool's ``ModelRetry``, say),
     else as plain values. What a judge's call it ended spent (its ``spent``, which the
     guard that asked reports) crosses with it either way."""
-    spent = getattr(exc, "spent", None)
+    spent = spent_by(exc)
     if isinstance(exc, BudgetExceeded):
         fields = (exc.limit, exc.allowed, exc.used, exc.requested, exc.running)
         return ("budget", (fields, spent))
@@ -123,9 +124,7 @@ def raised(error: tuple[str, Any]) -> BaseException:
     else:
         text, spent = value
         again = RemoteFailure(text)
-    if spent is not None:
-        again.spent = spent  # type: ignore[union-attr]
-    return again
+    return spending(again, spent) if spent is not None else again
 
 
 SentDeadline = tuple[float, int, tuple[str, Any] | None, str]

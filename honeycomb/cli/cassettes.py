@@ -95,13 +95,11 @@ def cassette_memory_of(
         yield None
         return
     from honeycomb.evals.memory import EvalMemory, eval_memory  # loaded when recording
-    from runtime.models.layers.cassette_embeddings import cassette_memory
 
     own = eval_memory(hive)
     if own is None:
         yield None
         return
-    like = cassette_memory(own.like, models)  # its embeddings on the models' cassette
     if not getattr(args, "json", False):
         print(
             "the memory is this command's own (the hive's memory files are neither read "
@@ -109,7 +107,8 @@ def cassette_memory_of(
             "recording recalled",
             file=sys.stderr,
         )
-    memory = EvalMemory(like)
+    # The Executor puts its embeddings on the models' cassette, as any memory's.
+    memory = EvalMemory(own.like)
     with memory.scope():
         yield memory
 

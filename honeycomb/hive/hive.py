@@ -211,13 +211,12 @@ class Hive:
                 ]
             )
         servers: LlamaServers = {}  # models of one GGUF file share its server
-        built: dict[str, Model] = {}
-        for name, spec in self.spec.models.items():
-            if name in given:
-                built[name] = given[name]
-            else:
-                built[name] = spec.build(self.folder, servers, self._key_env(name))
-        return built
+        return {
+            name: given[name]
+            if name in given
+            else spec.build(self.folder, servers, self._key_env(name))
+            for name, spec in self.spec.models.items()
+        }
 
     def _key_env(self, model: str) -> str | None:
         """The environment variable the ``api_key`` of ``model`` was read from, when it

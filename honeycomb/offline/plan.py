@@ -70,7 +70,8 @@ def plan_for(request: ModelRequest) -> Plan:
     task, catalog = parse_catalog(catalog_text)
     roles = [e for e in catalog if e.role.lower() not in _RESERVED_ROLES]
     # The prompt's line is the last of its kind: after the task and the conversation.
-    found = [int(n) for n in _LIMIT.findall(catalog_text)[-1:]]
+    limits = _LIMIT.findall(catalog_text)
+    found = [int(limits[-1])] if limits else []
     found += [int(n) for u in users for n in _ALLOWED.findall(u)]
     limit = max(1, min(found)) if found else 10
     if any(_REJECTED.search(u) for u in users):  # in a later message, or added to the first
@@ -99,7 +100,8 @@ def follow_up_for(text: str, ids: Sequence[str] = ()) -> Plan:
     unless one already does (a follow-up, asked to "Follow up on ID: ...", or an
     ``ID.more``, is not followed up again); none (done) when no result asks."""
     _, results = parse_results(text)
-    room = int(next(iter(_ROOM.findall(text)[-1:]), 1))  # the prompt's, after the results
+    rooms = _ROOM.findall(text)
+    room = int(rooms[-1]) if rooms else 1  # the prompt's, after the results
     number = _round_of(text) or 2
     known = {r.id for r in results}
     # What was followed up already: a follow-up says so in what it was asked.

@@ -51,7 +51,7 @@ def keep_cut_off(db: Connection, run_id: str, heartbeat: float) -> None:
         parent_id=None,
         kind="run",
         name=task[0],
-        start=min([started_at, *(s.start for s in own)]),
+        start=started_at,  # its spans start after it (they are its life's: ``own``)
         end=max([heartbeat, *(s.end for s in own)]),
         status="cut off",
         error="its process stopped before the run ended (it is counted to its last sign of life)",

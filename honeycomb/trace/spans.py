@@ -718,22 +718,15 @@ class SpanRecorder:
         """The worker goes on with a decision: the wait's span ends, ``approved`` or
         ``denied`` (the reason its error). A call asked about in an earlier life has no
         span of this life: the time it waited is not this life's."""
-        name, now = event.worker or "?", self._clock()
-        call = self._calls.pop((name, event.turn, _APPROVAL + event.call_id), None)
+        key = (event.worker or "?", event.turn, _APPROVAL + event.call_id)
+        call = self._calls.pop(key, None)
         if call is None:
             return
         call.parent.calls -= 1
-        span = Span(
-            span_id=call.span_id,
-            parent_id=call.parent.span_id,
-            kind="approval",
-            name=call.name,
-            start=call.start,
-            end=now,
-            status="approved" if event.approved else "denied",
+        ended = self._cut(key, call, self._clock(), "approved" if event.approved else "denied")
+        span = msgspec.structs.replace(
+            ended,
             error=None if event.approved else event.reason,
-            worker=name,
-            turn=event.turn,
             detail=f"{event.call_id} by {event.by}",
         )
         self._keep(span, call.parent)

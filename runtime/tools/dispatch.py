@@ -86,7 +86,8 @@ class DispatchPolicy(Value, frozen=True, kw_only=True):
             raise ValueError(f"max_output_chars must be at least 100, got {self.max_output_chars}")
 
 
-_NO_CAP = nullcontext()
+_HOLDS_NOTHING = nullcontext()
+"""A block that holds nothing: no slot of a cap, no strand of a room."""
 
 CUT_SHORT = (
     "Error: {error}. Your answer was cut off at its output limit ({limit} tokens) while "
@@ -366,11 +367,10 @@ class Dispatcher:
     async def _caught(
         self, call: Prepared, cap: anyio.CapacityLimiter | None, beside: bool
     ) -> Outcome | Stopped:
+        # A call beside calls that nest works in the worker's room while they may wait.
+        strand = nested_work() if beside and not call.tool.nests else _HOLDS_NOTHING
         try:
-            async with cap or _NO_CAP:
-                if beside and not call.tool.nests:  # works while those calls may wait
-                    async with nested_work():
-                        return await self.calls(call)
+            async with cap or _HOLDS_NOTHING, strand:
                 return await self.calls(call)
         except STOPS as stopped:  # the turn's others go on
             return stopped

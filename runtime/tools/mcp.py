@@ -481,7 +481,7 @@ class McpServers:
         arguments: dict[str, Any],
         *,
         serial: bool,
-        stopping: Callable[[], bool] = lambda: False,
+        stopping: Callable[[], bool],
     ) -> str:
         """Call ``tool`` in ``session`` of server ``name``.
 
