@@ -121,7 +121,8 @@ class GuardRunner:
     Args:
         guards: The guards.
         tracer: Receives a :class:`GuardChecked` per check.
-        judge: Asks the judge roles (None: a judge guard trips, having none to ask).
+        judge: Asks the judge roles (None: its guards may name no judge role, a
+            ConfigError as it is made).
         role: The worker's role (None: a run's own guards).
         worker: The worker's name.
         run_id: The run.

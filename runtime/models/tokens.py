@@ -10,8 +10,9 @@ in docs/compaction.md."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-__all__ = ["quarter_tokens", "simple_quarter_tokens"]
+__all__ = ["estimated_tokens", "quarter_tokens", "simple_quarter_tokens"]
 
 _WORDS = re.compile(r"[A-Za-z]+")
 _NUMBERS = re.compile(r"[0-9]+")
@@ -22,6 +23,11 @@ _MARKS = re.compile(r"[!-/:-@\[-`{-~]")  # ASCII punctuation and symbols
 # compiling its ranges takes 2 ms (benchmark I: import time)
 _WIDE = "[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")  # emoji and other rare characters
+
+
+def estimated_tokens(texts: Iterable[str]) -> int:
+    """The tokens of ``texts`` together, by the estimate, rounded up once."""
+    return (sum(quarter_tokens(text) for text in texts) + 3) // 4
 
 
 def quarter_tokens(text: str) -> int:

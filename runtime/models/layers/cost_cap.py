@@ -31,7 +31,7 @@ from runtime.errors import BudgetExceeded, ConfigError
 from runtime.messages import AssistantMessage
 from runtime.model import Model, ModelRequest, wrapped
 from runtime.models.layers.base import ModelCall, ModelLayer
-from runtime.models.tokens import quarter_tokens
+from runtime.models.tokens import estimated_tokens
 
 if TYPE_CHECKING:
     from runtime.limits import Limits
@@ -100,8 +100,7 @@ def prompt_tokens(request: ModelRequest) -> int:
             texts += [f"{c.name} {c.arguments}" for c in message.tool_calls]
     for schema in request.tools:
         texts += [schema.name, schema.description, json.dumps(schema.parameters)]
-    quarters = sum(quarter_tokens(text) for text in texts)
-    return (quarters + 3) // 4 + TOKENS_PER_MESSAGE * len(request.messages)
+    return estimated_tokens(texts) + TOKENS_PER_MESSAGE * len(request.messages)
 
 
 def price_of(model: Model) -> Pricing | None:

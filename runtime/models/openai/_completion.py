@@ -26,7 +26,7 @@ from runtime.messages import AssistantMessage, ToolCall, Usage
 from runtime.model import ModelRequest, ModelResponse
 from runtime.models.checks import kind_of, shown
 from runtime.models.layers.cost_cap import prompt_tokens
-from runtime.models.tokens import quarter_tokens
+from runtime.models.tokens import estimated_tokens
 
 __all__ = [
     "answered_error",
@@ -128,17 +128,14 @@ def estimated_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
     (:mod:`runtime.models.tokens`): what the request sends (as a cost cap counts it)
     and what the answer holds, its text, reasoning and calls. Never 0: a call that
     was made was paid for."""
-    quarters = sum(
-        quarter_tokens(text)
-        for text in (
+    written = estimated_tokens(
+        (
             message.content or "",
             message.reasoning or "",
             *(f"{call.name} {call.arguments}" for call in message.tool_calls),
         )
     )
-    return Usage(
-        input_tokens=max(prompt_tokens(request), 1), output_tokens=max(-(-quarters // 4), 1)
-    )
+    return Usage(input_tokens=max(prompt_tokens(request), 1), output_tokens=max(written, 1))
 
 
 def completion_response(data: Any, model: str) -> ModelResponse:

@@ -38,7 +38,7 @@ from runtime.models.openai._completion import answered_error, error_in
 from runtime.models.openai.chat import OpenAIModel
 from runtime.models.openai.endpoint import read_body
 from runtime.models.pricing import Price
-from runtime.models.tokens import quarter_tokens
+from runtime.models.tokens import estimated_tokens
 from runtime.secrets import masked
 from runtime.text import valid_text
 
@@ -136,12 +136,12 @@ class OpenAIEmbeddings:
                 body = await read_body(raw.http_response)
         except ModelTimeout as exc:
             if who is not None:
-                self._charge(who, _estimate(texts), started, error=f"ModelTimeout: {exc}")
+                self._charge(who, estimated_tokens(texts), started, error=f"ModelTimeout: {exc}")
             raise
         vectors, tokens = parse_answer(body, len(texts), self.model)
         endpoint._observe(raw.headers)
         if who is not None:
-            self._charge(who, _estimate(texts) if tokens is None else tokens, started)
+            self._charge(who, estimated_tokens(texts) if tokens is None else tokens, started)
         return vectors
 
     def _charge(self, who: Payer, tokens: int, started: float, error: str | None = None) -> None:
@@ -149,11 +149,6 @@ class OpenAIEmbeddings:
         cost = self.price.of(tokens, 0) if self.price is not None else 0.0
         usage = Usage(input_tokens=tokens, cost=cost)
         who.spent(self.name, usage, time.perf_counter() - started, error)
-
-
-def _estimate(texts: Sequence[str]) -> int:
-    """The tokens of ``texts`` by the token estimate."""
-    return (sum(quarter_tokens(text) for text in texts) + 3) // 4
 
 
 def parse_answer(body: bytes, count: int, model: str) -> tuple[list[list[float]], int | None]:
