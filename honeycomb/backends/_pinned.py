@@ -20,8 +20,7 @@ import msgspec
 
 from honeycomb.backends._setup import unsendable
 from runtime import ApprovalRequest, Decision, Tool, ToolContext, ToolRegistry
-from runtime.limits.room import out_of_room
-from runtime.limits.worktime import asking_a_person
+from runtime.limits.room import away_for_a_person
 from runtime.secrets import masked
 from runtime.tools.approvals import Approver, MaskedEdit, unmasked_edit
 from runtime.tools.render import render
@@ -133,9 +132,8 @@ async def asked(approver: Approver, request: ApprovalRequest) -> Decision:
     shown, which the worker could not put back (it refused the edit, as if it had
     changed them); an edit that changed one (or typed one in) goes back masked, and
     the worker refuses it, as in one process."""
-    async with out_of_room():
-        with asking_a_person():
-            decision = await approver(masked(request))
+    async with away_for_a_person():
+        decision = await approver(masked(request))
     if decision.arguments is None:
         return decision
     try:

@@ -22,9 +22,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
-from runtime.limits.worktime import nested_strand, waiting_for_room
+from runtime.limits.worktime import asking_a_person, nested_strand, waiting_for_room
 
-__all__ = ["Room", "in_room", "nested_work", "out_of_room"]
+__all__ = ["Room", "away_for_a_person", "in_room", "nested_work", "out_of_room"]
 
 
 class Room:
@@ -135,6 +135,16 @@ async def out_of_room() -> AsyncIterator[None]:
         await _asked(strand, cancelled=True)
         raise
     await _asked(strand, cancelled=False)
+
+
+@asynccontextmanager
+async def away_for_a_person() -> AsyncIterator[None]:
+    """The block waits for a person: out of its worker's room (:func:`out_of_room`),
+    and off the clocks of the time limits of the work it is part of
+    (:func:`~runtime.limits.worktime.asking_a_person`)."""
+    async with out_of_room():
+        with asking_a_person():
+            yield
 
 
 async def _asked(strand: _Strand, *, cancelled: bool) -> None:

@@ -42,8 +42,7 @@ from msgspec.structs import replace
 
 from runtime.concurrency import TimedOut, within
 from runtime.events import NO_TRACE, ApprovalDecided, ApprovalRequested, Tracer
-from runtime.limits.room import out_of_room
-from runtime.limits.worktime import asking_a_person
+from runtime.limits.room import away_for_a_person
 from runtime.messages import ToolCall
 from runtime.secrets import masked
 from runtime.tools.define import ArgumentsError, Tool, arguments_text
@@ -658,8 +657,7 @@ class _Away:
         """A question to a person begins: the first leaves the room and the clock."""
         if not self._away:
             self._away = True
-            await self._stack.enter_async_context(out_of_room())
-            self._stack.enter_context(asking_a_person())
+            await self._stack.enter_async_context(away_for_a_person())
 
     async def __aenter__(self) -> _Away:
         return self
