@@ -19,7 +19,6 @@ import contextlib
 import os
 import secrets
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -399,37 +398,24 @@ def reader(path: Path, *, shared: bool) -> tuple[sqlite3.Connection, Unchanged |
     if not path.exists():
         return None
     refuse_foreign(path)
-    unchanged: Unchanged | None = None
-    options = "mode=ro"
     seen = None if shared else idle(path)
-    if seen is not None:
-        options += "&immutable=1"
-
-        def unchanged() -> bool:
-            return idle(path) == seen
-
-    try:
-        db = sqlite3.connect(
-            f"{path.resolve().as_uri()}?{options}",
-            uri=True,
-            isolation_level=None,
-            check_same_thread=False,
-            timeout=30.0,
-        )
-    except (OSError, sqlite3.Error) as exc:
-        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    db = _read_only(path, immutable=seen is not None)
     try:
         version = _checked(db, path)
-    except sqlite3.Error as exc:
+    except StoreError:
         db.close()
-        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+        if seen is None or idle(path) == seen:
+            raise
+        return reader(path, shared=True)  # a run opened it as it was read
     except BaseException:
         db.close()
         raise
     if version == 0:
         db.close()
         return None
-    return db, unchanged
+    if seen is None:
+        return db, None
+    return db, lambda: idle(path) == seen
 
 
 def refuse_foreign(path: Path) -> None:
@@ -447,40 +433,45 @@ def refuse_foreign(path: Path) -> None:
         raise StoreError("this is a folder, not a run store: name its file", path=str(path))
     if not path.exists():
         return  # to be created
-    for tries_left in reversed(range(_IN_USE_TRIES)):
-        try:
-            version = _version_of(path)
-            break
-        except StoreError:
-            # Read as immutable while a run checkpoints into it, a store in use can
-            # look malformed for a moment: read it again before calling it foreign.
-            if tries_left == 0 or idle(path) is not None:
-                raise
-            time.sleep(_IN_USE_WAIT_S)
+    try:
+        version = _version_of(path, shared=False)
+    except StoreError:
+        # Read as an immutable file while a run writes or checkpoints into it, a store
+        # in use can look malformed: read it as SQLite shares a file in use instead.
+        if idle(path) is not None:
+            raise
+        version = _version_of(path, shared=True)
     if version == 0:  # nothing in the file itself: its rows may all be in its -wal
         found = wal_application_id(path)
         if found is not None and found != APPLICATION_ID:
             raise _foreign(path, "an SQLite database whose rows are in its -wal")
 
 
-_IN_USE_TRIES = 3
-_IN_USE_WAIT_S = 0.05
-
-
-def _version_of(path: Path) -> int:
-    """The schema version of the store in ``path``, read as an immutable file."""
-    try:
-        db = sqlite3.connect(
-            f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None
-        )
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+def _version_of(path: Path, *, shared: bool) -> int:
+    """The schema version of the store in ``path``, read as an immutable file, or
+    with ``shared`` as SQLite shares a file in use."""
+    db = _read_only(path, immutable=not shared)
     try:
         return _checked(db, path)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
     finally:
         db.close()
+
+
+def _read_only(path: Path, *, immutable: bool) -> sqlite3.Connection:
+    """A read-only connection to ``path``: as an immutable file (which creates no
+    ``-wal`` or ``-shm``), or as SQLite shares a file in use, through the ``-shm`` of
+    the process that has it open."""
+    options = "mode=ro&immutable=1" if immutable else "mode=ro"
+    try:
+        return sqlite3.connect(
+            f"{path.resolve().as_uri()}?{options}",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=30.0,
+        )
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
 
 
 def _checked(db: sqlite3.Connection, path: Path) -> int:
