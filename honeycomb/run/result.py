@@ -195,8 +195,10 @@ class RunResult(BaseModel):
             the lead's last answer, if it added nothing, is a round of its own.
         rounds_ended: Why a run planned in rounds planned no more: ``done`` (the lead
             said so), ``rounds`` (its planner's rounds were used up), ``max_subtasks``
-            (the plan is as large as the policy allows), ``lead_failed``; None for a
-            run planned once, or one that stopped before it got there.
+            (the plan is as large as the policy allows), ``lead_failed``, ``budget``
+            (a budget stopped the run first, in the ``.partial`` of its
+            ``BudgetExceeded``); None for a run planned once, or one that stopped
+            before it got there.
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, arbitrary_types_allowed=True)

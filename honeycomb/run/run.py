@@ -165,6 +165,7 @@ class Run:
         self.resumed: Resumed | None = None
         self.earlier_spans: list[Span] = []
         self.rounds: list[PlanRound] = []
+        self.lead: RoundPlanner | None = None  # the planner of a run planned in rounds
         self.rounds_ended: str | None = None
         self.answer_cut_off = False  # the aggregator's answer ended at its output limit
         self.most: int | None = None  # the most subtasks the plan can come to (None: its own)
@@ -346,6 +347,7 @@ class Run:
         lead = None if given else self.shared.phases.planner
         if not isinstance(lead, RoundPlanner) or lead.rounds < 2:
             lead = None  # planned once
+        self.lead = lead
         planner = self.shared.phases.planner if subtasks is None else StaticPlanner(subtasks)
         if planner is None:
             raise ConfigError(
@@ -620,6 +622,8 @@ class Run:
             # In plan order, as a phase that ends orders them, not in the order they ended.
             outcomes = {s.id: outcomes[s.id] for s in self.plan.subtasks}
         status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
+        if status == "over_budget" and self.lead is not None and self.rounds_ended is None:
+            self.rounds_ended = "budget"  # it stopped the rounds, wherever it ran out
         exc.partial = self._result(status, outcomes)
         await self._finished(status, exc.partial, exc)
 

@@ -14,9 +14,18 @@ from typing import Any
 import anyio
 import pytest
 
-from honeycomb import BudgetExceeded, Budgets, Executor, PlanRound, Policy, Role, RunFailed
+from honeycomb import (
+    BudgetExceeded,
+    Budgets,
+    Executor,
+    PlanRound,
+    Policy,
+    Role,
+    RunFailed,
+    RunResult,
+)
 from honeycomb.cli.main import main
-from honeycomb.events import RoundPlanned
+from honeycomb.events import RoundPlanned, RunFinished
 from honeycomb.offline.plan import follow_up_for
 from honeycomb.planning import RolePlanner
 from honeycomb.run.plan import Plan, Subtask, critical_path
@@ -225,15 +234,24 @@ async def test_a_quorum_counts_a_first_plan_of_your_own_past_max_subtasks() -> N
     assert [s.status for s in result.subtasks.values()] == ["failed", "ok", "ok", "ok", "ok"]
 
 
-async def test_the_budget_bounds_the_rounds() -> None:
+async def test_the_budget_bounds_the_rounds(tmp_path: Path) -> None:
     hive = Hive(lambda round, text: [_subtask(f"s{round}", "more")])
     # each round costs the lead one call and its researcher one: the 6th, round 3's
     # researcher's, would go past the budget
-    executor = hive.executor(9, budgets=Budgets(model_calls=5))
+    executor = hive.executor(9, tmp_path / "runs.db", budgets=Budgets(model_calls=5))
+    events: list[Event] = []
     with pytest.raises(BudgetExceeded) as caught:
-        await executor.run("Study bees.")
+        await executor.run("Study bees.", run_id="bees", on_event=[events.append])
     partial = caught.value.partial
     assert partial is not None
+    assert partial.rounds_ended == "budget"  # what stopped the rounds, said everywhere
+    (finished,) = [e for e in events if isinstance(e, RunFinished)]
+    assert finished.result is not None
+    assert finished.result.rounds_ended == "budget"
+    stored = await RunStore(tmp_path / "runs.db").load("bees")
+    assert stored is not None
+    assert stored.result is not None
+    assert RunResult.model_validate_json(stored.result).rounds_ended == "budget"
     assert [r.added for r in partial.rounds] == [("s1",), ("s2",), ("s3",)]
     assert [s.status for s in partial.subtasks.values()] == ["ok", "ok", "over_budget"]
     assert partial.usage.model_calls == 5
@@ -245,6 +263,7 @@ async def test_the_budget_bounds_the_rounds() -> None:
         await short.executor(9, budgets=Budgets(model_calls=4)).run("Study bees.")
     partial = caught.value.partial
     assert partial is not None
+    assert partial.rounds_ended == "budget"
     assert [r.added for r in partial.rounds] == [("s1",), ("s2",)]
     assert [s.status for s in partial.subtasks.values()] == ["ok", "ok"]
     assert len(short.lead_messages) == 2
