@@ -93,15 +93,16 @@ class Judge:
         model = self.model_for(role)
         prompt = f"{role.system_prompt}\n\n{JUDGE_INSTRUCTIONS.format(what=_WHAT[check.kind])}"
         limit = role.max_output_tokens or VERDICT_TOKENS
+        # Named with the worker it judges, as the calls in flight are reported: one
+        # judge role may be checking several workers' answers at once.
+        who = role_name if check.worker is None else f"{role_name} of {check.worker}"
         request = ModelRequest(
             messages=(SystemMessage(content=prompt), UserMessage(content=_shown(check))),
             tool_choice="none",
             timeout=role.model_timeout,
             max_output_tokens=limit,
+            conversation=_conversation(check, who),
         )
-        # Named with the worker it judges, as the calls in flight are reported: one
-        # judge role may be checking several workers' answers at once.
-        who = role_name if check.worker is None else f"{role_name} of {check.worker}"
         call = model_calls(model, self.budget, who, kind="judge").open(request)
         try:
             answer = await call.made()
@@ -160,6 +161,15 @@ def _cut_off(role_name: str, asked: int, sent: int) -> str:
 
 _AROUND_A_WORD = ".!:,;*_`\"'"
 """What a model writes around a word: punctuation, Markdown's emphasis and code, quotes."""
+
+
+def _conversation(check: GuardCheck, who: str) -> str | None:
+    """The conversation a judge's call is (``run_id/who``): its own, apart from the
+    worker it judges, so that a cassette records and answers it as that judge's (None:
+    a check of no run and no worker, an eval's grade)."""
+    if check.worker is None and check.run_id is None:
+        return None
+    return who if check.run_id is None else f"{check.run_id}/{who}"
 
 
 def _shown(check: GuardCheck) -> str:
