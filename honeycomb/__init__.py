@@ -53,7 +53,7 @@ from runtime.messages import (
     UserMessage,
 )
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
-from runtime.secrets import add_secret
+from runtime.secrets import SecretsFilter, add_secret
 from runtime.tools import Tool, ToolContext, ToolRegistry, tool
 from runtime.tools.approvals import ApprovalRequest, Approver, Decision
 from runtime.tools.dispatch import check_cancelled
@@ -110,6 +110,7 @@ __all__ = [
     "RunStream",
     "RunTimings",
     "SQLiteMemory",
+    "SecretsFilter",
     "Session",
     "SessionPolicy",
     "Subtask",

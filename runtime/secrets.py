@@ -12,7 +12,8 @@ what registered it lives (``owner``), or for the life of the process; inside
 written after its models are gone).
 
 Everything Honeycomb writes or shows goes through :func:`masked`: the run store's
-rows, the events given to handlers and to the log, structlog entries, and what
+rows, the events given to handlers and to the log, structlog entries, the standard
+library's log records of the clients it calls with (:class:`SecretsFilter`), and what
 ``Executor.run`` returns and raises (the result, an error's text and fields, its
 ``.partial``). An endpoint's answers are masked as they arrive, errors included, so
 no other model and no tool sees a secret an endpoint sends back; their streamed text
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import logging
 import re
 import threading
 import urllib.parse
@@ -49,11 +51,13 @@ from runtime.text import ESCAPE_DEPTH, open_escape, unescaped, unescaped_views
 
 __all__ = [
     "CREDENTIAL_PARAMETERS",
+    "LIBRARY_LOGGERS",
     "MIN_LENGTH",
     "PASSWORD_PARAMETERS",
     "PLAIN_VARIABLES",
     "HeldText",
     "MaskedStream",
+    "SecretsFilter",
     "add_env",
     "add_header",
     "add_secret",
@@ -121,6 +125,7 @@ def add_secret(value: str | None, what: str = "secret", *, owner: object | None 
                 return
             held[value] = what
         _rebuild()
+    _filter_library_logs()
 
 
 def add_header(value: str | None, *, owner: object | None = None) -> None:
@@ -410,6 +415,80 @@ class MaskedStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+class SecretsFilter(logging.Filter):
+    """A :mod:`logging` filter that masks every secret in the records it passes, as
+    :func:`masked` does: their message with its arguments, their traceback, their
+    stack and their extra fields. It lets every record through. On a handler
+    (``handler.addFilter(SecretsFilter())``) it masks whatever that handler writes,
+    from any logger; Honeycomb puts one on the loggers of :data:`LIBRARY_LOGGERS` once
+    it knows a secret."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _texts:
+            _mask_record(record)
+        return True
+
+
+LIBRARY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "mcp")
+"""The libraries Honeycomb calls endpoints and MCP servers with, whose loggers write
+what they send: the URL of each request (an endpoint's ``?key=``) at ``INFO``, its
+options, headers and messages at ``DEBUG``."""
+
+_LOGGERS_WRITING_REQUESTS = (
+    "httpx",
+    "httpx2",
+    "openai._base_client",
+    "mcp.client.sse",
+    "mcp.client.stdio",
+    "mcp.client.streamable_http",
+)
+"""Those of their loggers that write a request's URL or body, filtered before their
+module is loaded (the MCP SDK's is loaded as a server is started)."""
+
+_FILTER = SecretsFilter()
+
+
+def _filter_library_logs() -> None:
+    """Put :data:`_FILTER` on the loggers of :data:`LIBRARY_LOGGERS` (a filter on a
+    logger sees its own records only, not its children's: each gets one)."""
+    for name in _LOGGERS_WRITING_REQUESTS:
+        logging.getLogger(name).addFilter(_FILTER)
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        # Not a placeholder: a name that has only children so far.
+        if name.partition(".")[0] in LIBRARY_LOGGERS and isinstance(logger, logging.Logger):
+            logger.addFilter(_FILTER)
+
+
+_RECORD_FACTS = frozenset(
+    vars(logging.LogRecord("", 0, "", 0, "", None, None, "", None)).keys()
+    - {"exc_text", "stack_info"}
+)
+"""What a log record says of where and when it was made, which holds no secret; the
+rest (its message, arguments, traceback, stack, extra fields) is masked."""
+
+
+def _mask_record(record: logging.LogRecord) -> None:
+    """Mask ``record`` in place (every handler reads the same record)."""
+    try:
+        message = record.getMessage()
+    except Exception:  # arguments that do not fit: logging shows them as given
+        record.msg, record.args = masked(record.msg), masked(record.args)
+    else:
+        if _found(message, _texts):  # the arguments' text, which may be a URL's
+            record.msg, record.args = _text(message, _texts), None
+    error = record.exc_info[1] if record.exc_info else None
+    if error is not None:
+        mask_error(error)
+        shown = logging.Formatter().formatException(record.exc_info)  # type: ignore[arg-type]
+        if _found(shown, _texts):  # text an error makes of what it holds (a URL)
+            record.exc_text = _text(shown, _texts)
+    for name, value in list(vars(record).items()):
+        if name not in _RECORD_FACTS:
+            new = masked(value)
+            if new is not value:
+                setattr(record, name, new)
 
 
 def _start_of_secret(text: str) -> int:
