@@ -20,6 +20,7 @@ __all__ = [
     "Subtask",
     "as_subtask",
     "critical_path",
+    "on_failed_problems",
     "plan_output_tokens",
     "plan_problems",
     "plan_type",
@@ -221,15 +222,21 @@ def _on_failed(failed: frozenset[str]) -> Callable[[type[Subtask], Any], Any]:
     def on_failed(cls: type[Subtask], value: Any) -> Any:
         found = [d for d in value if d in failed] if isinstance(value, list | tuple) else []
         if found:
-            named = ", ".join(repr(d) for d in found)
-            raise ValueError(
-                f"it depends on {named}, which did not succeed: a subtask that depends on "
-                "a failed one is skipped, never run. Depend only on subtasks that "
-                "succeeded, and say in the instruction what it should do instead"
-            )
+            raise ValueError(_on_failed_problem(found))
         return value
 
     return classmethod(on_failed)  # type: ignore[return-value]
+
+
+def _on_failed_problem(found: Sequence[str]) -> str:
+    """Why a later round's subtask may not depend on ``found`` (earlier subtasks that
+    did not succeed), and what to do."""
+    named = ", ".join(repr(d) for d in found)
+    return (
+        f"it depends on {named}, which did not succeed: a subtask that depends on "
+        "a failed one is skipped, never run. Depend only on subtasks that "
+        "succeeded, and say in the instruction what it should do instead"
+    )
 
 
 def _counted(most: int, least: int) -> Callable[[type[Plan], Any], Any]:
@@ -337,6 +344,18 @@ def plan_problems(
     cycle = _find_cycle(plan)
     if cycle:
         problems.append("the dependencies form a cycle: " + " -> ".join(cycle))
+    return problems
+
+
+def on_failed_problems(added: Plan, failed: Collection[str]) -> list[str]:
+    """What is wrong with a later round's subtasks ``added`` for the earlier subtasks
+    that ``failed`` (did not succeed): each of its subtasks that depends on one of
+    them, named (it would be skipped, never run); empty when none does."""
+    problems: list[str] = []
+    for subtask in added.subtasks:
+        found = [d for d in subtask.depends_on if d in failed]
+        if found:
+            problems.append(f"subtask {subtask.id!r}: {_on_failed_problem(found)}")
     return problems
 
 

@@ -109,7 +109,10 @@ class RoundPlanner(Planner, Protocol):
         context: RunContext,
     ) -> Plan:
         """The subtasks of round ``round`` (none: done), at most ``room`` of them,
-        given the ``plan`` so far and every result (and failure) of it.
+        given the ``plan`` so far and every result (and failure) of it. They may
+        depend on each other and on any subtask before them that succeeded: the run
+        refuses a round that depends on one that did not (it would be skipped, never
+        run), as it refuses any invalid round, and the rounds end ``lead_failed``.
 
         Raises:
             PlanError: when no valid round can be made.

@@ -22,7 +22,7 @@ from honeycomb.run.events import (
     RunFinished,
     RunStarted,
 )
-from honeycomb.run.plan import Plan, plan_problems
+from honeycomb.run.plan import Plan, on_failed_problems, plan_problems
 from honeycomb.run.planner import (
     RoundPlanner,
     StaticPlanner,
@@ -476,7 +476,7 @@ class Run:
                     room=room,
                     context=self.context,
                 )
-                added = self._checked_round(added, number, room)
+                added = self._checked_round(added, number, room, outcomes)
             except (PlanError, ModelError, GuardrailTripped, ContextBudgetTooSmall) as exc:
                 # No valid round, no answer at all (nor a prompt its context budget holds),
                 # or its own guards could not judge one.
@@ -527,12 +527,16 @@ class Run:
             return None
         return self.shared.policy.max_subtasks
 
-    def _checked_round(self, added: Plan, number: int, room: int) -> Plan:
-        """The lead's round, its subtasks marked with it, if it fits the plan so far.
+    def _checked_round(
+        self, added: Plan, number: int, room: int, outcomes: Mapping[str, SubtaskResult]
+    ) -> Plan:
+        """The lead's round, its subtasks marked with it, if it fits the plan so far
+        and its ``outcomes``: whatever planner made it (a lead of your own too).
 
         Raises:
             PlanError: naming every problem (ids used before, unknown roles,
-                dependencies on nothing, cycles, too many subtasks).
+                dependencies on nothing or on a subtask that did not succeed, cycles,
+                too many subtasks).
         """
         own = tuple(s.model_copy(update={"round": number}) for s in added.subtasks)
         marked = Plan(subtasks=own)
@@ -540,6 +544,8 @@ class Run:
             return marked  # the lead is done
         whole = Plan(subtasks=(*self.plan.subtasks, *marked.subtasks))
         problems = plan_problems(whole, list(self.context.roles))
+        failed = {i for i, o in outcomes.items() if not o.ok}
+        problems += on_failed_problems(marked, failed)  # it would be skipped, never run
         if len(marked.subtasks) > room:
             problems.append(
                 f"round {number} adds {len(marked.subtasks)} subtasks; {room} more allowed "

@@ -1,17 +1,20 @@
 """A lead planning in rounds reads which subtasks failed, and is not let add one that
-depends on any of them: it would be skipped, never run. A lead that cannot be asked
+depends on any of them: it would be skipped, never run (a lead of one's own neither:
+its round is refused). A lead that cannot be asked
 (its context budget cannot hold the results) fails its round, as itself."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 import pytest
 
 from honeycomb import Compaction, Executor, Role
-from honeycomb.planning import RolePlanner
+from honeycomb.planning import Plan, RolePlanner, RunContext
 from honeycomb.run.plan import plan_type
+from honeycomb.run.result import SubtaskResult
 from honeycomb.testing import FunctionModel
 from runtime import ContextBudgetTooSmall, ModelRequest, UserMessage
 
@@ -52,6 +55,62 @@ async def test_a_round_that_depends_on_a_failed_subtask_is_sent_back_saying_why(
     assert result.subtasks["s3"].status == "ok"  # run, not skipped
     assert result.subtasks["s3"].subtask.depends_on == ("s2",)
     assert result.rounds_ended == "done"
+
+
+class _Lead:
+    """A lead of one's own: round 1 gives s1 (which fails) and s2; round 2 adds s3,
+    which depends on s1, and s4; round 3 is done."""
+
+    rounds = 3
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    async def plan(self, task: str, context: RunContext) -> Plan:
+        return Plan.of([_subtask("s1", "fail"), _subtask("s2", "look")])
+
+    async def follow_up(
+        self,
+        task: str,
+        plan: Plan,
+        results: Sequence[SubtaskResult],
+        *,
+        round: int,
+        room: int,
+        context: RunContext,
+    ) -> Plan:
+        self.asked.append(round)
+        if round > 2:
+            return Plan(subtasks=())
+        return Plan.of([_subtask("s3", "use s1", "s1"), _subtask("s4", "look again")])
+
+
+async def test_a_round_of_your_own_lead_that_depends_on_a_failed_subtask_is_refused() -> None:
+    worked: list[str] = []
+
+    async def answer(request: ModelRequest) -> str:
+        users = [m.content for m in request.messages if isinstance(m, UserMessage)]
+        worked.append(users[0].split("\n", 1)[0])
+        if users[0].startswith("fail"):
+            raise ValueError("the researcher broke")
+        return "found it"
+
+    lead = _Lead()
+    executor = Executor(
+        [Role(name="researcher")], FunctionModel(answer), planner=lead, aggregator="concat"
+    )
+    result = await executor.run("Study bees.")
+
+    # Refused as the run's lead would have been (not run, not skipped in silence): the
+    # round's error names the subtask and what it depends on that failed.
+    assert result.rounds_ended == "lead_failed"
+    error = result.rounds[-1].error or ""
+    assert error.startswith("PlanError: invalid plan: subtask 's3': it depends on 's1', which")
+    assert "did not succeed" in error
+    assert list(result.subtasks) == ["s1", "s2"]
+    assert sorted(worked) == ["fail", "look"]
+    assert lead.asked == [2]
+    assert result.status == "partial"  # s2's result, aggregated
 
 
 def test_a_later_rounds_schema_leaves_out_the_subtasks_that_failed() -> None:
