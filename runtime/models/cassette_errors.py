@@ -1,8 +1,8 @@
 """A model call's failure as a cassette keeps it (:class:`RecordedFailure`), and the error a
 replay raises again from it: of the same class, message and fields, so that a run
 whose worker failed on its model when recorded (an endpoint down after its retries,
-the run going on without it) fails alike replayed, and what the rest of the run is told
-of it is what it was told then."""
+the run going on without it, or a retry its budget refused) fails alike replayed, and
+what the rest of the run is told of it is what it was told then."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ class RecordedFailure(Value, frozen=True, kw_only=True):
     """What a recorded model call failed with.
 
     Attributes:
-        type: The error's class, of :mod:`runtime.errors` (a ``ModelError``).
+        type: The error's class, of :mod:`runtime.errors` (a ``ModelError``, or the
+            ``BudgetExceeded`` that refused a retry).
         args: Its arguments (its message).
         fields: Its fields that JSON holds (``status``, ``retry_after``, ``spent`` ...).
     """
@@ -31,7 +32,7 @@ class RecordedFailure(Value, frozen=True, kw_only=True):
     fields: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-def failure_of(error: errors.ModelError) -> RecordedFailure:
+def failure_of(error: errors.HoneycombError) -> RecordedFailure:
     """``error`` as a cassette keeps it (a field JSON cannot hold is left out)."""
     fields: dict[str, Any] = {}
     for name, value in vars(error).items():
@@ -46,19 +47,19 @@ def failure_of(error: errors.ModelError) -> RecordedFailure:
     return RecordedFailure(type=type(error).__name__, args=args, fields=fields)
 
 
-def raised(failure: RecordedFailure) -> errors.ModelError:
+def raised(failure: RecordedFailure) -> errors.HoneycombError:
     """The error ``failure`` was: of its class, made again from its arguments and
     fields as an error that crossed from another process is (without its
     ``__init__``); a class this Honeycomb does not have is a ``ModelError`` that says
     which it was."""
     cls = getattr(errors, failure.type, None)
-    if not (isinstance(cls, type) and issubclass(cls, errors.ModelError)):
+    if not (isinstance(cls, type) and issubclass(cls, errors.ModelError | errors.BudgetExceeded)):
         text = failure.args[0] if failure.args else ""
         return errors.ModelError(f"{failure.type}: {text}")
-    error = cls.__new__(cls, *failure.args)
+    fields = dict(failure.fields)
+    if isinstance(fields.get("spent"), dict):  # a Usage, as JSON holds it
+        fields["spent"] = msgspec.convert(fields["spent"], Usage)
+    error: errors.HoneycombError = cls.__new__(cls, *failure.args)
     error.args = failure.args
-    vars(error).update(failure.fields)
-    spent = failure.fields.get("spent")
-    if isinstance(spent, dict):  # a Usage, as JSON holds it
-        error.spent = msgspec.convert(spent, Usage)
+    vars(error).update(fields)
     return error

@@ -5,7 +5,8 @@ made): a header first, ``{"kind": "cassette", "version": 1}``; a ``model`` line 
 each model recorded (its name, and its price, so a replay costs what the run did);
 then a ``call`` line for each call: the model's name, the worker and the eval case
 that asked, the request, the response (or the model error it failed with, once its
-retries were done: :mod:`runtime.models.cassette_errors`), the pieces its text was
+retries were done, or the run's budget's refusal of a retry:
+:mod:`runtime.models.cassette_errors`), the pieces its text was
 streamed in, and its attempts that timed out (billed: a replay counts them). A
 memory's embeddings, recorded with the models, have an ``embeddings`` line (their
 name, as a memory file records it, and their price) and an ``embed`` line a call: the
@@ -127,8 +128,8 @@ class Recorded(_Line, frozen=True, kw_only=True, tag="call"):
         pieces: The pieces of text it streamed, in order (None: it was not streamed).
         timeouts: Its attempts that its endpoint did not answer in time, as the call
             counted them (their prompts are billed: a replay counts them alike).
-        error: What it failed with, once its retries were done (None: it answered;
-            its ``response`` is then empty).
+        error: What it failed with, once its retries were done, or the budget's
+            refusal of a retry (None: it answered; its ``response`` is then empty).
     """
 
     model: str

@@ -27,8 +27,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import overload
 
-from runtime.errors import ModelError
-from runtime.limits.budget import attempting, timed_out
+from runtime.errors import BudgetExceeded, ModelError
+from runtime.limits.budget import attempting, retried, timed_out
 from runtime.messages import AssistantMessage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.models.cassette_errors import failure_of, raised
@@ -66,8 +66,8 @@ def current_case() -> str | None:
 class RecordingModel(WrapperModel):
     """``inner``, each of whose calls is appended to a cassette as it ends: the
     request, the answer (or the model error it failed with, once its retries were
-    done), the pieces of its text when streamed, and its attempts that its endpoint
-    did not answer in time.
+    done, or the run's budget's refusal of a retry), the pieces of its text when
+    streamed, and its attempts that its endpoint did not answer in time.
 
     Args:
         inner: The model recorded.
@@ -93,7 +93,7 @@ class RecordingModel(WrapperModel):
         before = call.timeouts if call is not None else 0
         try:
             response = await self.inner.complete(request)
-        except ModelError as exc:  # kept too: its replay fails alike
+        except _ENDED as exc:  # kept too: its replay fails alike
             self._keep(request, None, None, before, exc)
             raise
         self._keep(request, response, None, before)
@@ -110,7 +110,7 @@ class RecordingModel(WrapperModel):
         before = call.timeouts if call is not None else 0
         try:
             response = await call_model(self.inner, request, sink)
-        except ModelError as exc:
+        except _ENDED as exc:
             self._keep(request, None, tuple(pieces), before, exc)
             raise
         self._keep(request, response, tuple(pieces), before)
@@ -122,7 +122,7 @@ class RecordingModel(WrapperModel):
         response: ModelResponse | None,
         pieces: tuple[str, ...] | None,
         before: int,
-        error: ModelError | None = None,
+        error: ModelError | BudgetExceeded | None = None,
     ) -> None:
         """Record a call that ended: its answer, or its ``error``, and the attempts its
         endpoint did not answer in time (counted past ``before``)."""
@@ -148,7 +148,8 @@ class ReplayModel:
     streamed call gets its text in the pieces recorded (whole, if it was recorded
     unstreamed); its usage and cost are those recorded, and the attempts its endpoint
     did not answer in time are counted again; a call that failed when recorded raises
-    what it raised.
+    what it raised, and one whose retry the budget refused asks the budget for that
+    retry again (refused by it, spent alike; else refused as recorded).
 
     Args:
         cassette: The file, or a :class:`Cassette` read once that several models
@@ -193,11 +194,21 @@ class ReplayModel:
         return recorded
 
 
+_ENDED = (ModelError, BudgetExceeded)
+"""What a model call recorded may end with besides an answer: a model error once its
+retries were done, or the run's budget refusing a retry
+(:func:`runtime.limits.budget.retried`)."""
+
+
 def _ended(recorded: Recorded) -> ModelResponse:
-    """What a recorded call answered; or, raised, what it failed with."""
-    if recorded.error is not None:
-        raise raised(recorded.error)
-    return recorded.response
+    """What a recorded call answered; or, raised, what it failed with (a retry its
+    budget refused is asked of the replay's budget first, which refuses it with its
+    own numbers when it is spent as the recording's was)."""
+    if recorded.error is None:
+        return recorded.response
+    if recorded.error.type == BudgetExceeded.__name__:
+        retried()
+    raise raised(recorded.error)
 
 
 @overload
