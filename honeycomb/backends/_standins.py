@@ -70,7 +70,7 @@ def served(
         budget=budget,
         locks=DriverLocks(link),
         tool_slots=DriverSlots(link, "tools") if "tool_slots" in at else None,
-        approver=AtDriver("services.approver") if "approver" in at else None,
+        approver=AtDriver("services.approver") if "approver" in at else sent.nobody,
         approval_timeout_s=sent.approval_timeout_s,
         guards=sent.guards,
         judge=DriverJudge() if "judge" in at else None,

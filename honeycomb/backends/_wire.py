@@ -26,7 +26,7 @@ from runtime.limits import Limits
 from runtime.limits.ratelimit import RetryDeadline
 from runtime.limits.retry_policy import wall_time_ends
 from runtime.models.layers.cassette import current_case
-from runtime.tools.approvals import MaskedEdit, unmasked_edit
+from runtime.tools.approvals import MaskedEdit, NoApprover, unmasked_edit
 from runtime.tools.journal import OnUnknown
 from workers import LoopState, Worker, WorkerResult
 from workers.guards import ResolvedGuards
@@ -168,6 +168,9 @@ class SentServices:
         at_driver: What is served from the driver, of ``events`` (the run's handlers
             hear of its events), ``tool_slots``, ``model_slots``, ``approver`` and
             ``judge``.
+        nobody: Its approver, when nobody can decide its calls (a sub-run's whose
+            caller has none): it crosses as itself, so that such a call is denied at
+            once, saying why, and is not told as asked, as in one process.
         text: The driver's handlers want answers' text as it is written.
         journal: Its store's journal so far (None: it keeps nothing).
         decisions: Its store's calls asked about so far, and their decisions.
@@ -184,6 +187,7 @@ class SentServices:
     approval_timeout_s: float | None
     limits: Limits
     at_driver: frozenset[str]
+    nobody: NoApprover | None = None
     text: bool = False
     journal: Mapping[tuple[int, str], JournalEntry] | None = None
     decisions: Mapping[tuple[int, str], ApprovalEntry] | None = None
@@ -259,11 +263,12 @@ def sent_services(
     the journal sent: its outcome is not unknown, and the next life, making it again,
     is given its answer (its intent is made again, and its outcome kept then)."""
     services = worker.services
+    nobody = services.approver if isinstance(services.approver, NoApprover) else None
     served = {
         "events": services.tracer.enabled,
         "tool_slots": services.tool_slots is not None,
         "model_slots": model_slots,
-        "approver": services.approver is not None,
+        "approver": services.approver is not None and nobody is None,
         "judge": services.judge is not None,
     }
     # A run gives its workers its record's part (honeycomb.run.worker_record).
@@ -275,6 +280,7 @@ def sent_services(
         approval_timeout_s=services.approval_timeout_s,
         limits=services.budget.limits,
         at_driver=frozenset(name for name, yes in served.items() if yes),
+        nobody=nobody,
         text=services.tracer.text,
         journal=None if record is None else _known(record.entries, going_on),
         decisions=_unmasked_edits(record.decisions, state) if record is not None else None,

@@ -15,8 +15,10 @@ import pytest
 from honeycomb import Event, Executor, Role
 from honeycomb.backends import RayBackend
 from honeycomb.events import ApprovalDecided, ApprovalRequested, RunFinished, WorkerStarted
+from honeycomb.run.agents import CANNOT_WAIT
 from honeycomb.testing import FunctionModel
 from runtime.secrets import add_secret
+from runtime.tools.approvals import NOBODY_BY
 from tests.support.ray_tools import scripted
 
 pytest.importorskip("ray")
@@ -74,7 +76,7 @@ async def test_a_nested_workers_waiting_call_is_told_as_it_waits_and_as_it_is_de
     assert notes.read_text() == f"hi {SECRET}\n"  # run with its own text, once
 
 
-async def test_a_call_the_runs_approver_decides_is_told_as_asked_and_as_decided(
+async def test_a_call_is_told_as_asked_only_when_someone_is_asked(
     backend: RayBackend | None, tmp_path: Path
 ) -> None:
     from honeycomb import ApprovalRequest, Decision
@@ -100,6 +102,28 @@ async def test_a_call_the_runs_approver_decides_is_told_as_asked_and_as_decided(
         "bob",
     )
     assert heard.index(asked) < heard.index(decided)
+    assert not notes.exists()
+
+    # Nobody can decide a call of a sub-run (a hive called as a tool) whose caller has
+    # no approver: it is denied at once, saying why, and nobody is said to be asked.
+    # From an actor it was told as asked of the run's approver (the worker left its
+    # slot and its clock stopped, as for a person), and only then denied.
+    heard.clear()
+    clerk = Executor(
+        [Role(name="clerk", tools=(f"{TOOLS}:guarded_note",))], FunctionModel(scripted),
+        aggregator="concat", planner=lambda task: [("clerk", task)], on_event=[heard.append],
+    )  # fmt: skip
+    lead = Executor(
+        [Role(name="lead", tools=("payroll",))], FunctionModel(scripted),
+        tools=[clerk.as_tool("payroll")], aggregator="concat", backend=backend,
+    )  # fmt: skip
+    result = await lead.run(
+        "t", subtasks=[("lead", _script([("payroll", {"instruction": calls})]))]
+    )
+    assert result.subtasks["s1"].text == f"## s1 (clerk)\ndenied: {CANNOT_WAIT}"
+    assert not [e for e in heard if isinstance(e, ApprovalRequested)]
+    (decided,) = [e for e in heard if isinstance(e, ApprovalDecided)]
+    assert (decided.approved, decided.by) == (False, NOBODY_BY)
     assert not notes.exists()
 
 
