@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from honeycomb.run.context import RunContext, with_default_instructions
+from honeycomb.run.handing import fitted_results
 from honeycomb.run.prompts import AGGREGATOR_INSTRUCTIONS, ResultEntry, aggregator_task
 from honeycomb.run.result import SubtaskResult
 from runtime import BudgetExceeded, ConfigError, GuardrailTripped, HoneycombError, RunFailed
@@ -140,7 +141,14 @@ class RoleAggregator:
             raise RunFailed(f"the aggregator failed: {exc}") from exc
         worker = context.worker(role, output_type=self.output_type)
         conversation = context.conversation_for(context.roles[self.role], "full")
-        result = await worker.run(aggregator_task(task, entries, conversation), keep=False)
+        prompt = fitted_results(
+            functools.partial(aggregator_task, task, conversation=conversation),
+            entries,
+            context,
+            role,
+            output_type=self.output_type,
+        )
+        result = await worker.run(prompt, keep=False)
         if isinstance(result.exception, BudgetExceeded):
             raise result.exception
         if not result.ok:

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from honeycomb.run.context import RunContext, with_default_instructions
 from honeycomb.run.events import PlanRepaired
+from honeycomb.run.handing import fitted_results
 from honeycomb.run.plan import (
     Plan,
     Subtask,
@@ -211,8 +212,14 @@ class RolePlanner:
         planned, names = await self._catalog(task, context)
         entries = [_result_entry(r) for r in results]
         ids = subtask_ids(room, plan.ids)
-        prompt = follow_up_task(
-            planned, entries, round=round, rounds=self.rounds, room=room, ids=ids
+        prompt = fitted_results(  # the results within what the lead's model holds
+            lambda shown: follow_up_task(
+                planned, shown, round=round, rounds=self.rounds, room=room, ids=ids
+            ),
+            entries,
+            context,
+            with_default_instructions(context.roles[self.role], PLANNER_INSTRUCTIONS),
+            max_output_tokens=plan_output_tokens(room, len(plan.ids)),
         )
         failed = frozenset(r.subtask.id for r in results if not r.ok)
         added = await self._ask(

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import WorkerFinished, WorkerStarted
+from honeycomb.run.handing import fitted_inputs, reader_of
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus, why_failed
@@ -271,6 +272,10 @@ class Scheduler:
         if self.record is not None:
             record = self.record.worker(subtask.id, len(state.messages) if state else 0)
         worker = ctx.worker(subtask.role, name=subtask.id, store=record)
+        if inputs is not None and state is None:  # within what its model holds
+            shown = ctx.shown_to(subtask.role)  # under its instruction, as its worker says it
+            told = f"{subtask.instruction}\n\n{shown}" if shown else subtask.instruction
+            inputs = fitted_inputs(told, inputs, subtask.depends_on, reader_of(ctx, worker))
         return worker, inputs, state, record
 
     def _stopped_now(self, subtask: Subtask, started: float) -> None:

@@ -119,14 +119,15 @@ def test_a_later_rounds_schema_leaves_out_the_subtasks_that_failed() -> None:
     assert dependency["items"]["enum"] == ["s2", "s3", "s4"]  # a grammar cannot write s1
 
 
-async def test_a_lead_whose_budget_cannot_hold_the_results_fails_the_round_asking_nothing() -> None:
+async def test_a_lead_whose_budget_cannot_hold_its_round_fails_the_round_asking_nothing() -> None:
     asked: list[str] = []
+    instruction = "look " * 199  # what the lead is shown it asked, which is never cut
 
     async def answer(request: ModelRequest) -> str:
         if request.output is not None and request.output.name == "Plan":
             asked.append("lead")
-            return json.dumps({"subtasks": [_subtask("s1", "look")]})
-        return "a long finding " * 1000  # more than the lead's budget holds
+            return json.dumps({"subtasks": [_subtask(f"s{i}", instruction) for i in range(1, 9)]})
+        return "a long finding " * 1000  # cut to fit: the results alone would fit
 
     lead = Role(name="lead", compaction=Compaction(budget_tokens=1500))
     executor = Executor(

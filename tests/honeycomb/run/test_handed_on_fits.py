@@ -1,0 +1,204 @@
+"""What one part of a run hands on to the next fits the model it is handed to: a
+dependent subtask's inputs, the aggregator's results and a lead's round each get a fair
+share of what the receiving model's context leaves; a short one stays whole, a long one
+is cut to its share with a note of what was left out and where the whole is, and a
+``handed_on.cut`` log entry says so. Results grew with the run, and the prompt past
+the context failed a run of good results at its end: a compacting lead's round with
+ContextBudgetTooSmall, another call with its endpoint's refusal."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from structlog.testing import capture_logs
+
+from honeycomb import Compaction, Executor, Role
+from honeycomb.planning import RolePlanner
+from honeycomb.run.prompts import ResultEntry, aggregator_task
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest, UserMessage, WrapperModel
+from workers.context import estimate_tokens
+from workers.worker import format_task
+
+LONG = "Bees dance to say where the flowers are. " * 400  # ~4,000 tokens
+SHORT = "Wasps sting."
+NOTE = re.compile(
+    r"\[cut here to fit the context of the model it is handed to: ([\d,]+) of ([\d,]+) "
+    r"characters left out; the whole text is subtask (\w+)'s result"
+)
+
+
+class Local(WrapperModel):
+    """A model that says how many tokens one call of it holds, as a local one does."""
+
+    def __init__(self, model: FunctionModel, context_tokens: int) -> None:
+        super().__init__(model)
+        self.context_tokens = context_tokens
+
+
+def answers(request: ModelRequest) -> str:
+    """A subtask's answer: long when its instruction says so, else short."""
+    instruction = _task(request).split("\n", 1)[0]
+    return LONG if "long" in instruction else SHORT if "short" in instruction else "done"
+
+
+def _task(request: ModelRequest) -> str:
+    return next(m.content for m in request.messages if isinstance(m, UserMessage))
+
+
+def cut_of(text: str) -> list[tuple[int, int, str]]:
+    return [(int(a.replace(",", "")), int(b.replace(",", "")), s) for a, b, s in NOTE.findall(text)]
+
+
+def _sent(model: FunctionModel, worker_says: str) -> ModelRequest:
+    [request] = [r for r in model.requests if worker_says in _task(r)]
+    return request
+
+
+async def test_a_dependent_subtasks_inputs_are_fitted_to_its_models_context() -> None:
+    model = FunctionModel(answers)
+    plan = [
+        {"id": "s1", "role": "researcher", "instruction": "long notes on bees"},
+        {"id": "s2", "role": "researcher", "instruction": "short notes on wasps"},
+        {"id": "s3", "role": "researcher", "instruction": "long notes on ants"},
+        {
+            "id": "s4",
+            "role": "writer",
+            "instruction": "write it up",
+            "depends_on": ["s1", "s2", "s3"],
+        },
+    ]
+    executor = Executor(
+        [Role(name="researcher"), Role(name="writer", model="small", max_output_tokens=500)],
+        {"default": model, "small": Local(model, 2048)},
+        planner=plan,
+        aggregator="concat",
+    )
+    with capture_logs() as logged:
+        result = await executor.run("Study insects.")
+
+    assert result.status == "ok"
+    request = _sent(model, "write it up")
+    assert estimate_tokens(request.messages, request.tools) <= 2048 - 500  # room for its answer
+    task = _task(request)
+    assert f"### s2 (researcher)\n{SHORT}" in task  # the short one whole
+    cuts = cut_of(task)
+    assert [s for _, _, s in cuts] == ["s1", "s3"]  # each long one says it was cut
+    assert all(total == len(LONG) and 0 < left < total for left, total, _ in cuts)
+    assert abs(cuts[0][0] - cuts[1][0]) < 10  # a fair share: as much of each, to a word
+    assert LONG[:200] in task  # each keeps its start
+    entries = [e for e in logged if e["event"] == "handed_on.cut"]
+    assert [(e["to"], e["subtask"], e["log_level"]) for e in entries] == [
+        ("s4", "s1", "warning"),
+        ("s4", "s3", "warning"),
+    ]
+    assert result.subtasks["s1"].text == LONG  # the whole is kept where the note says
+
+
+PLAN = [
+    {"id": "s1", "role": "researcher", "instruction": "long notes on bees"},
+    {"id": "s2", "role": "researcher", "instruction": "short notes on wasps"},
+    {"id": "s3", "role": "researcher", "instruction": "long notes on ants"},
+]
+
+
+async def test_the_aggregators_results_are_fitted_to_its_compaction_budget(
+    tmp_path: Path,
+) -> None:
+    model = FunctionModel(answers)
+    aggregator = Role(name="aggregator", compaction=Compaction(budget_tokens=1500))
+    executor = Executor(
+        [Role(name="researcher"), aggregator],
+        model,
+        planner=PLAN,
+        store=tmp_path / "runs.db",
+    )
+    with capture_logs() as logged:
+        result = await executor.run("Study insects.")
+
+    assert result.status == "ok"  # not failed with ContextBudgetTooSmall at its end
+    request = model.requests[-1]
+    assert _task(request).startswith("Task: Study insects.")
+    assert estimate_tokens(request.messages, request.tools) <= 1500  # no tools: all its room
+    task = _task(request)
+    assert f"### s2 (researcher)\n{SHORT}" in task
+    cuts = cut_of(task)
+    assert [s for _, _, s in cuts] == ["s1", "s3"]
+    assert abs(cuts[0][0] - cuts[1][0]) < 10  # a fair share: as much of each, to a word
+    assert "(RunResult.subtasks) and in the run store]" in task  # a stored run keeps it
+    assert [(e["to"], e["subtask"]) for e in logged if e["event"] == "handed_on.cut"] == [
+        ("aggregator", "s1"),
+        ("aggregator", "s3"),
+    ]
+
+
+async def test_a_leads_round_is_fitted_to_its_compaction_budget() -> None:
+    def answer(request: ModelRequest) -> str:
+        if request.output is None or request.output.name != "Plan":
+            return answers(request)
+        found = re.search(r"Planning round (\d+)", _task(request))
+        if found is None:
+            return json.dumps({"subtasks": PLAN})
+        asked.append(request)
+        return json.dumps({"subtasks": []})  # done
+
+    asked: list[ModelRequest] = []
+    model = FunctionModel(answer)
+    lead = Role(name="lead", compaction=Compaction(budget_tokens=2000))
+    executor = Executor(
+        [lead, Role(name="researcher")],
+        model,
+        planner=RolePlanner("lead", rounds=2),
+        aggregator="concat",
+    )
+    with capture_logs() as logged:
+        result = await executor.run("Study insects.")
+
+    assert result.status == "ok"
+    assert [r.error for r in result.rounds] == [None, None]  # not ContextBudgetTooSmall
+    [request] = asked
+    assert estimate_tokens(request.messages, request.tools) <= 2000
+    task = _task(request)
+    assert f"### s2 (researcher)\nAsked: short notes on wasps\n{SHORT}" in task
+    assert [s for _, _, s in cut_of(task)] == ["s1", "s3"]
+    assert "Planning round 2 of at most 2" in task  # what follows the results is whole
+    assert [(e["to"], e["subtask"]) for e in logged if e["event"] == "handed_on.cut"] == [
+        ("lead", "s1"),
+        ("lead", "s3"),
+    ]
+
+
+async def test_what_fits_is_handed_on_as_it_was() -> None:
+    model = FunctionModel(answers)
+    executor = Executor(
+        [
+            Role(name="lead", compaction=Compaction(budget_tokens=100_000)),
+            Role(name="researcher"),
+            Role(name="writer", model="big"),
+            Role(name="aggregator", compaction=Compaction(budget_tokens=100_000)),
+        ],
+        {"default": model, "big": Local(model, 100_000)},
+        planner=[
+            *PLAN,
+            {
+                "id": "s4",
+                "role": "writer",
+                "instruction": "write it up",
+                "depends_on": ["s1", "s2", "s3"],
+            },
+        ],
+    )
+    with capture_logs() as logged:
+        result = await executor.run("Study insects.")
+
+    assert result.status == "ok"
+    inputs = {"s1 (researcher)": LONG, "s2 (researcher)": SHORT, "s3 (researcher)": LONG}
+    assert _task(_sent(model, "write it up")) == format_task("write it up", inputs)
+    entries = [
+        ResultEntry(id=s.subtask.id, role=s.subtask.role, ok=True, text=s.text)
+        for s in result.subtasks.values()
+    ]
+    assert _task(model.requests[-1]) == aggregator_task("Study insects.", entries)
+    assert not [e for e in logged if e["event"] == "handed_on.cut"]
