@@ -142,16 +142,23 @@ class McpServer(Settings, frozen=True, kw_only=True):
             raise ConfigError(f"{where}: headers are for a streamable-HTTP server (url)")
 
     def __repr__(self) -> str:  # never the values of env and headers: they hold secrets
-        args = masked_with(repr(self.args), dict.fromkeys(self.secrets, "secret"))
-        shown = f"command={self.command!r}, args={args}" if self.command else ""
-        if self.url is not None:  # nor a password or a token in the URL
-            url = masked_with(self.url, dict.fromkeys(url_secrets(self.url), "password"))
-            shown = f"url={url!r}"
+        # Nor a password or a token in a URL, or a secret its args hold.
+        hidden = dict.fromkeys(self.passwords, "password") | dict.fromkeys(self.secrets, "secret")
+        if self.url is not None:
+            shown = f"url={masked_with(self.url, hidden)!r}"
+        else:
+            shown = f"command={self.command!r}, args={masked_with(repr(self.args), hidden)}"
         for field in ("env", "headers"):
             keys = sorted(getattr(self, field))
             if keys:
                 shown += f", {field}={{{', '.join(f'{k!r}: ***' for k in keys)}}}"
         return f"McpServer({self.name!r}, {shown})"
+
+    @property
+    def passwords(self) -> list[str]:
+        """The passwords and tokens of the URLs in its ``url`` and its ``args`` (a
+        database's ``postgresql://user:PASSWORD@host/db``, ``?token=``)."""
+        return url_secrets(" ".join((self.url or "", *self.args)))
 
 
 def mcp_ref(ref: str, servers: Collection[str]) -> tuple[str, str] | None:
@@ -433,7 +440,7 @@ class McpServers:
                 add_secret(value, owner=self)
             for value in server.headers.values():
                 add_header(value, owner=self)
-            for secret in url_secrets(server.url or ""):
+            for secret in server.passwords:
                 add_secret(secret, "password", owner=self)
         self._group: asyncio.TaskGroup | None = None
         self._live: dict[str, _Live] = {}  # each server's latest life

@@ -70,3 +70,17 @@ async def test_why_a_server_would_not_start_is_told_without_its_secrets() -> Non
     assert "the key [secret hidden] is not allowed" in str(refused.value)
     assert TOKEN not in str(refused.value)
     assert TOKEN not in told.value.message
+
+
+async def test_a_password_in_a_url_among_a_server_s_args_is_a_secret() -> None:
+    """A database's URL given as an argument (``postgresql://app:PASSWORD@db/x``): its
+    password is masked in why the server would not start (it said its arguments) and
+    in the server's repr, as one in a streamable-HTTP server's ``url`` is."""
+    dsn = "postgresql://app:db-pass-4k9Lw2@db/shop"
+    said = "import sys; print('could not connect to', sys.argv[1], file=sys.stderr); sys.exit(3)"
+    server = McpServer(name="shop", command=sys.executable, args=("-c", said, dsn))
+    assert "db-pass-4k9Lw2" not in repr(server)
+    async with running(server) as run:
+        with pytest.raises(McpServerError) as refused:
+            await run.listed("shop")
+    assert "could not connect to postgresql://app:[password hidden]@db/shop" in str(refused.value)
