@@ -17,7 +17,7 @@ lives at the driver.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeAlias, cast
@@ -46,7 +46,7 @@ from runtime.limits.ratelimit import AdaptiveLimiter, retry_deadline
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.models.cassettes import Cassette, CassetteWriter, Recorded
 from runtime.tools.define import arguments_text
-from runtime.tools.journal import OnUnknown
+from runtime.tools.journal import OnUnknown, Verdict
 from workers import LoopState
 from workers.guards import GuardCheck, Judge
 from workers.services import Services
@@ -353,6 +353,10 @@ class DriverStore:
 
     async def outcome(self, turn: int, observation: ToolMessage) -> None:
         await self._link.ask("services.store.outcome", turn, observation)
+
+    async def judged(self, turn: int, verdicts: Sequence[Verdict]) -> None:
+        plain = [(c, json.loads(arguments_text(a)), text) for c, a, text in verdicts]
+        await self._link.ask("services.store.judged", turn, plain)
 
 
 class DriverApprovals:

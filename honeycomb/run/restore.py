@@ -27,6 +27,7 @@ from runtime import (
     validate_messages,
 )
 from runtime.tools.approvals import ApprovalEntry
+from runtime.tools.journal import began
 from runtime.tools.unmasking import HiddenSecret, revealed
 from runtime.value import Value, validation_summary
 from workers import LoopState
@@ -184,7 +185,7 @@ def _revealed(name: str, state: LoopState, stored: StoredWorker) -> LoopState:
         return state
     again: list[ToolCall] = []
     for call in calls:
-        ran = stored.journal.get((state.turn, call.id))
+        ran = began(stored.journal.get((state.turn, call.id)), call)
         asked = stored.approvals.get((state.turn, call.id))
         denied = asked is not None and asked.decision is not None and not asked.decision.approve
         if (ran is not None and ran.status is not None) or denied:

@@ -25,6 +25,7 @@ from runtime import (
 )
 from runtime.tools.approvals import ApprovalEntry
 from runtime.tools.define import arguments_text
+from runtime.tools.journal import Verdict, judged_entry
 from runtime.tools.unmasking import kept_apart
 from workers import LoopState
 
@@ -62,6 +63,15 @@ _INTENT = (
     "status = NULL, content = NULL, finished_at = NULL"
 )
 """A side-effecting call about to run (one journaled before, and cut off, anew)."""
+_JUDGED = (
+    "INSERT INTO journal (run_id, worker, turn, call_id, tool, arguments, status, content, "
+    "started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run_id, worker, turn, call_id) DO UPDATE SET tool = excluded.tool, "
+    "arguments = excluded.arguments, status = excluded.status, content = excluded.content, "
+    "started_at = excluded.started_at, finished_at = excluded.finished_at"
+)
+"""The guards' verdict on a call they judged, which has not begun (``passed``, or its
+refusal as its outcome)."""
 
 
 class WorkerRecord:
@@ -193,6 +203,17 @@ class WorkerRecord:
             status=observation.status,
             content=observation.content,
         )
+
+    async def judged(self, turn: int, verdicts: Sequence[Verdict]) -> None:
+        run, now = self._run, time.time()
+        kept = {call.id: judged_entry(call, arguments, text) for call, arguments, text in verdicts}
+        rows = [
+            (run.run_id, self._worker, turn, call_id, e.tool, e.arguments, e.status, e.content)
+            for call_id, e in kept.items()
+        ]
+        run.spent_so_far()
+        await run.store.commit(*((_JUDGED, (*row, now, now)) for row in rows), lease=run.lease)
+        self._entries.update(((turn, call_id), entry) for call_id, entry in kept.items())
 
     # --- ApprovalLog ------------------------------------------------------------------
 

@@ -15,33 +15,64 @@ tools: what ran in an earlier life is what the journal says):
   saying so, or, under ``on_unknown="fail"``, the worker fails with
   :class:`~runtime.errors.OutcomeUnknown`.
 
+It also keeps the argument guards' verdict on each call they judged, as it is given
+(before any call of its turn runs or waits): a refused call's observation is its
+outcome, so a later life answers it so; a call that passed has an entry that says only
+that (status ``passed``), so a later life does not judge it again, whatever its turn
+waited for (a person's decision on another call, a nested worker's), and runs it as
+any call it never began.
+
 :class:`MemoryJournal` keeps entries in memory; the run store keeps them in SQLite.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools.define import arguments_text
 from runtime.value import Value
 
-__all__ = ["Journal", "JournalEntry", "MemoryJournal", "OnUnknown", "unknown_outcome_text"]
+__all__ = [
+    "Journal",
+    "JournalEntry",
+    "MemoryJournal",
+    "OnUnknown",
+    "Verdict",
+    "began",
+    "judged_entry",
+    "unknown_outcome_text",
+]
 
 OnUnknown = Literal["tell", "fail"]
 """What a resumed worker does about a side effect whose outcome a crash lost: tell
 the model (an ``unknown`` observation), or fail."""
 
 
+Verdict = tuple[ToolCall, Mapping[str, Any], str | None]
+"""The argument guards' verdict on a call: the call, its validated arguments, and None
+(it passed) or the text of its refusal."""
+
+
 class JournalEntry(Value, frozen=True, kw_only=True):
-    """One journaled call. ``status`` is None while only the intent is recorded."""
+    """One journaled call. ``status`` is None while only the intent is recorded, and
+    ``passed`` while only the guards' verdict is (the call has not begun)."""
 
     tool: str
     arguments: str
-    status: ObservationStatus | None = None
+    status: ObservationStatus | Literal["passed"] | None = None
     content: str = ""
+
+
+def began(entry: JournalEntry | None, call: ToolCall) -> JournalEntry | None:
+    """``entry`` when it is of ``call`` (its tool the same) and the call began in an
+    earlier life, or was refused then (the journal answers it: it ended, or its outcome
+    is unknown); None for a call the guards only passed, or another call."""
+    if entry is None or entry.status == "passed" or entry.tool != call.name:
+        return None
+    return entry
 
 
 class Journal(Protocol):
@@ -65,6 +96,10 @@ class Journal(Protocol):
 
     async def outcome(self, turn: int, observation: ToolMessage) -> None:
         """Record how the call ended; return once that is durable."""
+
+    async def judged(self, turn: int, verdicts: Sequence[Verdict]) -> None:
+        """Record the guards' verdicts on calls of ``turn`` (a refusal as the call's
+        outcome); return once that is durable."""
 
 
 def unknown_outcome_text(call: ToolCall) -> str:
@@ -108,3 +143,17 @@ class MemoryJournal:
             status=observation.status,
             content=observation.content,
         )
+
+    async def judged(self, turn: int, verdicts: Sequence[Verdict]) -> None:
+        for call, arguments, refusal in verdicts:
+            self.entries[turn, call.id] = judged_entry(call, arguments, refusal)
+
+
+def judged_entry(call: ToolCall, arguments: Mapping[str, Any], refusal: str | None) -> JournalEntry:
+    """The entry that keeps the guards' verdict on ``call``."""
+    return JournalEntry(
+        tool=call.name,
+        arguments=arguments_text(arguments),
+        status="passed" if refusal is None else "error",
+        content=refusal or "",
+    )

@@ -15,7 +15,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from runtime.tools.approvals import ApprovalGate
-from runtime.tools.journal import Journal
+from runtime.tools.journal import Journal, began
 from runtime.tools.layers.base import (
     Admitted,
     Outcome,
@@ -79,9 +79,12 @@ class Approving(ToolLayer):
         return await admit_rest(self.next, verdicts)
 
     def _ran(self, call: Prepared) -> bool:
-        """Whether the journal knows ``call`` from an earlier life (it passed then)."""
+        """Whether ``call`` began in an earlier life (it passed then), as the journal
+        knows."""
+        journal = self.journal
         return (
-            self.journal is not None and self.journal.recorded(call.turn, call.call.id) is not None
+            journal is not None
+            and began(journal.recorded(call.turn, call.call.id), call.call) is not None
         )
 
     def __call__(self, call: Prepared) -> Coroutine[Any, Any, Outcome]:

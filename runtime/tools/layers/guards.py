@@ -2,13 +2,15 @@
 validated, gets the guards' verdict before any call of the turn runs (and before a
 person is asked about any); a refused call's observation is the guards' reason, and
 it never runs. A call is judged once: one the run's record shows was judged in an
-earlier life (the journal knows it: it was checked before it ran; or it was asked
-about: it passed before a person was asked) keeps that verdict, and is not judged
-again as its turn goes on (a judge's tokens spent twice, and maybe another verdict
-on a call a person approved). A refused call's observation is journaled as its
-outcome, so that a turn resumed (it waited for a decision on another call, or its
-process stopped) answers it from the journal: it is not judged again, nor run on a
-verdict that changed its mind."""
+earlier life (the journal knows it: it kept the verdict, or the call began then; or
+it was asked about: it passed before a person was asked) keeps that verdict, and is
+not judged again as its turn goes on (a judge's tokens spent twice, and maybe another
+verdict on a call a person approved). The verdicts are journaled before any call of
+the turn runs or waits: a refused call's observation as its outcome, so that a turn
+resumed (it waited for a decision on another call, or its process stopped) answers it
+from the journal, neither judged again nor run on a verdict that changed its mind; a
+passed call's as ``passed``, so that it runs on the verdict it had (a call to a worker
+as a tool whose nested worker waited for a person, say)."""
 
 from __future__ import annotations
 
@@ -70,8 +72,10 @@ class ArgumentGuards(ToolLayer):
         if checked:
             turn = checked[0].turn
             texts = await self.guard.check([(c.call, c.tool, c.kwargs) for c in checked], turn)
+            if self.journal is not None:  # kept before any call of the turn runs or waits
+                kept = [(c.call, c.kwargs, text) for c, text in zip(checked, texts, strict=True)]
+                await self.journal.judged(turn, kept)
             refused = {c.position: text for c, text in zip(checked, texts, strict=True) if text}
-            await self._kept([c for c in checked if c.position in refused], refused)
             verdicts = [
                 Outcome(status="error", content=refused[c.position], error=refused[c.position])
                 if c.position in refused
@@ -80,21 +84,9 @@ class ArgumentGuards(ToolLayer):
             ]
         return await admit_rest(self.next, verdicts)
 
-    async def _kept(self, calls: Sequence[Prepared], refused: dict[int, str]) -> None:
-        """Journal each refused call's observation as its outcome, before any call of
-        the turn runs or waits: a later life answers it so (the journal layer)."""
-        journal = self.journal
-        if journal is None:
-            return
-        for call in calls:
-            text = refused[call.position]
-            await journal.intent(call.turn, call.call, call.kwargs)
-            observation = Outcome(status="error", content=text, error=text).observation(call.call)
-            await journal.outcome(call.turn, observation)
-
     def _judged(self, call: Prepared) -> bool:
-        """Whether the run's record shows the guards judged ``call`` before (it passed,
-        or its refusal is journaled)."""
+        """Whether the run's record shows the guards judged ``call`` before (the journal
+        keeps their verdict, or the call began then; or it was asked about)."""
         turn, call_id = call.turn, call.call.id
         if self.journal is not None and self.journal.recorded(turn, call_id) is not None:
             return True

@@ -17,7 +17,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from runtime.messages import ToolCall
-from runtime.tools.journal import Journal, JournalEntry, unknown_outcome_text
+from runtime.tools.journal import Journal, JournalEntry, began, unknown_outcome_text
 from runtime.tools.layers.base import Outcome, Prepared, ToolHandler, ToolLayer
 
 __all__ = ["Journaled", "journal_answer"]
@@ -33,8 +33,8 @@ class Journaled(ToolLayer):
 
     def __call__(self, call: Prepared) -> Coroutine[Any, Any, Outcome]:
         asked = call.call
-        entry = self.journal.recorded(call.turn, asked.id)
-        if entry is not None and entry.tool == asked.name:  # a call of an earlier life
+        entry = began(self.journal.recorded(call.turn, asked.id), asked)
+        if entry is not None:  # a call of an earlier life
             if entry.status is not None or not call.tool.idempotent:
                 return self._answered(call.turn, asked, entry)
             return self._journaled(call)  # cut off, and safe to run again
@@ -65,18 +65,17 @@ def journal_answer(journal: Journal, turn: int, call: ToolCall) -> Outcome | Non
     the journal instead, whatever became of its tool. Nothing is written: the call
     does not run.
     """
-    entry = journal.recorded(turn, call.id)
-    if entry is None or entry.tool != call.name:
-        return None
-    return _recorded_outcome(call, entry)
+    entry = began(journal.recorded(turn, call.id), call)
+    return _recorded_outcome(call, entry) if entry is not None else None
 
 
 def _recorded_outcome(call: ToolCall, entry: JournalEntry) -> Outcome:
     """What the model is told of ``call``, a call of an earlier life that ``entry``
     records and that is not run again: its recorded observation if it ended, else
     that its outcome is unknown (it was running when the process died)."""
-    if entry.status is not None:
-        error = entry.content if entry.status != "ok" else None
-        return Outcome(status=entry.status, content=entry.content, error=error, ran=False)
+    status = entry.status
+    if status is not None and status != "passed":  # never "passed": the call began
+        error = entry.content if status != "ok" else None
+        return Outcome(status=status, content=entry.content, error=error, ran=False)
     text = unknown_outcome_text(call)
     return Outcome(status="unknown", content=text, error=text, ran=False)

@@ -28,6 +28,7 @@ from honeycomb import (
     ConfigError,
     Decision,
     Executor,
+    Guards,
     Policy,
     Role,
     RunFailed,
@@ -44,6 +45,7 @@ from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ModelResponse
 from runtime.tools import idempotency_key
 from tests.support.ray_tools import scripted
+from tests.support.stores import query
 
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")  # Ray brings its own
@@ -925,8 +927,10 @@ async def test_a_nested_workers_call_waits_for_approval_with_its_remote_caller(
 ) -> None:
     # On Ray, the pause crossed from the driver as a RemoteFailure: the caller's model
     # read it as the tool's error, the run ended ok, and the approved call never ran.
+    # The lead's call passes its guard, whose verdict the journal keeps at the driver.
     notes, db = tmp_path / "notes", tmp_path / "runs.db"
-    lead = Role(name="lead", tools=("agent:a",))
+    guards = Guards(arguments=("tests.support.guards:no_secrets",))
+    lead = Role(name="lead", tools=("agent:a",), guards=guards)
     asker = Role(name="a", tools=(f"{TOOLS}:guarded_note",))
 
     def executor() -> Executor:
@@ -948,13 +952,12 @@ async def test_a_nested_workers_call_waits_for_approval_with_its_remote_caller(
     assert done.subtasks["s1"].worker is not None
     assert done.subtasks["s1"].worker.text == "noted hi"
     assert notes.read_text() == "hi\n"  # once
+    assert query(db, "SELECT status FROM journal WHERE worker = 's1'") == [("passed",)]
 
 
 async def test_the_runs_argument_guards_check_remote_calls(
     backend: RayBackend | None, tmp_path: Path
 ) -> None:
-    from honeycomb import Guards
-
     notes = tmp_path / "notes"
     ex = executor(backend, guards=Guards(arguments=("tests.support.guards:no_secrets",)))
     calls = script([("note", {"path": str(notes), "text": "the password is 1234"})])
@@ -1025,8 +1028,6 @@ async def test_mcp_tools_are_called_through_the_runs_server(
 async def test_a_judge_role_checks_a_remote_answer_at_the_driver(
     backend: RayBackend | None,
 ) -> None:
-    from honeycomb import Guards
-
     judged: list[int] = []
 
     def answer(request: ModelRequest) -> str:

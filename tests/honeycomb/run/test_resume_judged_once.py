@@ -189,3 +189,52 @@ async def test_a_call_refused_beside_one_that_waited_is_not_run_as_the_run_resum
     assert refused.status == "error"
     assert "wires are not allowed" in refused.content
     assert paid.content == "paid"
+
+
+async def test_a_passed_agent_call_whose_nested_call_waited_is_not_judged_again(
+    tmp_path: Path,
+) -> None:
+    """A boss's call to a worker as a tool passed its guard; the nested worker's payment
+    waited for a person, who approved it. Resumed, the boss's call was judged again,
+    refused, and the approved payment never ran (the judge paid twice)."""
+    judged: list[str] = []
+    paid: list[int] = []
+
+    def changes_its_mind(check: GuardCheck) -> str | None:
+        judged.append(check.tool)
+        return None if len(judged) == 1 else "changed its mind"
+
+    @tool(side_effects=True)
+    async def pay(to: str, amount: int) -> str:
+        """Pay someone."""
+        paid.append(amount)
+        return f"paid {amount} to {to}"
+
+    def answer(request: ModelRequest) -> object:
+        answered = any(m.role == "tool" for m in request.messages)
+        if "You lead." in (request.messages[0].content or ""):
+            return "Done." if answered else call("payer", {"instruction": "Pay bob."}, id="a1")
+        return "Paid." if answered else call("pay", PAY, id="pay_1")
+
+    def executor() -> Executor:
+        boss = Role(
+            name="boss",
+            instructions="You lead.",
+            tools=("agent:payer",),
+            guards=Guards(arguments=(changes_its_mind,)),
+        )
+        payer = Role(
+            name="payer", instructions="You pay.", tools=("pay",), approvals=Approvals(tools=("pay",))
+        )
+        model = FunctionModel(answer)
+        return Executor([boss, payer], model, tools=[pay], store=tmp_path / "runs.db")
+
+    waiting = await executor().run("Pay", subtasks=[("boss", "Pay bob.")], run_id="r1")
+    assert waiting.status == "waiting"
+    (pending,) = waiting.pending
+    await executor().decide("r1", pending.call_id, approve=True, worker=pending.worker)
+    done = await executor().resume("r1")
+    assert done.status == "ok"
+    assert paid == [40]  # the approved payment ran
+    assert judged == ["payer"]  # the boss's call kept its verdict: judged once
+    assert done.subtasks["s1"].worker.transcript.messages[3].content.endswith("Paid.")

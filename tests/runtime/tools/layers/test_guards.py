@@ -7,7 +7,7 @@ from typing import Any
 
 from runtime.messages import ToolCall
 from runtime.tools import Tool
-from runtime.tools.journal import JournalEntry, MemoryJournal
+from runtime.tools.journal import JournalEntry, MemoryJournal, began
 from runtime.tools.layers import ArgumentGuards, Outcome, Prepared
 from tests.support.layers import Next, look, prepared, send
 
@@ -52,11 +52,13 @@ async def test_each_call_passes_through_to_the_next_layer() -> None:
     assert len(inner.called) == 1
 
 
-async def test_a_refused_call_is_journaled_as_its_outcome_and_a_passed_one_is_not() -> None:
+async def test_the_verdicts_are_journaled_a_refusal_as_its_outcome() -> None:
     journal = MemoryJournal()
     calls = [prepared(send, 0, to="bo"), prepared(send, 1, to="ann")]
     await ArgumentGuards(Next(), OnlyAnn(), journal).admit(calls)
-    assert journal.recorded(1, "c1") is None  # it runs: the journal layer keeps it
+    passed = journal.recorded(1, "c1")  # it runs: the journal layer keeps how it ends
+    assert passed == JournalEntry(tool="send", arguments='{"to": "ann"}', status="passed")
+    assert began(passed, calls[1].call) is None  # not a call that began
     refused = journal.recorded(1, "c0")
     assert refused is not None
     assert (refused.tool, refused.status, refused.content) == ("send", "error", "only ann")
