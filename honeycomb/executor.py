@@ -620,7 +620,8 @@ class Executor:
                 only whitespace, or ``run_id`` is not valid text (a lone surrogate).
             ConfigErrors: before the run starts, when a model needs an API key that is
                 not set (:meth:`check_keys`).
-            PlanError: when no valid plan could be made.
+            PlanError: when no valid plan could be made; ``.partial`` holds what
+                the earlier lives of a resumed run did, when its plan no longer fits.
             RunFailed: when the failure policy gave up or aggregation failed;
                 ``.partial`` holds the partial result.
             BudgetExceeded: when the run went past a budget; ``.partial`` holds the

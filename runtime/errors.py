@@ -750,11 +750,15 @@ class PlanError(HoneycombError):
 
     Attributes:
         problems: Every problem found, each naming the subtask and what is wrong.
+        partial: The run's partial result, when subtasks of the run had finished (a
+            resumed run's plan that no longer fits its roles; set by the Executor):
+            what they did. None when no subtask had run.
     """
 
     def __init__(self, problems: Sequence[str], *, attempts: int = 1) -> None:
         self.problems = tuple(problems)
         self.attempts = attempts
+        self.partial: Any = None
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         super().__init__(f"invalid plan{tries}: " + "; ".join(self.problems))
 

@@ -188,6 +188,14 @@ class Run:
         except (BudgetExceeded, RunFailed, GuardrailTripped) as exc:
             await self._fail(exc)
             raise
+        except PlanError as exc:
+            # A resumed run's plan that no longer fits its roles: what its earlier lives
+            # ran is its partial result. A plan that failed before any subtask ran has none.
+            if self.scheduler is not None or self._restored():
+                await self._fail(exc)
+            else:
+                await self._finished("failed", None, exc)
+            raise
         except HoneycombError as exc:
             await self._finished("failed", None, exc)
             raise
@@ -344,6 +352,7 @@ class Run:
         if self.resumed is not None and self.resumed.plan is not None:
             given = self.resumed.given  # as the earlier life was: given it, or planned
             subtasks = self.resumed.plan  # the plan of the earlier life: never re-planned
+            self.plan = self.resumed.plan  # what its earlier lives ran, whatever its check says
         lead = None if given else self.shared.phases.planner
         if not isinstance(lead, RoundPlanner) or lead.rounds < 2:
             lead = None  # planned once
@@ -613,25 +622,31 @@ class Run:
         self._current = (phase, now) if phase is not None else None
         return now
 
-    async def _fail(self, exc: BudgetExceeded | RunFailed | GuardrailTripped) -> None:
+    async def _fail(self, exc: BudgetExceeded | RunFailed | GuardrailTripped | PlanError) -> None:
         if self._current is not None:  # stopped in the middle of planning or aggregating
             phase, began = self._current
             self.times[phase] += time.perf_counter() - began
             self._current = None
-        outcomes = self.scheduler.outcomes if self.scheduler is not None else {}
-        if self.scheduler is not None:
-            stopped, why = stopped_status(exc), stopped_error(exc)
-            for subtask in self.plan.subtasks:  # the wall-time budget interrupts mid-phase
-                outcomes.setdefault(
-                    subtask.id, SubtaskResult(subtask=subtask, status=stopped, error=why)
-                )
-            # In plan order, as a phase that ends orders them, not in the order they ended.
-            outcomes = {s.id: outcomes[s.id] for s in self.plan.subtasks}
+        outcomes = self.scheduler.outcomes if self.scheduler is not None else self._restored()
+        stopped, why = stopped_status(exc), stopped_error(exc)
+        # Those it stopped: the wall-time budget interrupts mid-phase, and a resumed run
+        # may stop before its scheduler starts them again.
+        for subtask in self.plan.subtasks:
+            outcomes.setdefault(
+                subtask.id, SubtaskResult(subtask=subtask, status=stopped, error=why)
+            )
+        # In plan order, as a phase that ends orders them, not in the order they ended.
+        outcomes = {s.id: outcomes[s.id] for s in self.plan.subtasks}
         status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
         if status == "over_budget" and self.lead is not None and self.rounds_ended is None:
             self.rounds_ended = "budget"  # it stopped the rounds, wherever it ran out
         exc.partial = self._result(status, outcomes)
         await self._finished(status, exc.partial, exc)
+
+    def _restored(self) -> dict[str, SubtaskResult]:
+        """The outcomes of the subtasks a resumed run's earlier lives finished (none for
+        a new run)."""
+        return dict(self.resumed.finished) if self.resumed is not None else {}
 
     async def _finished(
         self, status: str, result: RunResult | None, exc: BaseException | None

@@ -71,6 +71,7 @@ async def test_a_planner_function_that_raises_or_returns_no_plan_is_a_plan_error
     with pytest.raises(PlanError) as caught:
         await executor.run("t")
     assert told in str(caught.value)
+    assert caught.value.partial is None  # no subtask ran: no result (an eval's case: error)
 
 
 async def test_a_planner_of_your_own_is_held_to_the_same_rules() -> None:

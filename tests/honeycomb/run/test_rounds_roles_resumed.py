@@ -9,9 +9,12 @@ import re
 from pathlib import Path
 
 import anyio
+import pytest
 
 from honeycomb import Executor, Guards, ModelRequest, Role
+from honeycomb.errors import PlanError
 from honeycomb.planning import RolePlanner
+from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import UserMessage
 from tests.support.stores import finished_in_store
@@ -80,3 +83,53 @@ async def test_a_resumed_lead_is_not_refused_for_a_role_its_earlier_rounds_gave_
         (3, (), None),
     ]
     assert result.rounds_ended == "done"
+
+
+async def test_a_resumed_run_whose_plan_no_longer_fits_its_roles_keeps_what_ran(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    lead = Role(name="lead")
+    first = Team(anyio.Event())  # s2 waits: the run is cut off in round 1, s1 finished
+    roles = [lead, Role(name="researcher"), Role(name="reviewer")]
+    async with anyio.create_task_group() as tg:
+        run = first.executor(db, roles, RolePlanner("lead", rounds=3)).run
+        tg.start_soon(lambda: run("Study.", run_id="r1"))
+        with anyio.fail_after(10):
+            await first.holding.wait()
+            await finished_in_store(db, "r1", "s1")
+        tg.cancel_scope.cancel()
+
+    # Resumed without the researcher: s2, its subtask, cannot run; s1's result stands.
+    second = Team()
+    executor = second.executor(db, [lead, roles[2]], RolePlanner("lead", rounds=3))
+    with pytest.raises(PlanError, match="unknown role 'researcher'") as caught:
+        await executor.run("Study.", run_id="r1")
+    partial = caught.value.partial
+    assert partial is not None
+    assert partial.status == "failed"
+    assert [(i, s.status) for i, s in partial.subtasks.items()] == [
+        ("s1", "ok"),
+        ("s2", "cancelled"),  # not run again: a resume with its role continues it
+    ]
+    error = partial.subtasks["s2"].error
+    assert error is not None
+    assert error.message.startswith("the run stopped: invalid plan: subtask 's2': unknown role")
+    assert partial.subtasks["s1"].handed_on == "found"
+    assert partial.plan.ids == ("s1", "s2")
+    assert partial.usage.model_calls == 3  # the earlier life's: the lead's, s1's, s2's cut off
+    stored = await RunStore(db).load("r1")
+    assert stored is not None
+    assert stored.status == "failed"
+
+    # Resumed with its roles again, it goes on from there.
+    third = Team()
+    result = await third.executor(db, roles, RolePlanner("lead", rounds=3)).run(
+        "Study.", run_id="r1"
+    )
+    assert result.status == "ok"
+    assert [(i, s.status) for i, s in result.subtasks.items()] == [
+        ("s1", "ok"),
+        ("s2", "ok"),
+        ("s3", "ok"),
+    ]
