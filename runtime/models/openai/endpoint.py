@@ -56,7 +56,13 @@ from runtime.limits.retry import ShownText, endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse
 from runtime.models.openai._completion import estimated_usage
-from runtime.models.openai.request import Api, base_url_problem, key_missing, split_settings
+from runtime.models.openai.request import (
+    Api,
+    base_url_problem,
+    key_missing,
+    split_settings,
+    without_query,
+)
 from runtime.secrets import (
     CREDENTIAL_PARAMETERS,
     add_header,
@@ -224,9 +230,11 @@ class OpenAIEndpoint(abc.ABC):
         key = self._key_read() or os.environ.get("OPENAI_API_KEY") or "unused"
         add_secret(key, _KEY, owner=self)  # from the environment, or given
         self._key = key
+        base_url, query = without_query(self.base_url) if self.base_url else (None, {})
         return openai.AsyncOpenAI(
             api_key=key,
-            base_url=self.base_url,
+            base_url=base_url,
+            default_query=query or None,
             max_retries=0,
             timeout=self.timeout,
             # Not the SDK's default client, whose __del__ closes it on whatever loop is

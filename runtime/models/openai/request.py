@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from runtime.errors import ConfigError, ConfigErrors, kind_of
 from runtime.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
@@ -36,6 +36,7 @@ __all__ = [
     "settings_problems",
     "split_settings",
     "wire_arguments",
+    "without_query",
 ]
 
 RESERVED_SETTINGS = frozenset(
@@ -241,6 +242,17 @@ def base_url_problem(base_url: str) -> str | None:
     if sep and scheme.isascii() and scheme.isalnum():
         return f"base_url {base_url!r} is not an http:// or https:// URL ({scheme}://)"
     return f"base_url {base_url!r} has no http:// or https:// (write 'http://{base_url}')"
+
+
+def without_query(base_url: str) -> tuple[str, dict[str, str]]:
+    """``base_url`` without its query, and the query's parameters: the SDK would add
+    each path after the whole URL (``/v1?key=K`` and ``chat/completions`` make
+    ``/v1/?key=Kchat/completions``), so a key an endpoint takes in its query
+    (``?key=``) is sent as a query of every request instead."""
+    parts = urlsplit(base_url)
+    if not parts.query:
+        return base_url, {}
+    return parts._replace(query="").geturl(), dict(parse_qsl(parts.query, keep_blank_values=True))
 
 
 def output_instruction(output: OutputSchema) -> str:
