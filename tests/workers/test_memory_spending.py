@@ -134,7 +134,9 @@ async def test_an_attempt_cut_off_by_its_timeout_is_paid_and_a_spent_budget_retr
     with paid_by(payer), pytest.raises(BudgetExceeded):
         await embeddings.embed([text])
     await embeddings.endpoint.client.close()
-    assert len(openai_server.requests) == 1  # its retry was not sent: the budget was spent
+    # Its retry was not sent: the budget was spent. (The attempt, cut off at 0.1 s, may
+    # end before a busy server has read it.)
+    assert len(openai_server.requests) <= 1
     assert (budget.usage.input_tokens, budget.usage.cost) == (7, pytest.approx(7 * 2.0 / 1e6))
     [cut] = [e for e in events if isinstance(e, MemoryEmbedded)]
     assert (cut.input_tokens, cut.worker) == (7, "w")

@@ -962,6 +962,8 @@ async def test_a_slow_answer_past_the_request_timeout_raises_model_timeout(
 ) -> None:
     openai_server.default = text("too late", delay_s=1.0)
     model = make_model(timeout=30.0, retry=fast(attempts=2))
+    events: list[Event] = []
+    current_call.set(CallReport(Tracer(events.append, log=False), worker="w", run_id=None, turn=1))
 
     started = time.monotonic()
     with pytest.raises(ModelTimeout) as caught:
@@ -970,7 +972,10 @@ async def test_a_slow_answer_past_the_request_timeout_raises_model_timeout(
     assert caught.value.timeout_s == 0.2
     # The HTTP client's wait for a byte, or the attempt's own limit: both end at 0.2 s.
     assert isinstance(caught.value.__cause__, openai.APITimeoutError | TimeoutError)
-    assert len(openai_server.requests) == 2  # retried once, per the policy
+    # Retried once, per the policy: counted as the client sends them, since an attempt
+    # cut off at 0.2 s may end before a busy server has read it.
+    assert [e.status for e in events if isinstance(e, ModelCallRetrying)] == ["timeout"]
+    assert len(openai_server.requests) <= 2
     assert time.monotonic() - started >= 2 * 0.2
 
 
