@@ -21,9 +21,10 @@ from typing import Any, TypeVar, cast
 import msgspec
 
 from honeycomb.backends._link import Link, Outbox, here
-from honeycomb.backends._standins import AtDriver, served, stand_in
+from honeycomb.backends._standins import AtDriver, DriverBudget, served, stand_in
 from honeycomb.backends._wire import Message, Pinned, WorkerSpec, portable_result
 from runtime import ConfigError, Model, Tool, ToolRegistry
+from runtime.limits.retry import before_retry
 from runtime.limits.retry_policy import wall_time_ends
 from runtime.models.layers.cassette import cassette_case
 from workers import Role, Worker, WorkerError, WorkerResult, WorkerSetup
@@ -150,7 +151,10 @@ class Hive:
             wall_time_ends.set(time.monotonic() + left)
         try:
             with cassette_case(spec.services.case):  # as its calls are recorded, replayed
-                result = await self._worker(link, spec).run(
+                worker = self._worker(link, spec)
+                # A retry of its model calls asks the driver what the run spent now.
+                before_retry.set(cast(DriverBudget, worker.services.budget).heard_now)
+                result = await worker.run(
                     spec.task,
                     inputs=spec.inputs,
                     resume=spec.resume,

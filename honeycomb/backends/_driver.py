@@ -209,8 +209,8 @@ class Driver:
             self._record(cast(CassetteWriter, self.held[message[1]]), message[2])
         elif kind == "ask":
             _, number, op, args, options = message
-            if op in ("reserve", "reserve_tools"):  # at once, in order: no await between
-                ok, value = self._reserve(*args)
+            if op in ("reserve", "reserve_tools", "spent"):  # at once, in order: no await
+                ok, value = self._reserve(op, *args)
                 if op == "reserve":  # the call opened last: told, or never made
                     self._opened.reserved(ok)
                 self._answer_now(number, ok, value)
@@ -253,15 +253,17 @@ class Driver:
     def _answer_now(self, number: int, ok: bool, value: Any) -> None:
         self._channel.send(("answer", self._key, [(number, ok, value)]))
 
-    def _reserve(self, tools: int = 0) -> tuple[bool, Any]:
-        """Reserve a model call, or a turn's ``tools`` calls, in the run's budget; the
-        answer says what the run has spent now (the worker checks a retry against it)."""
+    def _reserve(self, op: str, tools: int = 0) -> tuple[bool, Any]:
+        """Reserve a model call (``reserve``), or a turn's ``tools`` calls
+        (``reserve_tools``), in the run's budget, or nothing (``spent``: a retry is
+        about to be sent); the answer says what the run has spent now (the worker
+        checks a retry against it)."""
         budget = self.services.budget
         try:
-            if tools:
+            if op == "reserve_tools":
                 budget.reserve_tool_calls_now(tools)
                 self._tools_reserved += tools
-            else:
+            elif op == "reserve":
                 budget.reserve_model_call()
         except BudgetExceeded as exc:
             return (False, portable_error(exc))

@@ -198,10 +198,10 @@ class DriverBudget(Budget):
     :class:`ReservedModel`) and each turn's tool calls, and is told what was spent and
     given back; its limits are the run's.
 
-    Each reservation's answer says what the run had spent then (:meth:`told`):
+    Each reservation's answer says what the run had spent then (:meth:`told`), and so
+    does the driver's answer before each retry of a model call (:meth:`heard_now`):
     :meth:`check` checks that, with what this worker spent since, so that a retry is
-    not sent once the budget is spent, as in one process (the driver checks again as
-    it reserves the next call)."""
+    not sent once the run's budget is spent, by whichever worker, as in one process."""
 
     def __init__(self, link: Link, limits: Limits) -> None:
         super().__init__(limits)
@@ -219,6 +219,12 @@ class DriverBudget(Budget):
             BudgetExceeded: naming the limit, what is allowed and what was used.
         """
         self._heard.budget.check()
+
+    async def heard_now(self) -> None:
+        """Ask the driver what the run has spent now (before a retry: see
+        :data:`~runtime.limits.retry.before_retry`), for :meth:`check` to check."""
+        if self._ask:
+            self.told(await self._link.ask("spent"))
 
     def told(self, spent: SpentAtDriver | None) -> None:
         """What the run had spent as the driver answered a reservation (None: not

@@ -32,6 +32,7 @@ import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import tenacity
@@ -57,6 +58,7 @@ from runtime.secrets import HeldText
 __all__ = [
     "RetryingModel",
     "ShownText",
+    "before_retry",
     "deadline_of",
     "endpoint_call",
     "limiter_of",
@@ -66,6 +68,14 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+before_retry: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar(
+    "honeycomb_before_retry", default=None
+)
+"""What a model call's retry awaits before it is told to the call (:func:`deadline_of`:
+its budget may refuse it), when the current task sets it (None: nothing): a worker in a
+Ray actor asks its driver what the run has spent now, so that its budget checks the
+retry against every worker's spending, as in one process."""
 
 
 class wait_retry_after(wait_base):
@@ -151,17 +161,29 @@ def retrying(policy: RetryPolicy, limiter: AdaptiveLimiter | None = None) -> ten
         """Whether to retry after ``exc``: never once a stream has shown text."""
         return not isinstance(exc, StreamInterrupted) and policy.retry_on(exc)
 
+    asked = before_retry.get()
     call = _CallRetrying(
         stop=tenacity.stop_after_attempt(policy.attempts) | tenacity.stop_before_delay(deadline_s),
         wait=wait,
         retry=tenacity.retry_if_exception(retries),
         sleep=asyncio.sleep,
         reraise=True,
+        before=_asking(asked) if asked is not None else tenacity.before_nothing,
         before_sleep=_report_retry,
         retry_error_callback=lambda state: _give_up(policy, limiter, state),
     )
     call.deadline_s, call.deadline = deadline_s, deadline
     return call
+
+
+def _asking(asked: Callable[[], Awaitable[None]]) -> Callable[[RetryCallState], Awaitable[None]]:
+    """A call's ``before`` that awaits ``asked()`` before each retry (:data:`before_retry`)."""
+
+    async def before(state: RetryCallState) -> None:
+        if state.attempt_number > 1:
+            await asked()
+
+    return before
 
 
 @contextlib.contextmanager

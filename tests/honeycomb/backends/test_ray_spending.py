@@ -8,10 +8,12 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 
 from honeycomb import (
@@ -43,6 +45,7 @@ from runtime import (
     RetryingModel,
     RetryPolicy,
     Usage,
+    UserMessage,
 )
 from runtime.limits.budget import retried, timed_out
 from tests.support.ray_tools import scripted
@@ -297,6 +300,62 @@ async def test_a_remote_call_the_budget_refuses_is_never_told(
     assert sorted(started) == [("s1", 1), ("s1", 2), ("s2", 1)]
     finished = [(e.worker, e.status) for e in heard if isinstance(e, ModelCallFinished)]
     assert sorted(finished) == [("s1", "ok"), ("s1", "ok"), ("s2", "ok")]
+
+
+async def spend_in_turn(port: int, request: ModelRequest) -> ModelResponse:
+    """Worker ``a`` and worker ``spender`` each ask the test's server at ``port`` what to
+    do: ``spender`` answers, spending 50 tokens, once ``a``'s call is under way; ``a``
+    fails (retryably) once the spender has finished, and answers, spending nothing, if
+    retried."""
+    task = next(m for m in request.messages if isinstance(m, UserMessage)).content
+    async with await anyio.connect_tcp("127.0.0.1", port) as server:
+        await server.send(b"s" if task.startswith("spender") else b"a")
+        told = await server.receive()
+    if told == b"fail":
+        raise ModelHTTPError(503, "busy")
+    usage = Usage(input_tokens=40, output_tokens=10) if told == b"spend" else Usage()
+    return ModelResponse(message=AssistantMessage(content="done"), usage=usage)
+
+
+async def test_a_remote_retry_sees_what_another_worker_spent_since_its_call_began(
+    backend: RayBackend | None,
+) -> None:
+    """Worker ``a``'s call fails once the other worker has spent the run's last
+    tokens: its retry is not sent, the budget being spent, as in one process. In an
+    actor the worker's budget knew only what the run had spent as its call was
+    reserved, and the retry went out."""
+    a_asked, spent = anyio.Event(), anyio.Event()
+    attempts: list[str] = []
+
+    async def serve(client: anyio.abc.SocketStream) -> None:
+        async with client:
+            if await client.receive(1) == b"s":
+                await a_asked.wait()
+                await client.send(b"spend")
+                return
+            attempts.append("a")
+            a_asked.set()
+            await spent.wait()
+            await client.send(b"fail" if len(attempts) == 1 else b"answer")
+
+    def listen(event: Event) -> None:
+        if isinstance(event, WorkerFinished) and event.worker == "s2":
+            spent.set()  # its spending was told before it finished
+
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        ex = Executor(
+            [Role(name="w")], RetryingModel(FunctionModel(partial(spend_in_turn, port)), OFTEN),
+            aggregator="concat", backend=backend, on_event=[listen],
+            policy=Policy(budgets=Budgets(total_tokens=50)),
+        )  # fmt: skip
+        async with anyio.create_task_group() as serving:
+            serving.start_soon(listener.serve, serve)
+            with anyio.fail_after(60), pytest.raises(BudgetExceeded) as stopped:
+                await ex.run("t", subtasks=[("w", "a"), ("w", "spender")])
+            serving.cancel_scope.cancel()
+    assert stopped.value.limit == "total_tokens"
+    assert attempts == ["a"]
 
 
 def _script(*turns: list[tuple[str, dict[str, Any]]]) -> str:
