@@ -431,10 +431,11 @@ class SecretsFilter(logging.Filter):
         return True
 
 
-LIBRARY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "mcp")
+LIBRARY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "mcp", "uvicorn")
 """The libraries Honeycomb calls endpoints and MCP servers with, whose loggers write
 what they send: the URL of each request (an endpoint's ``?key=``) at ``INFO``, its
-options, headers and messages at ``DEBUG``."""
+options, headers and messages at ``DEBUG``; and the server of its page, whose access
+log writes the address each request asked for (the page's ``?token=``)."""
 
 _LOGGERS_WRITING_REQUESTS = (
     "httpx",
@@ -443,6 +444,7 @@ _LOGGERS_WRITING_REQUESTS = (
     "mcp.client.sse",
     "mcp.client.stdio",
     "mcp.client.streamable_http",
+    "uvicorn.access",
 )
 """Those of their loggers that write a request's URL or body, filtered before their
 module is loaded (the MCP SDK's is loaded as a server is started)."""

@@ -41,9 +41,10 @@ class Lifecycle:
 class ThreadedServer(Lifecycle):
     """A uvicorn server in a thread; a context manager (or :meth:`start`/:meth:`stop`)."""
 
-    def __init__(self, app: Any, *, name: str = "test-server") -> None:
+    def __init__(self, app: Any, *, name: str = "test-server", access_log: bool = False) -> None:
         self.app = app
         self.name = name
+        self.access_log = access_log  # uvicorn's line a request (logger uvicorn.access, INFO)
         self.port = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: uvicorn.Server | None = None
@@ -61,8 +62,8 @@ class ThreadedServer(Lifecycle):
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             self.app,
-            log_level="warning",
-            access_log=False,
+            log_level="info" if self.access_log else "warning",
+            access_log=self.access_log,
             lifespan="off",
             timeout_graceful_shutdown=1,
         )
