@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from honeycomb.run.context import RunContext, with_default_instructions
-from honeycomb.run.handing import fitted_results
+from honeycomb.run.handing import fit_results, reader_of
 from honeycomb.run.prompts import AGGREGATOR_INSTRUCTIONS, ResultEntry, aggregator_task
 from honeycomb.run.result import SubtaskResult
 from runtime import BudgetExceeded, ConfigError, GuardrailTripped, HoneycombError, RunFailed
@@ -141,12 +141,10 @@ class RoleAggregator:
             raise RunFailed(f"the aggregator failed: {exc}") from exc
         worker = context.worker(role, output_type=self.output_type)
         conversation = context.conversation_for(context.roles[self.role], "full")
-        prompt = fitted_results(
+        prompt = fit_results(  # within what its model holds
             functools.partial(aggregator_task, task, conversation=conversation),
             entries,
-            context,
-            role,
-            output_type=self.output_type,
+            reader_of(context, worker),
         )
         result = await worker.run(prompt, keep=False)
         if isinstance(result.exception, BudgetExceeded):

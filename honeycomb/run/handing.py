@@ -37,7 +37,15 @@ from workers.context import (
 )
 from workers.worker import format_task
 
-__all__ = ["CUT_NOTE", "Reader", "fit_texts", "fitted_inputs", "fitted_results", "reader_of"]
+__all__ = [
+    "CUT_NOTE",
+    "Reader",
+    "fit_results",
+    "fit_texts",
+    "fitted_inputs",
+    "fitted_results",
+    "reader_of",
+]
 
 CUT_NOTE = (
     "\n\n[cut here to fit the context of the model it is handed to: {left:,} of "
@@ -143,12 +151,19 @@ def fitted_results(
     their texts fitted to what a worker of ``role`` (answering in ``output_type``,
     within ``max_output_tokens`` unless its role sets its own) holds."""
     worker = context.worker(role, output_type=output_type, max_output_tokens=max_output_tokens)
+    return fit_results(write, entries, reader_of(context, worker))
+
+
+def fit_results(
+    write: Callable[[Sequence[ResultEntry]], str], entries: Sequence[ResultEntry], reader: Reader
+) -> str:
+    """The prompt ``write`` makes of ``entries``, their texts fitted to ``reader``."""
     with_texts = functools.partial(_with_texts, entries)
     texts = _handed(
         lambda shown: write(with_texts(shown)),
         [e.text for e in entries],
         [e.id for e in entries],
-        reader_of(context, worker),
+        reader,
     )
     return write(with_texts(texts))
 
