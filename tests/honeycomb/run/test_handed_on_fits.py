@@ -15,6 +15,7 @@ from pathlib import Path
 from structlog.testing import capture_logs
 
 from honeycomb import Compaction, Executor, Role
+from honeycomb.models import TextToolModel
 from honeycomb.planning import RolePlanner
 from honeycomb.run.prompts import ResultEntry, aggregator_task
 from honeycomb.testing import FunctionModel
@@ -28,6 +29,17 @@ NOTE = re.compile(
     r"\[cut here to fit the context of the model it is handed to: ([\d,]+) of ([\d,]+) "
     r"characters left out; the whole text is subtask (\w+)'s result"
 )
+PLAN = [
+    {"id": "s1", "role": "researcher", "instruction": "long notes on bees"},
+    {"id": "s2", "role": "researcher", "instruction": "short notes on wasps"},
+    {"id": "s3", "role": "researcher", "instruction": "long notes on ants"},
+]
+WRITE_UP = {
+    "id": "s4",
+    "role": "writer",
+    "instruction": "write it up",
+    "depends_on": ["s1", "s2", "s3"],
+}
 
 
 class Local(WrapperModel):
@@ -52,28 +64,17 @@ def cut_of(text: str) -> list[tuple[int, int, str]]:
     return [(int(a.replace(",", "")), int(b.replace(",", "")), s) for a, b, s in NOTE.findall(text)]
 
 
-def _sent(model: FunctionModel, worker_says: str) -> ModelRequest:
-    [request] = [r for r in model.requests if worker_says in _task(r)]
+def _sent(model: FunctionModel, instruction: str) -> ModelRequest:
+    [request] = [r for r in model.requests if _task(r).startswith(instruction)]
     return request
 
 
 async def test_a_dependent_subtasks_inputs_are_fitted_to_its_models_context() -> None:
     model = FunctionModel(answers)
-    plan = [
-        {"id": "s1", "role": "researcher", "instruction": "long notes on bees"},
-        {"id": "s2", "role": "researcher", "instruction": "short notes on wasps"},
-        {"id": "s3", "role": "researcher", "instruction": "long notes on ants"},
-        {
-            "id": "s4",
-            "role": "writer",
-            "instruction": "write it up",
-            "depends_on": ["s1", "s2", "s3"],
-        },
-    ]
     executor = Executor(
         [Role(name="researcher"), Role(name="writer", model="small", max_output_tokens=500)],
         {"default": model, "small": Local(model, 2048)},
-        planner=plan,
+        planner=[*PLAN, WRITE_UP],
         aggregator="concat",
     )
     with capture_logs() as logged:
@@ -95,13 +96,6 @@ async def test_a_dependent_subtasks_inputs_are_fitted_to_its_models_context() ->
         ("s4", "s3", "warning"),
     ]
     assert result.subtasks["s1"].text == LONG  # the whole is kept where the note says
-
-
-PLAN = [
-    {"id": "s1", "role": "researcher", "instruction": "long notes on bees"},
-    {"id": "s2", "role": "researcher", "instruction": "short notes on wasps"},
-    {"id": "s3", "role": "researcher", "instruction": "long notes on ants"},
-]
 
 
 async def test_the_aggregators_results_are_fitted_to_its_compaction_budget(
@@ -171,7 +165,16 @@ async def test_a_leads_round_is_fitted_to_its_compaction_budget() -> None:
 
 
 async def test_what_fits_is_handed_on_as_it_was() -> None:
-    model = FunctionModel(answers)
+    def answer(request: ModelRequest) -> str:
+        if request.output is None or request.output.name != "Plan":
+            return answers(request)
+        if "Planning round" not in _task(request):
+            return json.dumps({"subtasks": [*PLAN, WRITE_UP]})
+        rounds.append(_task(request))
+        return json.dumps({"subtasks": []})
+
+    rounds: list[str] = []
+    model = FunctionModel(answer)
     executor = Executor(
         [
             Role(name="lead", compaction=Compaction(budget_tokens=100_000)),
@@ -180,15 +183,7 @@ async def test_what_fits_is_handed_on_as_it_was() -> None:
             Role(name="aggregator", compaction=Compaction(budget_tokens=100_000)),
         ],
         {"default": model, "big": Local(model, 100_000)},
-        planner=[
-            *PLAN,
-            {
-                "id": "s4",
-                "role": "writer",
-                "instruction": "write it up",
-                "depends_on": ["s1", "s2", "s3"],
-            },
-        ],
+        planner=RolePlanner("lead", rounds=2),
     )
     with capture_logs() as logged:
         result = await executor.run("Study insects.")
@@ -201,4 +196,37 @@ async def test_what_fits_is_handed_on_as_it_was() -> None:
         for s in result.subtasks.values()
     ]
     assert _task(model.requests[-1]) == aggregator_task("Study insects.", entries)
+    [round_two] = rounds
+    assert f"### s1 (researcher)\nAsked: long notes on bees\n{LONG.strip()}\n\n" in round_two
+    assert f"### s3 (researcher)\nAsked: long notes on ants\n{LONG.strip()}\n\n" in round_two
+    assert "cut here" not in round_two
     assert not [e for e in logged if e["event"] == "handed_on.cut"]
+
+
+def look(query: str) -> str:
+    """Look a query up in the field notes: every note on bees, wasps and ants, their
+    nests, flowers, seasons, swarms, dances, stings and queens, with where and when
+    each was seen and by whom, and how sure the one who saw it was of what it saw."""
+    return query
+
+
+async def test_a_role_with_tools_keeps_room_for_its_answer_as_its_protocol_writes_them() -> None:
+    model = FunctionModel(answers)
+    writer = Role(
+        name="writer", model="text", tools=["look"], compaction=Compaction(budget_tokens=2000)
+    )
+    executor = Executor(
+        [Role(name="researcher"), writer],
+        {"default": model, "text": TextToolModel(model)},
+        tools=[look],
+        planner=[*PLAN, WRITE_UP],
+        aggregator="concat",
+    )
+    result = await executor.run("Study insects.")
+
+    assert result.status == "ok"
+    request = _sent(model, "write it up")  # as its endpoint is sent it: the tools in its prompt
+    assert "look" in request.messages[0].content
+    # its answer's calls come back in its next request: half its budget is theirs
+    assert estimate_tokens(request.messages, request.tools) <= 2000 - 1000
+    assert [s for _, _, s in cut_of(_task(request))] == ["s1", "s3"]
