@@ -25,6 +25,7 @@ aggregator are told the messages before it (:mod:`honeycomb.run.session`).
 from __future__ import annotations
 
 import os
+import sys
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
@@ -162,7 +163,9 @@ class Executor:
         guards: Guards | None = None,
         backend: Backend | None = None,
     ) -> None:
-        handlers = event_handlers(on_event)  # before a store or a memory is opened
+        # Replayed, the cassette decides the calls; recorded, it keeps their decisions.
+        approver, taped = _cassette_approvals(approver, models)
+        handlers = event_handlers((*on_event, *taped))  # before a store or a memory is opened
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
         by_name = {r.name: r for r in role_list}
         model_map = dict(models) if isinstance(models, Mapping) else {"default": models}
@@ -985,6 +988,19 @@ def _on_cassette(memory: Memory | None, models: Mapping[str, Model]) -> Memory |
     from runtime.models.layers.cassette_embeddings import cassette_memory  # when it embeds
 
     return cast("Memory | None", cassette_memory(memory, models))
+
+
+def _cassette_approvals(
+    approver: Approver | None, models: Model | Mapping[str, Model]
+) -> tuple[Approver | None, tuple[EventHandler, ...]]:
+    """Who decides the calls of a run on ``models``, and what keeps the decisions
+    (:func:`honeycomb.run.cassette_decisions.cassette_approvals`): a model of a
+    cassette's was made by its module, so none is when that is not loaded."""
+    if "runtime.models.layers.cassette" not in sys.modules:
+        return approver, ()
+    from honeycomb.run.cassette_decisions import cassette_approvals
+
+    return cassette_approvals(approver, models)
 
 
 def _memory_priced(memory: Memory | None, roles: Iterable[Role]) -> bool:

@@ -456,16 +456,18 @@ class ModelServerError(ModelError):
 
 
 class CassetteMismatch(ModelError):
-    """A replayed model call (or a memory's embeddings call) asked what its cassette
-    did not record.
+    """A replayed model call (or a memory's embeddings call, or a tool call's
+    decision) asked what its cassette did not record.
 
     Attributes:
         file: The cassette.
-        model: The model's name (as the run knows it), or the embeddings'.
+        model: The model's name (as the run knows it), the embeddings', or the tool
+            whose call asked for a decision.
         worker: The worker that asked (None: not known).
         case: The case of an eval that asked (None: not in one).
         difference: How the request differs from the nearest recorded one.
-        kind: ``model``, or ``embeddings`` for a memory's embeddings call.
+        kind: ``model``, ``embeddings`` for a memory's embeddings call, or
+            ``decision`` for a decision on a call that needs approval.
     """
 
     def __init__(
@@ -487,9 +489,11 @@ class CassetteMismatch(ModelError):
         who = ", ".join(
             f"{what} {name!r}" for what, name in (("case", case), ("worker", worker)) if name
         )
+        what = f"a decision on a call of tool {model!r}" if kind == "decision" else None
         super().__init__(
-            f"{file}: a call of {kind} {model!r}{f' ({who})' if who else ''} that the cassette "
-            f"did not record: {difference}; record it again if the change is meant"
+            f"{file}: {what or f'a call of {kind} {model!r}'}{f' ({who})' if who else ''} "
+            f"that the cassette did not record: {difference}; record it again if the change "
+            "is meant"
         )
 
 

@@ -207,7 +207,7 @@ class ApprovalRequested(Event, frozen=True, kw_only=True, gc=True):
     summary: str | None = None
 
 
-class ApprovalDecided(Event, frozen=True, kw_only=True):
+class ApprovalDecided(Event, frozen=True, kw_only=True, gc=True):
     """The decision a waiting call's worker goes on with: its approver's, a person's
     recorded in the run store (in this process or another), or a denial once its time
     to decide ran out (``by`` the time limit)."""
@@ -220,6 +220,10 @@ class ApprovalDecided(Event, frozen=True, kw_only=True):
     by: str
     reason: str | None = None
     edited: bool = False  # approved with edited arguments
+    # The call's arguments as a person saw them, and those it was approved with instead
+    # (None: its own): what a cassette keeps of the decision, to replay it.
+    arguments: dict[str, Any] | None = None
+    edited_arguments: dict[str, Any] | None = None
 
 
 EventHandler = Callable[[Event], None]

@@ -24,7 +24,9 @@ __all__ = [
     "MIN_RUN_ID",
     "RUN",
     "canonical",
+    "canonical_arguments",
     "canonical_texts",
+    "decision_key",
     "here",
     "renamed",
     "request_key",
@@ -140,3 +142,15 @@ def texts_key(texts: Sequence[str]) -> str:
     """The key an embeddings call's texts are matched by."""
     encoded = msgspec.json.encode(canonical_texts(texts))
     return hashlib.blake2b(encoded, digest_size=16).hexdigest()
+
+
+def canonical_arguments(arguments: dict[str, Any]) -> str:
+    """A tool call's arguments as a decision on it is matched: JSON, its keys sorted,
+    masked, with dates and the current folder written as in a request's key."""
+    encoded = msgspec.json.encode(masked(arguments), order="sorted")
+    return _TIMES.sub(b"<time>", here(encoded)).decode()
+
+
+def decision_key(tool: str, arguments: dict[str, Any]) -> str:
+    """The key a decision on a call of ``tool`` with ``arguments`` is matched by."""
+    return f"{tool}:{canonical_arguments(arguments)}"

@@ -11,7 +11,10 @@ streamed in, and its attempts that timed out (billed: a replay counts them). A
 memory's embeddings, recorded with the models, have an ``embeddings`` line (their
 name, as a memory file records it, and their price) and an ``embed`` line a call: the
 case that asked, the texts, the vectors (or the error it failed with), and what each
-attempt spent, so that a replayed run's usage is the recorded one's.
+attempt spent, so that a replayed run's usage is the recorded one's. Each decision on a
+tool call that needed approval, as its worker went on with it, has a ``decision`` line
+(:class:`~runtime.models.cassette_lines.Decided`), which a replay decides the call by
+(:mod:`honeycomb.run.cassette_decisions`).
 Secrets are masked (:func:`runtime.secrets.masked`) before a line is written, and
 the folder the run worked in is written ``<cwd>`` (a tool that answers with a path
 under it, replayed in another clone, answers alike; a replayed answer that names
@@ -41,27 +44,29 @@ naming the case, the worker and the first difference from the nearest recorded c
 (:mod:`runtime.models.request_diff`). An embeddings call is matched by the embeddings'
 name and its texts (dates, the folder and secrets as in a request), each recorded call
 given once, the case's first, as a model call is; texts not recorded are a mismatch
-naming the first text that differs.
+naming the first text that differs. A decision is matched by the worker, the tool and
+its arguments (dates, the folder and secrets as in a request), given once each, the
+case's first; a call with none is a mismatch naming the call and its tool.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from runtime.errors import CassetteError, CassetteMismatch
-from runtime.messages import Usage
-from runtime.model import ModelRequest, ModelResponse
-from runtime.models.cassette_errors import RecordedFailure
+from runtime.model import ModelRequest
 from runtime.models.cassette_keys import (
     CWD,
     RUN,
     canonical,
+    canonical_arguments,
     canonical_texts,
+    decision_key,
     here,
     renamed,
     request_key,
@@ -69,6 +74,18 @@ from runtime.models.cassette_keys import (
     texts_key,
     there,
     worker_of,
+)
+from runtime.models.cassette_lines import (
+    VERSION,
+    AttemptSpent,
+    Decided,
+    Embedded,
+    EmbeddingsLine,
+    Header,
+    Line,
+    ModelLine,
+    Recorded,
+    read_lines,
 )
 from runtime.models.pricing import Price
 from runtime.models.request_diff import (
@@ -79,7 +96,6 @@ from runtime.models.request_diff import (
     texts_difference,
 )
 from runtime.secrets import masked
-from runtime.value import Value
 
 __all__ = [
     "CWD",
@@ -88,96 +104,13 @@ __all__ = [
     "AttemptSpent",
     "Cassette",
     "CassetteWriter",
+    "Decided",
     "Embedded",
     "Recorded",
     "canonical",
     "request_key",
     "worker_of",
 ]
-
-VERSION = 1
-"""The version of the file's format this code reads and writes."""
-
-
-class _Line(Value, frozen=True, kw_only=True, tag_field="kind"):
-    """One line of a cassette file, tagged by ``kind``."""
-
-
-class Header(_Line, frozen=True, kw_only=True, tag="cassette"):
-    """The first line: the file's format."""
-
-    version: int = VERSION
-
-
-class ModelLine(_Line, frozen=True, kw_only=True, tag="model"):
-    """A model recorded: its name, and its price (None: none)."""
-
-    name: str
-    price: Price | None = None
-
-
-class Recorded(_Line, frozen=True, kw_only=True, tag="call"):
-    """One model call recorded.
-
-    Attributes:
-        model: The model's name, as the run knows it.
-        request: What it was asked (without its run id and timeout).
-        response: What it answered.
-        worker: The worker that asked (None: not known).
-        case: The eval case that asked (None: not in one).
-        pieces: The pieces of text it streamed, in order (None: it was not streamed).
-        timeouts: Its attempts that its endpoint did not answer in time, as the call
-            counted them (their prompts are billed: a replay counts them alike).
-        error: What it failed with, once its retries were done, or the budget's
-            refusal of a retry (None: it answered; its ``response`` is then empty).
-    """
-
-    model: str
-    request: ModelRequest
-    response: ModelResponse
-    worker: str | None = None
-    case: str | None = None
-    pieces: tuple[str, ...] | None = None
-    timeouts: int = 0
-    error: RecordedFailure | None = None
-
-
-class EmbeddingsLine(_Line, frozen=True, kw_only=True, tag="embeddings"):
-    """A memory's embeddings recorded: their name, and their price (None: none)."""
-
-    name: str
-    price: Price | None = None
-
-
-class AttemptSpent(Value, frozen=True, kw_only=True):
-    """What an attempt at an embeddings call spent, as its payer was told."""
-
-    usage: Usage
-    duration_s: float = 0.0
-    error: str | None = None
-
-
-class Embedded(_Line, frozen=True, kw_only=True, tag="embed"):
-    """One embeddings call recorded.
-
-    Attributes:
-        embeddings: The embeddings' name (as a memory file records it).
-        texts: The texts embedded.
-        vectors: One vector a text (none when the call failed).
-        spent: What each of its attempts spent, in order.
-        error: What it failed with (None: it answered).
-        case: The eval case that asked (None: not in one).
-    """
-
-    embeddings: str
-    texts: tuple[str, ...]
-    vectors: tuple[tuple[float, ...], ...] = ()
-    spent: tuple[AttemptSpent, ...] = ()
-    error: str | None = None
-    case: str | None = None
-
-
-_decoder = msgspec.json.Decoder(Header | ModelLine | Recorded | EmbeddingsLine | Embedded)
 
 
 class CassetteWriter:
@@ -192,6 +125,7 @@ class CassetteWriter:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._models: set[str | tuple[str, str]] = set()
+        self._decided: set[tuple[str | None, str, int, str]] = set()
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -222,7 +156,16 @@ class CassetteWriter:
         line = masked(msgspec.structs.replace(recorded, request=request))
         self._append(line if run is None else renamed(msgspec.to_builtins(line), run, RUN))
 
-    def _append(self, line: _Line | dict[str, Any]) -> None:
+    def decided(self, decided: Decided, call: tuple[str | None, str, int, str]) -> None:
+        """Record one decision, on ``call`` (its run, worker, turn and id): once a
+        call, which a later life of its run, or a listener of a sub-run, tells again."""
+        with self._lock:
+            if call in self._decided:
+                return
+            self._decided.add(call)
+        self._append(masked(decided))
+
+    def _append(self, line: Line | dict[str, Any]) -> None:
         encoded = here(msgspec.json.encode(line)) + b"\n"
         try:
             with self._lock, self.path.open("ab") as out:
@@ -240,6 +183,8 @@ class Cassette:
         prices: The price of each model recorded (None: none).
         embeddings: The price of each memory's embeddings recorded (None: none).
         embedded: Its recorded embeddings calls, in file order.
+        decisions: Its recorded decisions on calls that needed approval, in file
+            order.
 
     Raises:
         CassetteError: when the file is missing, or is not a cassette, naming the
@@ -254,8 +199,10 @@ class Cassette:
         self._by_texts: dict[tuple[str, str], list[Embedded]] = {}
         self.embeddings: dict[str, Price | None] = {}
         self.embedded: list[Embedded] = []
+        self.decisions: list[Decided] = []
+        self._by_call: dict[tuple[str, str], list[Decided]] = {}
         self._given: set[int] = set()
-        for line in _read(self.path):
+        for line in read_lines(self.path):
             if isinstance(line, ModelLine):
                 self.prices.setdefault(line.name, line.price)
             elif isinstance(line, Recorded):
@@ -267,6 +214,10 @@ class Cassette:
             elif isinstance(line, Embedded):
                 self.embedded.append(line)
                 self._by_texts.setdefault((line.embeddings, texts_key(line.texts)), []).append(line)
+            elif isinstance(line, Decided):
+                self.decisions.append(line)
+                key = (line.worker, decision_key(line.tool, line.arguments))
+                self._by_call.setdefault(key, []).append(line)
 
     def answer(
         self, model: str, request: ModelRequest, *, worker: str | None, case: str | None
@@ -313,6 +264,38 @@ class Cassette:
         chosen = max(fresh, key=lambda call: call.case == case)
         self._given.add(id(chosen))
         return chosen
+
+    def decision(
+        self, worker: str, tool: str, arguments: dict[str, Any], *, asked: str, case: str | None
+    ) -> Decided:
+        """The recorded decision on ``worker``'s call of ``tool`` with ``arguments``:
+        each given once, the case's first, in file order (once all were given, again
+        in that order), as calls are.
+
+        Raises:
+            CassetteMismatch: when the cassette holds no decision on such a call,
+                naming the call (``asked``: which it is, its id and turn) and the
+                nearest decision recorded.
+        """
+        found = self._by_call.get((worker, decision_key(tool, arguments)))
+        if not found:
+            difference = f"{asked} asked {_call(tool, arguments)}; {self._nearest(worker, tool)}"
+            raise CassetteMismatch(
+                str(self.path), tool, difference, worker=worker, case=case, kind="decision"
+            )
+        fresh = [decided for decided in found if id(decided) not in self._given] or found
+        chosen = max(fresh, key=lambda decided: decided.case == case)
+        self._given.add(id(chosen))
+        return chosen
+
+    def _nearest(self, worker: str, tool: str) -> str:
+        """What the cassette holds nearest a decision on ``worker``'s call of ``tool``."""
+        of_worker = [d for d in self.decisions if d.worker == worker]
+        if not of_worker:
+            workers = ", ".join(sorted({repr(d.worker) for d in self.decisions})) or "none"
+            return f"it holds no decision on a call of worker {worker!r} (its workers: {workers})"
+        nearest = next((d for d in of_worker if d.tool == tool), of_worker[0])
+        return f"recorded {_call(nearest.tool, nearest.arguments)} (turn {nearest.turn})"
 
     async def answered(
         self, model: str, request: ModelRequest, *, worker: str | None, case: str | None
@@ -370,36 +353,7 @@ class Cassette:
         return first_difference(canonical(nearest.request), asked) + where
 
 
-def _read(path: Path) -> Iterator[_Line]:
-    """The lines of the cassette ``path``, checked."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CassetteError(f"cannot read: {exc.strerror or exc}", file=str(path)) from exc
-    first = True
-    for number, raw in enumerate(data.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            line = _decoder.decode(raw)
-        except msgspec.DecodeError as exc:
-            raise CassetteError(
-                f"not a line of a cassette: {exc}", file=str(path), line=number
-            ) from exc
-        if first and not isinstance(line, Header):
-            raise CassetteError(
-                'not a cassette: its first line is not {"kind": "cassette", ...}',
-                file=str(path),
-                line=number,
-            )
-        first = False
-        if isinstance(line, Header) and line.version != VERSION:
-            raise CassetteError(
-                f"a cassette of version {line.version}; this Honeycomb reads version "
-                f"{VERSION}: record it again",
-                file=str(path),
-                line=number,
-            )
-        yield line
-    if not data.strip():
-        raise CassetteError("empty: not a cassette (record one with --record)", file=str(path))
+def _call(tool: str, arguments: dict[str, Any]) -> str:
+    """A call as a mismatch names it: its tool and arguments, shortened."""
+    shown = canonical_arguments(arguments)
+    return f"{tool} {shown if len(shown) <= 200 else shown[:199] + '…'}"

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from msgspec.structs import replace
 
 from runtime.concurrency import TimedOut, within
+from runtime.errors import CassetteMismatch
 from runtime.events import NO_TRACE, ApprovalDecided, ApprovalRequested, Tracer
 from runtime.limits.room import away_for_a_person
 from runtime.messages import ToolCall
@@ -480,6 +481,8 @@ class ApprovalGate:
                     answer = await self.approver(request)
         except TimedOut:
             return _timed_out(pending.deadline - pending.asked_at if pending.deadline else 0.0)
+        except CassetteMismatch:  # a replay's approver: the run is not the one recorded
+            raise
         except Exception as exc:  # a failing approver denies the call, never crashes the worker
             return Decision.denied(f"the approver failed ({type(exc).__name__}: {exc})")
         if not isinstance(answer, Decision):
@@ -525,6 +528,8 @@ def decided_event(
         by=by or decision.by or "",
         reason=decision.reason,
         edited=decision.approve and decision.arguments is not None,
+        arguments=pending.arguments,
+        edited_arguments=decision.arguments if decision.approve else None,
     )
 
 

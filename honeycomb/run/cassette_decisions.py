@@ -1,0 +1,109 @@
+"""Decisions on tool calls that needed approval, in a cassette: a recording keeps each
+decision its workers went on with, as the run's ``approval.decided`` events tell them
+(its approver's, a person's kept in the run store and read by a later life, a denial
+once the time to decide ran out), and a replay is decided from them, the cassette its
+approver: a replayed run asks no person and goes on as the recorded one did. A call
+the cassette holds no decision on fails its worker, naming the call and its tool
+(:meth:`~runtime.models.cassettes.Cassette.decision`).
+:func:`cassette_approvals` gives a run them, as an Executor whose models are a
+cassette's (:mod:`runtime.models.layers.cassette`) does: a run's part, for it holds
+both a model's cassette and the approvals of its tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from runtime.events import ApprovalDecided, EventHandler
+from runtime.model import Model
+from runtime.models.cassettes import Cassette, CassetteWriter, Decided
+from runtime.models.layers.cassette import RecordingModel, ReplayModel, current_case
+from runtime.tools.approvals import ApprovalRequest, Approver, Decision
+
+__all__ = ["CassetteApprover", "DecisionsKept", "cassette_approvals"]
+
+
+class DecisionsKept:
+    """Keeps in a cassette each decision a run's workers go on with: an event handler
+    of the run, told its ``approval.decided`` events (each call's once).
+
+    Args:
+        writer: The cassette's writer (its models').
+    """
+
+    def __init__(self, writer: CassetteWriter) -> None:
+        self.writer = writer
+
+    def __call__(self, event: Any) -> None:
+        handler = self.handler_for(event.kind)
+        if handler is not None:
+            handler(event)
+
+    def handler_for(self, kind: str) -> Callable[[Any], None] | None:
+        """What takes the events of ``kind``: the decisions alone."""
+        return self._decided if kind == ApprovalDecided.kind else None
+
+    def _decided(self, event: ApprovalDecided) -> None:
+        if event.worker is None or event.arguments is None:
+            return  # told by a process that does not say the call's arguments
+        decided = Decided(
+            worker=event.worker,
+            tool=event.tool,
+            arguments=event.arguments,
+            turn=event.turn,
+            approve=event.approved,
+            reason=event.reason,
+            edited=event.edited_arguments,
+            by=event.by,
+            case=current_case(),
+        )
+        self.writer.decided(decided, (event.run_id, event.worker, event.turn, event.call_id))
+
+
+class CassetteApprover:
+    """The approver of a replayed run: decides each call as it was decided when
+    recorded (approved or denied, with the same reason or edited arguments, by the same
+    person), asking nobody.
+
+    Args:
+        cassette: The cassette replayed (its models').
+
+    Raises:
+        CassetteMismatch: (from a call) when the cassette holds no decision on such a
+            call: the gate fails the worker with it, as a model call not recorded does.
+    """
+
+    def __init__(self, cassette: Cassette) -> None:
+        self.cassette = cassette
+
+    def __repr__(self) -> str:
+        return f"CassetteApprover({str(self.cassette.path)!r})"
+
+    async def __call__(self, request: ApprovalRequest) -> Decision:
+        found = self.cassette.decision(
+            request.worker or "",
+            request.tool,
+            request.arguments,
+            asked=f"call {request.call_id!r} of turn {request.turn}",
+            case=current_case(),
+        )
+        return Decision(
+            approve=found.approve, reason=found.reason, arguments=found.edited, by=found.by
+        )
+
+
+def cassette_approvals(
+    approver: Approver | None, models: Model | Mapping[str, Model]
+) -> tuple[Approver | None, tuple[EventHandler, ...]]:
+    """Who decides a run's calls on ``models``, and what keeps the decisions: when
+    they are a cassette's replay, the cassette (``approver`` is never asked); when a
+    recording's, ``approver``, each decision kept in the cassette by the handler of
+    the run's events returned; else ``approver``, and no handler."""
+    named = models.values() if isinstance(models, Mapping) else (models,)
+    for model in named:
+        if isinstance(model, ReplayModel):
+            return CassetteApprover(model.cassette), ()
+        if isinstance(model, RecordingModel):
+            return approver, (DecisionsKept(model.writer),)
+    return approver, ()

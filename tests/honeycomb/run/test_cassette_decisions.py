@@ -1,0 +1,161 @@
+"""Decisions on a cassette: a recorded run's calls that waited for a person are
+decided, replayed, as they were when recorded (approved or denied, edited, by whom),
+with no person asked, whether its approver decided them or a person did in its run
+store; a call the cassette holds no decision on fails its worker, naming the call and
+its tool."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from honeycomb import Decision, Executor, Role, RunResult, tool
+from honeycomb.errors import CassetteMismatch
+from honeycomb.models import Cassette, Model, cassette
+from honeycomb.testing import FunctionModel, call
+from runtime import ApprovalDecided, ApprovalRequest, Event, ModelRequest, ToolMessage
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@tool(approval=True)
+def pay(amount: int) -> str:
+    """Pays an amount."""
+    return f"paid {amount}"
+
+
+PAYER = Role(name="payer", tools=("pay",))
+PLAN = [("payer", "100"), ("payer", "7")]
+
+
+def paying() -> FunctionModel:
+    """Pays the amount its instruction names, then says what came of it."""
+
+    def answer(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if isinstance(last, ToolMessage):
+            return f"done: {last.content}"
+        return call("pay", {"amount": int((last.content or "").rsplit(maxsplit=1)[-1])})
+
+    return FunctionModel(answer)
+
+
+class Person:
+    """Halves what s1 pays, refuses what s2 pays; keeps who it was asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def __call__(self, request: ApprovalRequest) -> Decision:
+        self.asked.append(request.worker or "")
+        if request.worker == "s1":
+            return Decision.approved({"amount": request.arguments["amount"] // 2}, by="ann")
+        return Decision.denied("too small to bother", by="bob")
+
+
+def decided(events: list[Event]) -> list[tuple[str | None, bool, str, str | None, bool]]:
+    return sorted(
+        (e.worker, e.approved, e.by, e.reason, e.edited)
+        for e in events
+        if isinstance(e, ApprovalDecided)
+    )
+
+
+async def run(
+    models: Model, person: Person | None = None, **options: Any
+) -> tuple[RunResult, list[Event]]:
+    events: list[Event] = []
+    executor = Executor(
+        [PAYER], models, tools=[pay], aggregator="concat", approver=person, **options
+    )
+    result = await executor.run("pay", subtasks=PLAN, on_event=[events.append])
+    return result, events
+
+
+def answers(result: RunResult) -> dict[str, str]:
+    return {name: str(sub.output) for name, sub in result.subtasks.items()}
+
+
+async def test_a_replayed_run_is_decided_as_recorded_and_asks_no_person(tmp_path: Path) -> None:
+    tape = tmp_path / "paid.cassette.jsonl"
+    person = Person()
+    recorded, recorded_events = await run(cassette(paying(), record=tape), person)
+    assert sorted(person.asked) == ["s1", "s2"]
+    assert answers(recorded) == {
+        "s1": 'done: (A person approved this call with edited arguments: {"amount": 50})\npaid 50',
+        "s2": "done: denied: too small to bother",
+    }
+    assert len(Cassette(tape).decisions) == 2
+
+    again = Person()  # the person at the terminal of a replay
+    replayed, replayed_events = await run(cassette(paying(), replay=tape), again)
+    assert again.asked == []
+    assert replayed.status == "ok"
+    assert answers(replayed) == answers(recorded)
+    assert decided(replayed_events) == decided(recorded_events)
+    assert decided(replayed_events) == [
+        ("s1", True, "ann", None, True),
+        ("s2", False, "bob", "too small to bother", False),
+    ]
+    assert replayed.usage == recorded.usage
+
+
+async def test_decisions_a_person_made_in_the_run_store_are_replayed_without_waiting(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "waited.cassette.jsonl"
+    store = tmp_path / "runs.db"
+    models = cassette(paying(), record=tape)
+    executor = Executor([PAYER], models, tools=[pay], aggregator="concat", store=store)
+    waiting = await executor.run("pay", subtasks=PLAN)
+    assert waiting.status == "waiting"
+    for pending in await executor.pending(waiting.run_id):
+        approve = pending.worker == "s1"
+        await executor.decide(
+            waiting.run_id,
+            pending.call_id,
+            worker=pending.worker,
+            approve=approve,
+            reason=None if approve else "not today",
+            by="carol",
+        )
+    recorded = await executor.resume(waiting.run_id)
+    assert recorded.status == "ok"
+
+    replayed, events = await run(cassette(paying(), replay=tape), store=tmp_path / "other.db")
+    assert replayed.status == "ok"  # it did not wait
+    assert (
+        answers(replayed)
+        == answers(recorded)
+        == {
+            "s1": "done: paid 100",
+            "s2": "done: denied: not today",
+        }
+    )
+    assert decided(events) == [
+        ("s1", True, "carol", None, False),
+        ("s2", False, "carol", "not today", False),
+    ]
+
+
+async def test_a_call_the_cassette_holds_no_decision_on_fails_naming_the_call_and_tool(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "paid.cassette.jsonl"
+    await run(cassette(paying(), record=tape), Person())
+    kept = [line for line in tape.read_text().splitlines() if '"by":"bob"' not in line]
+    tape.write_text("\n".join(kept) + "\n")  # s2's decision, as if never recorded
+
+    replayed, _ = await run(cassette(paying(), replay=tape), Person())
+    assert replayed.status == "partial"
+    failure = replayed.subtasks["s2"].error
+    assert failure is not None
+    assert failure.type == CassetteMismatch.__name__
+    assert re.sub(r"call_\d+", "call_N", failure.message) == (
+        f"{tape}: a decision on a call of tool 'pay' (worker 's2') that the cassette did not "
+        "record: call 'call_N' of turn 1 asked pay {\"amount\":7}; it holds no decision on "
+        "a call of worker 's2' (its workers: 's1'); record it again if the change is meant"
+    )
