@@ -44,7 +44,7 @@ from runtime.config.stores import password_problem
 from runtime.config.yaml_config import YamlPath, YamlPlace
 from runtime.errors import kind_of
 from runtime.memory import SQLiteMemory
-from runtime.secrets import add_env, add_header, add_secret
+from runtime.secrets import CREDENTIAL_PARAMETERS, add_env, add_header, add_secret
 from workers import Role, read_roles
 from workers.nesting import hive_ref, nested_tool_name
 from workers.role import approval_problems, collect_roles
@@ -345,8 +345,15 @@ class Hive:
         return self.spec.default_model or next(iter(self.spec.models), None)
 
 
+_QUERY_KEYS = tuple(
+    ("models", "*", "settings", "extra_query", name) for name in sorted(CREDENTIAL_PARAMETERS)
+)
+"""Where a model's settings hold the key an endpoint takes in its URL's query
+(Gemini's ``key``, Azure's ``api-key``): masked as its API key is."""
+
 _SECRETS = (
     ("models", "*", "api_key"),
+    *_QUERY_KEYS,
     ("models", "*", "settings", "extra_headers"),
     ("memory", "embeddings", "api_key"),
     ("mcp_servers", "*", "env"),
@@ -437,7 +444,8 @@ def _mask_declared(hive: Hive, data: Mapping[str, Any]) -> None:
             elif isinstance(value, Mapping):  # an environment's variables
                 add_env({str(k): v for k, v in value.items() if isinstance(v, str)}, owner=hive)
             elif isinstance(value, str):
-                add_secret(value, "api key" if pattern[-1] == "api_key" else "secret", owner=hive)
+                key = pattern[-1] == "api_key" or pattern in _QUERY_KEYS
+                add_secret(value, "api key" if key else "secret", owner=hive)
     keyless = any(m.provider == "openai" and m.api_key is None for m in hive.spec.models.values())
     memory = hive.spec.memory
     embeddings = memory.embeddings if memory is not None else None

@@ -47,6 +47,7 @@ SHAPES = {
     "a header value": f"    settings: {{extra_headers: {{Authorization: [Bearer {KEY}]}}}}\n",
     "headers as a list": f"    settings:\n      extra_headers: [{KEY}]\n",
     "a header line broken": f'    settings:\n      extra_headers:\n        X-Key: "{KEY}\n',
+    "a query key's alias": f"    settings: {{extra_query: {{key: &k {KEY}}}}}\n    timeout: *k\n",
     "models as a list": None,
 }
 
@@ -182,23 +183,26 @@ async def test_the_keys_of_models_others_stand_in_for_are_masked(
 ) -> None:
     """A hive run on another model (``--model offline``, ``model=``) never built its
     declared ones, so their keys were never masked: one pasted into a task was kept
-    and shown as it is. The keys a hive declares (its api_key, its MCP servers'
-    headers, OPENAI_API_KEY for a model with none) are masked while it lives."""
+    and shown as it is. The keys a hive declares (its api_key, the key in its
+    extra_query, its MCP servers' headers, OPENAI_API_KEY for a model with none) are
+    masked while it lives."""
     token = "tok-FAKE9aB3cD5eF7gH1jK"
     env_key = "sk-ENVFAKE4dG7hJ2kL9mN3"
+    query_key = "qk-FAKE2wE4rT6yU8iO0pA"
     monkeypatch.setenv("OPENAI_API_KEY", env_key)
     path = tmp_path / "hive.yaml"
     path.write_text(
         HEAD + f"    api_key: {KEY}\n"
         "  other:\n    model: gpt-4o\n    base_url: http://127.0.0.1:9/v1\n"
+        f"    settings: {{extra_query: {{api-key: {query_key}}}}}\n"
         "mcp_servers:\n  docs:\n    url: http://127.0.0.1:9/mcp\n"
         f"    headers: {{Authorization: Bearer {token}}}\n"
         "roles:\n  writer: {description: Writes.}\n"
     )
     executor = Executor.from_hive(load_hive(path), model=FunctionModel(lambda r: str(r)))
-    task = f"keys {KEY} and {token} and {env_key}"
+    task = f"keys {KEY} and {token} and {env_key} and {query_key}"
     result = await executor.run(task, subtasks=[("writer", task)])
     shown = result.model_dump_json()
-    for secret in (KEY, token, env_key):
+    for secret in (KEY, token, env_key, query_key):
         assert secret not in shown
     assert "[api key hidden]" in result.task
