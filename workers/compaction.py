@@ -50,7 +50,7 @@ from runtime.events import (
 )
 from runtime.model import context_of
 from runtime.models.layers.base import ModelCall
-from runtime.models.layers.budget import unanswered_usage
+from runtime.models.layers.budget import failed_usage, unanswered_usage
 from runtime.value import Value
 from workers.calls import model_calls
 from workers.context import (
@@ -64,6 +64,7 @@ from workers.context import (
     omission_note,
     summary_message,
 )
+from workers.judge import spending, spent_by
 from workers.state import LoopState
 
 __all__ = [
@@ -285,7 +286,8 @@ class Compactor:
         turn's own call meets the budget.
 
         Raises:
-            BudgetExceeded: when the run's budget allows no summary call at all.
+            BudgetExceeded: when the run's budget allows no summary call at all (what
+                a summary call it stopped at a retry spent: its ``spent_by``).
             ContextBudgetTooSmall: when no fold nor window could keep the request
                 within the budget (the head, the tools and the newest turn's calls
                 alone are over it), before any summary call.
@@ -302,9 +304,12 @@ class Compactor:
                 state, cut, before = await self._fold(
                     state, head, messages, request, cut, turn=turn, before=before, fixed=fixed
                 )
-            except BudgetExceeded:
+            except BudgetExceeded as stopped:
                 if state.compactions == folds:
                     raise  # nothing folded: the turn ends here, as it was
+                spent = spent_by(stopped)
+                if spent is not None:  # a summary call made, and stopped at a retry
+                    state = replace(state.spent(spent), compactions=state.compactions + 1)
                 break
         if before <= self.compaction.budget_tokens:
             return state, None
@@ -413,7 +418,7 @@ class Compactor:
         if outcome.stopped is not None:  # cancelled, or the budget: it ends, then its worker
             if tracing:
                 self._finished(turn, started, outcome, (0, before, False), state)
-            raise outcome.stopped
+            raise spending(outcome.stopped, failed_usage(call))
         usage, error = outcome.usage, outcome.error
         if error is None:  # a summary longer than asked for is cut to its allowance
             state = state.compacted(cut_text(outcome.text, allowance, self.count), end, usage)

@@ -76,6 +76,7 @@ from runtime import (
     ToolMessage,
     ToolSchema,
     Tracer,
+    Usage,
     UserMessage,
     logs,
 )
@@ -95,6 +96,7 @@ from workers.calls import model_calls
 from workers.compaction import Compactor
 from workers.context import ContextWindow, assemble, summary_message
 from workers.guards import GuardRunner, refusal_text, tripped
+from workers.judge import spent_by
 from workers.services import Services
 from workers.state import (
     Continue,
@@ -300,9 +302,8 @@ class AgentLoop:
                 )
             except (BudgetExceeded, ContextBudgetTooSmall) as exc:  # the turn cannot be made
                 # (a budget stops the summary call as any call)
-                return Failed(
-                    state=replace(state, messages=messages, wrapped_up=wrap_up), error=exc
-                )
+                unanswered = replace(state, messages=messages, wrapped_up=wrap_up)
+                return Failed(state=unanswered, error=exc, spent=spent_by(exc) or Usage())
             if state.compactions != before and self.checkpoint is not None:
                 # Saved before the turn's call: a crash during it resumes with the
                 # summary (and what it cost), not with another summary call.

@@ -41,7 +41,7 @@ from runtime import (
     tool,
 )
 from runtime.events import ModelCallFinished
-from runtime.limits.budget import timed_out
+from runtime.limits.budget import retried, timed_out
 from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.testing import FunctionModel, estimate_usage
 from workers import AgentLoop, Failed, Final, LoopSettings, LoopState
@@ -552,6 +552,35 @@ async def test_a_summary_call_that_failed_after_timeouts_reports_what_the_budget
     assert all(e.status == "error" and e.input_tokens > 0 for e in failed)
     assert _spent_in_events(events) == (budget.usage.input_tokens, budget.usage.output_tokens)
     assert result.state.usage.input_tokens == budget.usage.input_tokens
+
+
+async def test_a_summary_call_the_budget_stops_at_a_retry_counts_what_it_spent() -> None:
+    # Its first attempt's prompt was spent, and a budget that prompt used up refused the
+    # retry: the worker stops over budget, and its usage counts that prompt, as the
+    # budget does (it counted nothing of the summary call).
+    before_summary: list[int] = []
+
+    def summarize(request: ModelRequest) -> str:
+        before_summary.append(budget.usage.total_tokens)
+        timed_out()  # as an endpoint adapter tells it
+        retried()  # the retry, which a spent budget refuses
+        return "a summary"
+
+    budget = Budget()
+    await loop(
+        FunctionModel(pager(10)), Compaction(budget_tokens=2500, keep_turns=2),
+        summarizer=TellingModel(summarize, name="summarizer"), budget=budget,
+    ).run("read the log")  # fmt: skip
+    budget = Budget(Limits(total_tokens=before_summary[0] + 1))  # one token over, then
+    stopped = await loop(
+        FunctionModel(pager(10)), Compaction(budget_tokens=2500, keep_turns=2),
+        summarizer=TellingModel(summarize, name="summarizer"), budget=budget,
+    ).run("read the log")  # fmt: skip
+    assert isinstance(stopped, Failed)
+    assert isinstance(stopped.error, BudgetExceeded)
+    assert budget.usage.total_tokens > before_summary[-1]  # the prompt was charged
+    assert stopped.usage.input_tokens == budget.usage.input_tokens
+    assert stopped.usage.model_calls == budget.usage.model_calls
 
 
 async def test_a_summary_call_cut_off_after_a_timeout_reports_that_attempts_prompt() -> None:
