@@ -68,6 +68,10 @@ class Hive:
         self.file = file
         self.hives = hives or {}
         """The hives its roles call as tools, by their reference (``hive:PATH``)."""
+        self.servers: LlamaServers = {}
+        """The llama.cpp servers of the ``provider: llama`` models built so far, which
+        the models of one GGUF file share (with their slots, context, threads and seed):
+        one for the hive and the hives it calls as tools (:func:`load_hive`)."""
         self.spec = spec
         self.roles = roles
         self.registry = registry
@@ -210,11 +214,10 @@ class Hive:
                     for name in unknown
                 ]
             )
-        servers: LlamaServers = {}  # models of one GGUF file share its server
         return {
             name: given[name]
             if name in given
-            else spec.build(self.folder, servers, self._key_env(name))
+            else spec.build(self.folder, self.servers, self._key_env(name))
             for name, spec in self.spec.models.items()
         }
 
@@ -371,7 +374,14 @@ def load_hive(path: str | Path) -> Hive:
     Raises:
         ConfigErrors: every problem, each with file, line, column and field path.
     """
-    return _load(Path(path), ())
+    hive = _load(Path(path), ())
+    called = list(hive.hives.values())
+    while called:  # one server a GGUF file, for the hive and every hive it calls
+        sub = called.pop()
+        if sub.servers is not hive.servers:
+            sub.servers = hive.servers
+            called.extend(sub.hives.values())
+    return hive
 
 
 def _load(file: Path, chain: tuple[Path, ...]) -> Hive:

@@ -150,3 +150,32 @@ def test_validate_says_ok_for_a_llama_hive(
     path = hive(tmp_path, "parallel: 2")
     assert main(["validate", str(path)]) == 0
     assert f"{path}: OK (1 role, 1 model)" in capsys.readouterr().out
+
+
+def test_a_hive_called_as_a_tool_shares_its_callers_server(tmp_path: Path) -> None:
+    """A hive tool's ``provider: llama`` model of the caller's GGUF file started a server
+    of its own: the model loaded twice in one process (gigabytes, for a model of size)."""
+    (tmp_path / "sub.yaml").write_text(
+        textwrap.dedent("""\
+        models:
+          local: {provider: llama, context: 512}
+        roles:
+          planner: {description: Plans.}
+        """)
+    )
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        textwrap.dedent("""\
+        models:
+          local: {provider: llama, context: 512, settings: {temperature: 0.2}}
+        roles:
+          lead: {description: Leads., tools: ["hive:sub.yaml"]}
+        """)
+    )
+    loaded = load_hive(path)
+    model = Executor.from_hive(loaded).shared.crew.models["local"]  # and the tool's
+    assert isinstance(model, LlamaModel)
+    called = loaded.hives["hive:sub.yaml"].models()["local"]
+    assert isinstance(called, LlamaModel)
+    assert called.server is model.server
+    assert list(loaded.servers.values()) == [model.server]
