@@ -3,7 +3,7 @@ against (:func:`honeycomb.hive.load_hive` adds the checks across fields and file
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
@@ -25,6 +25,7 @@ from runtime import ConfigError, JsonToolModel, Model, Price, PricedModel, TextT
 from runtime.config.stores import is_url, store_problem
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.openai.request import base_url_problem, key_missing, split_settings
+from runtime.secrets import CREDENTIAL_PARAMETERS, header_secrets, masked_with, url_secrets
 from runtime.tools.mcp import McpServer
 from workers import Approvals
 from workers.guards import Guards
@@ -49,7 +50,36 @@ DEFAULT_MEMORY = Path(".honeycomb") / "memory.db"
 beside the command line's run store."""
 
 
-class ModelSpec(BaseModel):
+class _Shown:
+    """A field's value as a repr shows it: ``text``, as it is."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+class _HidesSecrets(BaseModel):
+    """A spec whose repr (and ``str``) masks the secrets it holds outside a
+    ``SecretStr``: the password of a URL, a key in its query, a header's value. Its
+    fields as data (``model_dump``) are as written."""
+
+    def _secrets(self) -> dict[str, str]:
+        """Its secrets, each with what it is as the mask says."""
+        raise NotImplementedError
+
+    def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
+        hidden = self._secrets()
+        for name, value in super().__repr_args__():
+            yield name, _Shown(masked_with(repr(value), hidden)) if hidden else value
+
+
+def _url_secrets(url: str | None) -> dict[str, str]:
+    return dict.fromkeys(url_secrets(url or ""), "password")
+
+
+class ModelSpec(_HidesSecrets):
     """One model of the hive: an OpenAI-compatible endpoint, a GGUF model llama.cpp
     runs in this process (``provider: llama``), or the offline model.
 
@@ -98,6 +128,16 @@ class ModelSpec(BaseModel):
     @classmethod
     def _an_http_base_url(cls, url: str | None) -> str | None:
         return _http_url(url)
+
+    def _secrets(self) -> dict[str, str]:
+        """Those of its ``base_url``, its ``extra_headers`` and its ``extra_query``."""
+        hidden = _url_secrets(self.base_url)
+        for value in self.settings.get("extra_headers", {}).values():
+            hidden |= dict.fromkeys(header_secrets(str(value)), "header")
+        for name, value in self.settings.get("extra_query", {}).items():
+            if str(name).lower() in CREDENTIAL_PARAMETERS and isinstance(value, str):
+                hidden[value] = "api key"
+        return hidden
 
     def settings_sent(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The settings as an OpenAI-compatible endpoint gets them: ``(SDK parameters,
@@ -219,7 +259,7 @@ def _input_priced(price: Any) -> Any:
     return price
 
 
-class EmbeddingsSpec(BaseModel):
+class EmbeddingsSpec(_HidesSecrets):
     """An OpenAI-compatible embeddings endpoint, for semantic memory search. Its calls
     spend the budget of the run whose worker makes them: their tokens, and at ``price``
     their dollars (``price: {input_per_mtok: ...}``: an embedding has no output tokens,
@@ -241,6 +281,10 @@ class EmbeddingsSpec(BaseModel):
     max_concurrency: int | None = Field(default=8, ge=1)
     price: Annotated[Price | None, BeforeValidator(_input_priced)] = None
 
+    def _secrets(self) -> dict[str, str]:
+        """Those of its ``base_url``."""
+        return _url_secrets(self.base_url)
+
 
 class MemorySpec(BaseModel):
     """The hive's long-term memory (``memory:``): an SQLite file, searched by BM25 and,
@@ -254,7 +298,7 @@ class MemorySpec(BaseModel):
     max_chars: int = Field(default=4000, ge=100, le=1_000_000)
 
 
-class StoreSpec(BaseModel):
+class StoreSpec(_HidesSecrets):
     """The hive's run store (``store:``): a file (relative to the hive file), or a
     PostgreSQL URL (``postgresql://user@host/db``, ``?schema=`` naming the schema of
     its tables). ``store: PATH_OR_URL`` is short for ``store: {url: PATH_OR_URL}``."""
@@ -281,6 +325,10 @@ class StoreSpec(BaseModel):
     def is_url(self) -> bool:
         """Whether it names a database, not a file."""
         return is_url(self.url)
+
+    def _secrets(self) -> dict[str, str]:
+        """The password of its URL."""
+        return _url_secrets(self.url)
 
 
 def _store_shorthand(value: Any) -> Any:

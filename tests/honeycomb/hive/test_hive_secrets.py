@@ -206,3 +206,27 @@ async def test_the_keys_of_models_others_stand_in_for_are_masked(
     for secret in (KEY, token, env_key, query_key):
         assert secret not in shown
     assert "[api key hidden]" in result.task
+
+
+def test_a_hives_spec_shows_no_secret_in_its_repr(tmp_path: Path) -> None:
+    """``print(hive.spec)`` while debugging: the api_key was masked (a SecretStr), but
+    the password and key of a base_url, the values of extra_headers and the key of
+    extra_query, and a store URL's password were shown as written."""
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        "models:\n  gpt:\n    model: gpt-4o\n"
+        f"    base_url: http://u:{PASSWORD}@127.0.0.1:9/v1?key={ENV_KEY}\n"
+        f"    settings: {{extra_query: {{key: {KEY}}}, extra_headers: {{X-A: Bearer {DIGITS}}}}}\n"
+        "memory:\n  embeddings:\n    model: e\n"
+        f"    base_url: http://u:{PASSWORD}x@127.0.0.1:9/v1\n"
+        f"store: postgresql://app:{PASSWORD}y@127.0.0.1:9/db\n"
+        "roles:\n  writer: {description: Writes.}\n"
+    )
+    spec = load_hive(path).spec
+    for shown in (repr(spec), str(spec)):
+        assert_hidden(shown)
+        assert PASSWORD not in shown
+        assert ENV_KEY not in shown
+        assert "base_url='http://u:[password hidden]@127.0.0.1:9/v1?key=[password" in shown
+        assert "'X-A': '[header hidden]'" in shown
+    assert KEY in spec.models["gpt"].model_dump_json()  # its data as written
