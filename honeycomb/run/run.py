@@ -59,6 +59,7 @@ from runtime import (
 )
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import HeldText
+from runtime.limits.cut import RunCut, run_cut
 from runtime.limits.retry_policy import wall_time_ends
 from runtime.secrets import masked
 from workers.guards import GuardKind, GuardRunner, Judge, Refusal, tripped
@@ -268,19 +269,23 @@ class Run:
         # workers it cuts off are stopped by the budget, and say so as they end.
         exceeded: list[BudgetExceeded] = []
 
-        def expire() -> None:
-            used = round(budget.elapsed_s, 3)
+        def expire(used: float | None = None) -> None:
+            used = round(budget.elapsed_s, 3) if used is None else used
             exceeded.append(BudgetExceeded("wall_time_s", wall, used, budget.in_flight()))
             if self.scheduler is not None and self.scheduler.stopped is None:
                 self.scheduler.stopped = exceeded[0]
             deadline.expire()
+            cut.fell(used)
 
+        # A replay cuts the run where its recording was cut (runtime.limits.cut).
+        cut = RunCut(expire)
         # The budget's elapsed time counts the earlier lives of a resumed run.
         loop = asyncio.get_running_loop()
         left = wall - budget.elapsed_s
-        timer = loop.call_at(loop.time() + left, expire)
+        timer = loop.call_at(loop.time() + left, cut.now)
         # A model call's retries end there too: none waits for a Retry-After past it.
         ends = wall_time_ends.set(time.monotonic() + left)
+        cutting = run_cut.set(cut)
         try:
             with deadline:
                 return await self._phases(subtasks)
@@ -290,6 +295,7 @@ class Run:
         finally:
             timer.cancel()
             wall_time_ends.reset(ends)
+            run_cut.reset(cutting)
         raise exceeded[0]  # (the deadline expires only through expire)
 
     async def _interrupted(self, exc: BaseException) -> None:

@@ -19,6 +19,7 @@ from runtime.value import Value
 __all__ = [
     "VERSION",
     "AttemptSpent",
+    "Cut",
     "Decided",
     "Embedded",
     "EmbeddingsLine",
@@ -64,6 +65,8 @@ class Recorded(Line, frozen=True, kw_only=True, tag="call"):
             counted them (their prompts are billed: a replay counts them alike).
         error: What it failed with, once its retries were done, or the budget's
             refusal of a retry (None: it answered; its ``response`` is then empty).
+        cut: It was under way when the run's wall time cut it off (its ``response``
+            is then empty, its ``pieces`` those it had streamed).
     """
 
     model: str
@@ -74,6 +77,20 @@ class Recorded(Line, frozen=True, kw_only=True, tag="call"):
     pieces: tuple[str, ...] | None = None
     timeouts: int = 0
     error: RecordedFailure | None = None
+    cut: bool = False
+
+
+class Cut(Line, frozen=True, kw_only=True, tag="cut"):
+    """Where the wall time of a run recorded cut it off: after the calls of its case
+    recorded before this line, the calls recorded ``cut`` after it under way.
+
+    Attributes:
+        used: The seconds the run had used.
+        case: The eval case the run was of (None: not in one).
+    """
+
+    used: float
+    case: str | None = None
 
 
 class EmbeddingsLine(Line, frozen=True, kw_only=True, tag="embeddings"):
@@ -137,7 +154,9 @@ class Decided(Line, frozen=True, kw_only=True, tag="decision"):
     case: str | None = None
 
 
-_decoder = msgspec.json.Decoder(Header | ModelLine | Recorded | EmbeddingsLine | Embedded | Decided)
+_decoder = msgspec.json.Decoder(
+    Header | ModelLine | Recorded | Cut | EmbeddingsLine | Embedded | Decided
+)
 
 
 def read_lines(path: Path) -> Iterator[Line]:

@@ -14,7 +14,9 @@ case that asked, the texts, the vectors (or the error it failed with), and what 
 attempt spent, so that a replayed run's usage is the recorded one's. Each decision on a
 tool call that needed approval, as its worker went on with it, has a ``decision`` line
 (:class:`~runtime.models.cassette_lines.Decided`), which a replay decides the call by
-(:mod:`honeycomb.run.cassette_decisions`).
+(:mod:`honeycomb.run.cassette_decisions`). A run its wall time cut off has a ``cut``
+line where the cut fell, and the calls it cut under way recorded ``cut`` after it,
+which a replay holds until it is cut there too (:mod:`runtime.models.cassette_cuts`).
 Secrets are masked (:func:`runtime.secrets.masked`) before a line is written, and
 the folder the run worked in is written ``<cwd>`` (a tool that answers with a path
 under it, replayed in another clone, answers alike; a replayed answer that names
@@ -51,15 +53,18 @@ case's first; a call with none is a mismatch naming the call and its tool.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
 from runtime.errors import CassetteError, CassetteMismatch
+from runtime.limits.cut import run_cut
 from runtime.model import ModelRequest
+from runtime.models.cassette_cuts import Cuts
 from runtime.models.cassette_keys import (
     CWD,
     RUN,
@@ -78,6 +83,7 @@ from runtime.models.cassette_keys import (
 from runtime.models.cassette_lines import (
     VERSION,
     AttemptSpent,
+    Cut,
     Decided,
     Embedded,
     EmbeddingsLine,
@@ -165,6 +171,11 @@ class CassetteWriter:
             self._decided.add(call)
         self._append(masked(decided))
 
+    def cut(self, used: float, case: str | None) -> None:
+        """Record where a run's wall time cut it off, having used ``used`` seconds (the
+        calls it cut are recorded after, as they end)."""
+        self._append(Cut(used=used, case=case))
+
     def _append(self, line: Line | dict[str, Any]) -> None:
         encoded = here(msgspec.json.encode(line)) + b"\n"
         try:
@@ -202,7 +213,9 @@ class Cassette:
         self.decisions: list[Decided] = []
         self._by_call: dict[tuple[str, str], list[Decided]] = {}
         self._given: set[int] = set()
-        for line in read_lines(self.path):
+        lines = list(read_lines(self.path))
+        self._cuts = Cuts(lines)
+        for line in lines:
             if isinstance(line, ModelLine):
                 self.prices.setdefault(line.name, line.price)
             elif isinstance(line, Recorded):
@@ -240,6 +253,8 @@ class Cassette:
         # max keeps the first of the best: file order among equals.
         chosen = max(fresh, key=lambda call: (call.case == case, call.worker == worker))
         self._given.add(id(chosen))
+        if self._cuts and not chosen.cut:  # the last call before a cut: it falls now
+            self._cuts.check(case, self._given, run_cut.get())
         encoded = msgspec.json.encode(chosen)
         run = run_of(request)
         if run is not None and RUN.encode() in encoded:  # the answer names its run
@@ -301,8 +316,35 @@ class Cassette:
         self, model: str, request: ModelRequest, *, worker: str | None, case: str | None
     ) -> Recorded:
         """:meth:`answer`, as a replay asks for it (a stand-in elsewhere, an actor's,
-        asks the process that holds the cassette)."""
-        return self.answer(model, request, worker=worker, case=case)
+        asks the process that holds the cassette); a call not recorded that asks past
+        where the recorded run's wall time cut it off is held until the replay's cut
+        (:meth:`cut_off`)."""
+        try:
+            return self.answer(model, request, worker=worker, case=case)
+        except CassetteMismatch:
+            if not (self._cuts and self._cuts.past(worker, case, self._given)):
+                raise
+        return await self.cut_off(model, None, worker=worker, case=case)
+
+    async def cut_off(
+        self, model: str, call: Recorded | None, *, worker: str | None, case: str | None
+    ) -> NoReturn:
+        """Hold ``call``, which the recorded run's wall time cut off under way (None: a
+        call asked past that cut), until the replayed run is cut where the recording
+        was (:mod:`runtime.models.cassette_cuts`): it is cancelled then, as it was.
+
+        Raises:
+            CassetteMismatch: when the replayed run has no wall-time budget to cut.
+        """
+        cut, pending = run_cut.get(), self._cuts.next(case)
+        if cut is None or pending is None:
+            why = "the replayed run has no wall-time budget (budgets: wall_time_s)"
+            difference = f"the recorded run's wall time cut it off under way, and {why}"
+            raise CassetteMismatch(str(self.path), model, difference, worker=worker, case=case)
+        pending.waiting += call is not None
+        self._cuts.check(case, self._given, cut)
+        await asyncio.get_running_loop().create_future()  # never set: the cut cancels it
+        raise AssertionError("unreachable: only the run's cut ends the wait")
 
     def _texts_difference(self, embeddings: str, texts: Sequence[str], case: str | None) -> str:
         """How ``texts`` differ from those of the nearest call recorded of

@@ -21,14 +21,17 @@ run's calls spent.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import overload
+from typing import NoReturn, overload
 
 from runtime.errors import BudgetExceeded, ModelError
 from runtime.limits.budget import attempting, retried, timed_out
+from runtime.limits.cut import RunCut, run_cut
 from runtime.messages import AssistantMessage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.models.cassette_errors import failure_of, raised
@@ -89,32 +92,40 @@ class RecordingModel(WrapperModel):
         self.writer.model(name, price if isinstance(price, Price) else None)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        call = attempting.get()
-        before = call.timeouts if call is not None else 0
-        try:
-            response = await self.inner.complete(request)
-        except _ENDED as exc:  # kept too: its replay fails alike
-            self._keep(request, None, None, before, exc)
-            raise
-        self._keep(request, response, None, before)
-        return response
+        return await self._made(request, None)
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        return await self._made(request, on_text)
+
+    async def _made(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
+        """The inner model's answer (its text streamed to ``on_text``, when given, and
+        its pieces kept), recorded as the call ends: answered, failed, or cut off by
+        its run's wall time."""
         pieces: list[str] = []
-
-        def sink(text: str) -> None:
-            pieces.append(text)
-            on_text(text)
-
-        call = attempting.get()
+        call, cut = attempting.get(), self._told_of_cut()
         before = call.timeouts if call is not None else 0
         try:
-            response = await call_model(self.inner, request, sink)
-        except _ENDED as exc:
-            self._keep(request, None, tuple(pieces), before, exc)
+            if on_text is None:
+                response = await self.inner.complete(request)
+            else:
+                response = await call_model(self.inner, request, _kept(pieces, on_text))
+        except _ENDED as exc:  # kept too: its replay fails alike
+            self._keep(request, None, _streamed(pieces, on_text), before, exc)
             raise
-        self._keep(request, response, tuple(pieces), before)
+        except asyncio.CancelledError:
+            if cut is not None and cut.used is not None:  # its run's wall time ran out
+                self._keep(request, None, _streamed(pieces, on_text), before, cut=True)
+            raise
+        self._keep(request, response, _streamed(pieces, on_text), before)
         return response
+
+    def _told_of_cut(self) -> RunCut | None:
+        """The cut of the wall time of the run calling (None: it has none), which tells
+        the cassette where it falls."""
+        cut = run_cut.get()
+        if cut is not None:
+            cut.tell(functools.partial(self.writer.cut, case=_case.get()), self.writer)
+        return cut
 
     def _keep(
         self,
@@ -123,10 +134,13 @@ class RecordingModel(WrapperModel):
         pieces: tuple[str, ...] | None,
         before: int,
         error: ModelError | BudgetExceeded | None = None,
+        *,
+        cut: bool = False,
     ) -> None:
-        """Record a call that ended: its answer, or its ``error``, and the attempts its
-        endpoint did not answer in time (counted past ``before``)."""
-        if error is None and not isinstance(response, ModelResponse):
+        """Record a call that ended: its answer, or its ``error``, or that its run's
+        wall time ``cut`` it off, and the attempts its endpoint did not answer in time
+        (counted past ``before``)."""
+        if error is None and not cut and not isinstance(response, ModelResponse):
             return  # the checks outside will say why
         call = attempting.get()
         self.writer.call(
@@ -139,8 +153,24 @@ class RecordingModel(WrapperModel):
                 pieces=pieces,
                 timeouts=call.timeouts - before if call is not None else 0,
                 error=failure_of(error) if error is not None else None,
+                cut=cut,
             )
         )
+
+
+def _kept(pieces: list[str], on_text: TextSink) -> TextSink:
+    """``on_text``, each piece kept in ``pieces`` as it passes."""
+
+    def sink(text: str) -> None:
+        pieces.append(text)
+        on_text(text)
+
+    return sink
+
+
+def _streamed(pieces: list[str], on_text: TextSink | None) -> tuple[str, ...] | None:
+    """The pieces a call's text streamed in (None: it was not streamed)."""
+    return None if on_text is None else tuple(pieces)
 
 
 class ReplayModel:
@@ -149,7 +179,9 @@ class ReplayModel:
     unstreamed); its usage and cost are those recorded, and the attempts its endpoint
     did not answer in time are counted again; a call that failed when recorded raises
     what it raised, and one whose retry the budget refused asks the budget for that
-    retry again (refused by it, spent alike; else refused as recorded).
+    retry again (refused by it, spent alike; else refused as recorded); a call its
+    run's wall time cut off is held, its text streamed, until the replayed run is cut
+    where the recorded one was (:mod:`runtime.models.cassette_cuts`).
 
     Args:
         cassette: The file, or a :class:`Cassette` read once that several models
@@ -173,7 +205,10 @@ class ReplayModel:
         return f"ReplayModel({str(self.cassette.path)!r}, name={self.name!r})"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        return _ended(await self._recorded(request))
+        recorded = await self._recorded(request)
+        if recorded.cut:
+            await self._cut_off(recorded, request)
+        return _ended(recorded)
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
         recorded = await self._recorded(request)
@@ -183,7 +218,16 @@ class ReplayModel:
         for piece in pieces or ():
             if piece:
                 on_text(piece)
+        if recorded.cut:  # once the text it had streamed was shown
+            await self._cut_off(recorded, request)
         return _ended(recorded)
+
+    async def _cut_off(self, recorded: Recorded, request: ModelRequest) -> NoReturn:
+        """Hold a call the recorded run's wall time cut off until the replayed run is
+        cut where it was (:meth:`Cassette.cut_off`)."""
+        await self.cassette.cut_off(
+            self.name, recorded, worker=worker_of(request), case=_case.get()
+        )
 
     async def _recorded(self, request: ModelRequest) -> Recorded:
         recorded = await self.cassette.answered(

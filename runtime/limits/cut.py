@@ -1,0 +1,56 @@
+"""Where a run's wall time cut it off: the run that has a wall-time budget sets a
+:class:`RunCut` for the tasks it starts (:data:`run_cut`), so that what works inside
+it can be told when the cut falls (a recording keeps where it fell), or make it fall
+now (a replay cuts its run where the recording's was cut, having been answered at
+once: its own clock would let it run further)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar
+
+__all__ = ["RunCut", "run_cut"]
+
+
+class RunCut:
+    """The cut of one run's wall time.
+
+    Args:
+        expire: Cuts the run off now, naming the seconds it used (None: its own
+            elapsed time); what the run's deadline calls as it passes.
+
+    Attributes:
+        used: The seconds the run had used when the cut fell (None: it has not).
+    """
+
+    __slots__ = ("_expire", "_told", "used")
+
+    def __init__(self, expire: Callable[[float | None], None]) -> None:
+        self._expire = expire
+        self._told: dict[int, Callable[[float], None]] = {}
+        self.used: float | None = None
+
+    def tell(self, told: Callable[[float], None], key: object) -> None:
+        """Call ``told`` with the seconds used as the cut falls (once a ``key``: the
+        same writer asks at each call)."""
+        self._told.setdefault(id(key), told)
+
+    def now(self, used: float | None = None) -> None:
+        """Cut the run off now, as if it had used ``used`` seconds (nothing, once the
+        cut fell)."""
+        if self.used is None:
+            self._expire(used)
+
+    def fell(self, used: float) -> None:
+        """The cut fell, the run having used ``used`` seconds: those told of it are
+        told (the run's deadline calls it, as it cuts the run off)."""
+        if self.used is not None:
+            return
+        self.used = used
+        for told in self._told.values():
+            told(used)
+
+
+run_cut: ContextVar[RunCut | None] = ContextVar("honeycomb_run_cut", default=None)
+"""The cut of the wall time of the run the current task works in (None: it has no
+wall-time budget)."""

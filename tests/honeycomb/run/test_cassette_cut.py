@@ -1,0 +1,104 @@
+"""A run its wall time cut off, recorded on a cassette, replays alike: answered at once,
+it is cut where the recorded one was (the same calls answered, the same under way),
+and stops over its budget as it did, having used what it had, without waiting for its
+own clock."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from honeycomb import Budgets, Executor, Policy, Role, ToolContext, tool
+from honeycomb.errors import BudgetExceeded
+from honeycomb.models import Cassette, Model, cassette
+from honeycomb.testing import FunctionModel, call
+from runtime import ModelRequest, ToolMessage
+
+pytestmark = pytest.mark.timeout(60)
+
+WALL_S = 2.0
+NEVER: set[str] = set()
+"""The workers whose ``note`` never ends (until the run's cut cancels it)."""
+
+
+@tool
+async def note(text: str, context: ToolContext) -> str:
+    """Notes a text."""
+    if context.worker in NEVER:
+        await asyncio.Event().wait()
+    return f"noted {text}"
+
+
+def noting() -> FunctionModel:
+    """Each worker notes its instruction, then answers; s2's answer never comes (the
+    run's wall time cuts it off)."""
+
+    async def answer(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if not isinstance(last, ToolMessage):
+            return call("note", {"text": request.messages[1].content or ""})
+        if (request.conversation or "").endswith("/s2"):
+            await asyncio.Event().wait()
+        return f"done: {last.content}"
+
+    return FunctionModel(answer)
+
+
+async def cut_off(models: Model, never: set[str]) -> tuple[BudgetExceeded, float]:
+    NEVER.clear()
+    NEVER.update(never)
+    policy = Policy(budgets=Budgets(wall_time_s=WALL_S))
+    executor = Executor([Role(name="writer", tools=("note",))], models, tools=[note], policy=policy)
+    started = time.monotonic()
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("notes", subtasks=[("writer", "one"), ("writer", "two")])
+    return caught.value, time.monotonic() - started
+
+
+def alike(error: BudgetExceeded) -> tuple[object, ...]:
+    """What a cut run says of itself, its timings apart."""
+    partial = error.partial
+    assert partial is not None
+    statuses = {name: sub.status for name, sub in partial.subtasks.items()}
+    return (
+        error.limit,
+        error.used,
+        [(c.who, c.kind, c.turn) for c in error.in_flight],
+        statuses,
+        partial.usage,
+    )
+
+
+async def test_a_run_cut_by_its_wall_time_is_cut_alike_replayed_at_once(tmp_path: Path) -> None:
+    tape = tmp_path / "cut.cassette.jsonl"
+    recorded, _ = await cut_off(cassette(noting(), record=tape), never=set())
+    assert recorded.limit == "wall_time_s"
+    assert [c.who for c in recorded.in_flight] == ["s2"]  # its second call, under way
+    (kept,) = [c for c in Cassette(tape).calls if c.cut]
+    assert kept.worker == "s2"
+
+    replayed, took = await cut_off(cassette(noting(), replay=tape), never=set())
+    assert took < WALL_S  # cut where the recording was, not by its own clock
+    assert alike(replayed) == alike(recorded)
+
+
+async def test_a_worker_between_calls_as_the_cut_fell_is_held_past_it_replayed(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "cut.cassette.jsonl"
+    # Recorded, s1's note was still running as the cut fell; replayed, it ends at once
+    # and s1 asks what the recording never asked: past the cut, it waits for it.
+    recorded, _ = await cut_off(cassette(noting(), record=tape), never={"s1"})
+    replayed, took = await cut_off(cassette(noting(), replay=tape), never=set())
+    assert took < WALL_S
+    assert replayed.used == recorded.used
+    partial, before = replayed.partial, recorded.partial
+    assert partial is not None
+    assert before is not None
+    assert {n: s.status for n, s in partial.subtasks.items()} == {
+        n: s.status for n, s in before.subtasks.items()
+    }
+    assert "CassetteMismatch" not in str(partial.subtasks["s1"].error)
