@@ -2,34 +2,73 @@
 
 An application that configured structlog has imported it, so Honeycomb never imports
 it itself: unconfigured, structlog would print, and the import alone costs time.
+
+A task may send Honeycomb's entries elsewhere instead (:data:`forwarded`): a worker's
+in a Ray actor go to its driver, which logs them as its own (:func:`log_bound`).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from contextvars import Token
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar, Token
+from types import MappingProxyType
 from typing import Any
 
 from runtime.secrets import masked
 
-__all__ = ["bind", "configured", "log", "unbind"]
+__all__ = ["Forward", "bind", "configured", "forwarded", "log", "log_bound", "unbind"]
 
 LOGGER = "honeycomb"
 
+Forward = Callable[[str, dict[str, Any], str, Mapping[str, Any]], None]
+"""Takes an entry elsewhere: its event, fields and level, and what :func:`bind` bound
+where it was made."""
 
-def configured() -> bool:
-    """Whether the application uses structlog (imported and configured it)."""
+forwarded: ContextVar[Forward | None] = ContextVar("honeycomb_logs_forwarded", default=None)
+"""Where the current task's entries go in place of this process's structlog (None:
+there, if configured)."""
+
+_held: ContextVar[Mapping[str, Any]] = ContextVar(
+    "honeycomb_logs_held", default=MappingProxyType({})
+)
+"""What :func:`bind` bound in the current task, for the entries it forwards."""
+
+_HELD = " held"
+"""The key of :data:`_held`'s token in what :func:`bind` returns (no value's name)."""
+
+
+def _structlog() -> bool:
     module = sys.modules.get("structlog")
     return module is not None and bool(module.is_configured())
 
 
+def configured() -> bool:
+    """Whether Honeycomb's entries are logged: the application uses structlog (imported
+    and configured it), or the current task forwards them."""
+    return forwarded.get() is not None or _structlog()
+
+
 def log(event: str, fields: dict[str, Any], *, level: str = "info") -> None:
     """Log ``event`` through structlog, if the application configured it, secrets
-    masked."""
-    if configured():
+    masked; or forward it, as it is, with what is bound (:data:`forwarded`: masked
+    where it is logged, which knows the secrets)."""
+    to = forwarded.get()
+    if to is not None:
+        to(event, fields, level, _held.get())
+    elif _structlog():
         logger = sys.modules["structlog"].get_logger(LOGGER)
         getattr(logger, level)(event, **masked(fields))
+
+
+def log_bound(event: str, fields: dict[str, Any], level: str, bound: Mapping[str, Any]) -> None:
+    """:func:`log` with ``bound`` bound meanwhile: an entry forwarded from where it was
+    made, logged as it would have been there."""
+    tokens = bind(**bound)
+    try:
+        log(event, fields, level=level)
+    finally:
+        unbind(tokens)
 
 
 Bound = Mapping[str, Token[Any]] | None
@@ -38,18 +77,28 @@ Bound = Mapping[str, Token[Any]] | None
 
 def bind(**values: Any) -> Bound:
     """Bind log context for this task (``bind_contextvars``), if structlog is in use,
-    until :func:`unbind`. Called around an ``await`` with ``try``/``finally`` rather
-    than a ``with`` block, which keeps a context manager alive on every waiting
-    worker's stack even when there is nothing to bind."""
-    if not configured():
+    until :func:`unbind` (and, if the task forwards its entries, for them). Called
+    around an ``await`` with ``try``/``finally`` rather than a ``with`` block, which
+    keeps a context manager alive on every waiting worker's stack even when there is
+    nothing to bind."""
+    forwarding, logging = forwarded.get() is not None, _structlog()
+    if not (forwarding or logging):
         return None
-    tokens: Mapping[str, Token[Any]] = sys.modules["structlog"].contextvars.bind_contextvars(
-        **masked(values)
-    )
+    tokens: dict[str, Token[Any]] = {}
+    if forwarding:
+        tokens[_HELD] = _held.set({**_held.get(), **values})
+    if logging:
+        tokens.update(sys.modules["structlog"].contextvars.bind_contextvars(**masked(values)))
     return tokens
 
 
 def unbind(tokens: Bound) -> None:
     """Restore what :func:`bind` changed (the values bound before it, if any)."""
-    if tokens is not None:
-        sys.modules["structlog"].contextvars.reset_contextvars(**tokens)
+    if tokens is None:
+        return
+    rest = dict(tokens)
+    held = rest.pop(_HELD, None)
+    if held is not None:
+        _held.reset(held)
+    if rest:
+        sys.modules["structlog"].contextvars.reset_contextvars(**rest)

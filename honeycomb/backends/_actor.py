@@ -26,6 +26,7 @@ from honeycomb.backends._wire import Message, Pinned, WorkerSpec, portable_resul
 from runtime import ConfigError, Model, Tool, ToolRegistry
 from runtime.limits.retry import before_retry
 from runtime.limits.retry_policy import wall_time_ends
+from runtime.logs import forwarded
 from runtime.models.layers.cassette import cassette_case
 from workers import Role, Worker, WorkerError, WorkerResult, WorkerSetup
 from workers.state import LoopSettings
@@ -154,6 +155,8 @@ class Hive:
                 worker = self._worker(link, spec)
                 # A retry of its model calls asks the driver what the run spent now.
                 before_retry.set(cast(DriverBudget, worker.services.budget).heard_now)
+                if spec.services.logs:  # Honeycomb's entries: the driver logs them
+                    forwarded.set(functools.partial(link.send, "log"))
                 result = await worker.run(
                     spec.task,
                     inputs=spec.inputs,

@@ -34,6 +34,7 @@ from runtime import (
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
+    logs,
 )
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import CassetteError
@@ -173,6 +174,8 @@ class Driver:
             elif not self.told.first(event):
                 return  # told already: as it was sent, or by an earlier life
             self._opened.tell(event)
+        elif kind == "log":  # an entry Honeycomb logged for it there: logged here
+            logs.log_bound(*message[1:])
         elif kind == "save":
             self.last_state = message[1]
             if self.services.store is not None:

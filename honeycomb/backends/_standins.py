@@ -66,7 +66,7 @@ def served(
     events = Tracer(lambda e: link.send("event", e), log=False, text=sent.text)
     return ReservedModel(model, link, slots, reserving), Services(
         run_id=sent.run_id,
-        tracer=events if "events" in at else Tracer(),
+        tracer=events if "events" in at else Tracer(log=False),  # the driver logs events
         budget=budget,
         locks=DriverLocks(link),
         tool_slots=DriverSlots(link, "tools") if "tool_slots" in at else None,

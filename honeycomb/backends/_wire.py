@@ -21,6 +21,7 @@ from runtime import (
     HoneycombError,
     JournalEntry,
     Tool,
+    logs,
 )
 from runtime.limits import Limits
 from runtime.limits.ratelimit import RetryDeadline
@@ -172,6 +173,8 @@ class SentServices:
             caller has none): it crosses as itself, so that such a call is denied at
             once, saying why, and is not told as asked, as in one process.
         text: The driver's handlers want answers' text as it is written.
+        logs: The driver logs Honeycomb's entries (structlog is configured there): the
+            worker's go to it, which logs them as in one process.
         journal: Its store's journal so far (None: it keeps nothing).
         decisions: Its store's calls asked about so far, and their decisions.
         on_unknown: What a call with an intent and no outcome does.
@@ -189,6 +192,7 @@ class SentServices:
     at_driver: frozenset[str]
     nobody: NoApprover | None = None
     text: bool = False
+    logs: bool = False
     journal: Mapping[tuple[int, str], JournalEntry] | None = None
     decisions: Mapping[tuple[int, str], ApprovalEntry] | None = None
     on_unknown: OnUnknown = "tell"
@@ -282,6 +286,7 @@ def sent_services(
         at_driver=frozenset(name for name, yes in served.items() if yes),
         nobody=nobody,
         text=services.tracer.text,
+        logs=logs.configured(),
         journal=None if record is None else _known(record.entries, going_on),
         decisions=_unmasked_edits(record.decisions, state) if record is not None else None,
         on_unknown=record.on_unknown if record is not None else "tell",

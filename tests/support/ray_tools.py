@@ -124,6 +124,14 @@ def guarded_note(path: str, text: str) -> str:
     return f"noted {text}"
 
 
+@tool(timeout=0.05)
+async def held() -> str:
+    """Hold the event loop past the call's time limit, as an async tool that blocks does
+    (it cannot be cancelled: its result stands, with a warning)."""
+    time.sleep(0.3)  # noqa: ASYNC251 (what the call does wrong: it holds the event loop)
+    return "held"
+
+
 @tool
 def pid() -> str:
     """The process that runs the call."""

@@ -5,6 +5,7 @@ other processes, so the tools write what they see to files the tests read)."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import pickle
@@ -39,10 +40,19 @@ from honeycomb.backends import RayBackend
 from honeycomb.backends._standins import DriverLimiter
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
+from honeycomb.errors import ModelHTTPError
 from honeycomb.run.conversation import CONVERSATION_HEADER
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
-from runtime import AssistantMessage, ModelRequest, ModelResponse
+from honeycomb.tracing import configure_logging
+from runtime import (
+    AssistantMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryingModel,
+    UserMessage,
+)
+from runtime.secrets import add_secret
 from runtime.tools import idempotency_key
 from tests.support.ray_tools import scripted
 from tests.support.stores import query
@@ -206,6 +216,51 @@ async def test_events_and_checkpoints_reach_the_driver(
     )
     assert '"echo"' in jsonl.read_text()
     assert '"note"' in jsonl.read_text()
+
+
+def busy_first(request: ModelRequest) -> AssistantMessage | str:
+    """:func:`scripted`, but for its first attempt, which fails (retryably) quoting a
+    secret: its script's ``busy`` file says it was made, and ``secret`` what to quote."""
+    task = next(m for m in request.messages if isinstance(m, UserMessage)).content
+    script = json.loads(task.split("\n")[0])
+    busy = Path(script["busy"])
+    if not busy.exists():
+        busy.touch()
+        raise ModelHTTPError(503, f"busy, token {script['secret']}")
+    return scripted(request)
+
+
+async def test_honeycombs_log_entries_reach_the_drivers_log_wherever_the_worker_runs(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    """A worker's entries of Honeycomb's own (a retry of its model call, which no
+    listener is told of; a tool that held the event loop past its time limit) are in
+    the log of the process that runs the run, bound with the run, the worker and the
+    turn, and the secrets it knows masked. From an actor they stayed in the actor's
+    process (where structlog, not configured, logged nothing)."""
+    out = io.StringIO()
+    configure_logging(json=True, stream=out)
+    ex = Executor(
+        [Role(name="r", tools=(f"{TOOLS}:held",))], RetryingModel(FunctionModel(busy_first)),
+        aggregator="concat", backend=backend, log_events=False,
+    )  # fmt: skip
+    secret = "tok-" + secrets.token_hex(6)
+    add_secret(secret, "token", owner=ex)
+    task = json.dumps(
+        {"turns": [[("held", {})]], "log": None, "busy": str(tmp_path / "busy"), "secret": secret}
+    )
+    await ex.run("t", subtasks=[("r", task)], run_id="logged")
+    assert secret not in out.getvalue()
+    entries = {e["event"]: e for e in map(json.loads, out.getvalue().splitlines())}
+    retry, held = entries["model_call.retry"], entries["tool_call.held_loop"]
+    assert (retry["run_id"], retry["worker"], retry["level"]) == ("logged", "s1", "warning")
+    assert "busy, token [token hidden]" in retry["error"]
+    assert (held["run_id"], held["worker"], held["turn"], held["tool"]) == (
+        "logged",
+        "s1",
+        1,
+        "held",
+    )
 
 
 async def test_a_killed_actor_s_worker_continues_elsewhere(
