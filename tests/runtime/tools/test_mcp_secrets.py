@@ -84,3 +84,21 @@ async def test_a_password_in_a_url_among_a_server_s_args_is_a_secret() -> None:
         with pytest.raises(McpServerError) as refused:
             await run.listed("shop")
     assert "could not connect to postgresql://app:[password hidden]@db/shop" in str(refused.value)
+
+
+async def test_the_password_of_a_url_in_a_server_s_env_is_a_secret_alone() -> None:
+    """An env value is a secret whole; the password of a URL in it is one alone too,
+    as a server that fails to log in may say only that."""
+    said = (
+        "import os, sys; url = os.environ['DATABASE_URL']; "
+        "print('login failed, password', url.split(':')[2].split('@')[0], file=sys.stderr); "
+        "sys.exit(3)"
+    )
+    dsn = "postgresql://app:db-pass-7Hw3Xq@db/shop"
+    server = McpServer(
+        name="shop", command=sys.executable, args=("-c", said), env={"DATABASE_URL": dsn}
+    )
+    async with running(server) as run:
+        with pytest.raises(McpServerError) as refused:
+            await run.listed("shop")
+    assert "login failed, password [password hidden]" in str(refused.value)
