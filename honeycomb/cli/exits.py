@@ -40,8 +40,9 @@ class ExitStatus(enum.IntEnum):
 MEANINGS: dict[ExitStatus, str] = {
     ExitStatus.OK: "the run gave an answer; the other commands did what they were asked "
     "(`validate`: every file is valid)",
-    ExitStatus.FAILED: "the run failed or went over a budget (its partial result is summed "
-    "up); with `--json`, the run gave no answer; `validate`: a file has errors; `init`: a "
+    ExitStatus.FAILED: "the run failed (a subtask, its plan, a guard) or went over a budget "
+    "(what it did is summed up: its figures, its failed subtasks); with `--json`, the run "
+    "gave no answer; `validate`: a file has errors; `init`: a "
     "file it would write is there already; `memory forget`: an id was not found",
     ExitStatus.UNUSABLE: "the command could not start: the hive has errors, or no planner, "
     "or a model it uses needs an API key that is not set; there is no task; a run store "

@@ -48,10 +48,12 @@ from runtime import (
     BudgetExceeded,
     ConfigError,
     ConfigErrors,
+    GuardrailTripped,
     HoneycombError,
     JsonToolModel,
     Memory,
     Model,
+    PlanError,
     RunBusy,
     RunFailed,
     StoreError,
@@ -228,6 +230,7 @@ def resume_command(args: argparse.Namespace) -> ExitStatus:
     if stored.status in ("ok", "partial") and not Path(stored.source).is_file():
         return _show_ended(path, args)  # ended: its result needs no hive, moved or gone
     args.store, args.run_id, args.no_store = path, args.run_id, False
+    args.continues = True  # --record goes on in the cassette of its earlier lives
     return _execute(Path(stored.source), stored.task, args)
 
 
@@ -573,8 +576,8 @@ def _print_failure(out: TextIO, error: HoneycombError | None, ended: RunFinished
     partial: RunResult | None = None
     if error is not None:
         over, why = isinstance(error, BudgetExceeded), str(error)
-        if isinstance(error, BudgetExceeded | RunFailed):
-            partial = error.partial
+        if isinstance(error, BudgetExceeded | RunFailed | GuardrailTripped | PlanError):
+            partial = error.partial  # what the run did, when it did something
     elif ended is not None:
         over, why, partial = ended.status == "over_budget", ended.error or "", ended.result
         why = why.removeprefix(f"{BudgetExceeded.__name__}: ")  # the event's "Type: message"

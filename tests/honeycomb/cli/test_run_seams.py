@@ -338,3 +338,20 @@ def test_the_trace_of_a_failed_run_says_what_it_failed_of(
     assert main(["trace", "f1"]) == 0
     out = capsys.readouterr().out
     assert "failed: ModelConnectionError: cannot reach the model endpoint" in out
+
+
+def test_a_run_its_output_guard_refused_says_what_it_spent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose answer the run's output guard refused printed why, and nothing of
+    what it had spent, as a run stopped by its budget or by a failed subtask prints."""
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        "models:\n  m: {provider: offline, latency: 0}\n"
+        "roles:\n  planner: {description: Plans.}\n  writer: {description: Writes.}\n"
+        'guards: {output: ["tests.support.guards:short"]}\n'
+    )
+    assert main(["run", str(path), "Write about bees.", "--plain", "--no-store"]) == 1
+    out = capsys.readouterr().out
+    assert "run failed: output guard 'tests.support.guards:short' tripped" in out
+    assert re.search(r"calls +2 model, 0 tool", out)  # the planner's and the writer's
