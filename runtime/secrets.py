@@ -173,10 +173,13 @@ tool shows) helps nobody."""
 
 def add_env(env: Mapping[str, str], what: str = "secret", *, owner: object | None = None) -> None:
     """The values of the environment ``env`` (a server's ``env``) as secrets, but for
-    the variables known to hold settings (:data:`PLAIN_VARIABLES`)."""
+    the variables known to hold settings (:data:`PLAIN_VARIABLES`); and the password
+    of a URL in one alone too (``DATABASE_URL``), as what uses it may say only that."""
     for name, value in env.items():
         if not is_plain(name):
             add_secret(value, what, owner=owner)
+            for password in url_secrets(value):
+                add_secret(password, "password", owner=owner)
 
 
 def is_plain(variable: str) -> bool:

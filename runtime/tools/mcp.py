@@ -156,10 +156,10 @@ class McpServer(Settings, frozen=True, kw_only=True):
 
     @property
     def passwords(self) -> list[str]:
-        """The passwords and tokens of the URLs in its ``url``, its ``args`` and its
-        ``env`` (a database's ``postgresql://user:PASSWORD@host/db``, ``?token=``): a
-        server may say one alone ("password ... rejected")."""
-        return url_secrets(" ".join((self.url or "", *self.args, *self.env.values())))
+        """The passwords and tokens of the URLs in its ``url`` and its ``args`` (a
+        database's ``postgresql://user:PASSWORD@host/db``, ``?token=``); those in its
+        ``env`` are its env's secrets (:func:`~runtime.secrets.add_env`)."""
+        return url_secrets(" ".join((self.url or "", *self.args)))
 
 
 def mcp_ref(ref: str, servers: Collection[str]) -> tuple[str, str] | None:
