@@ -128,7 +128,7 @@ def guarded_note(path: str, text: str) -> str:
 async def held() -> str:
     """Hold the event loop past the call's time limit, as an async tool that blocks does
     (it cannot be cancelled: its result stands, with a warning)."""
-    time.sleep(0.3)  # noqa: ASYNC251 (what the call does wrong: it holds the event loop)
+    time.sleep(0.25)  # noqa: ASYNC251 (what the call does wrong: it holds the event loop)
     return "held"
 
 

@@ -50,6 +50,7 @@ from runtime import (
     ModelRequest,
     ModelResponse,
     RetryingModel,
+    RetryPolicy,
     UserMessage,
 )
 from runtime.secrets import add_secret
@@ -230,6 +231,9 @@ def busy_first(request: ModelRequest) -> AssistantMessage | str:
     return scripted(request)
 
 
+AT_ONCE = RetryPolicy(attempts=2, initial_wait_s=0.01, max_wait_s=0.01, jitter_s=0.0)
+
+
 async def test_honeycombs_log_entries_reach_the_drivers_log_wherever_the_worker_runs(
     backend: RayBackend | None, tmp_path: Path
 ) -> None:
@@ -241,7 +245,8 @@ async def test_honeycombs_log_entries_reach_the_drivers_log_wherever_the_worker_
     out = io.StringIO()
     configure_logging(json=True, stream=out)
     ex = Executor(
-        [Role(name="r", tools=(f"{TOOLS}:held",))], RetryingModel(FunctionModel(busy_first)),
+        [Role(name="r", tools=(f"{TOOLS}:held",))],
+        RetryingModel(FunctionModel(busy_first), AT_ONCE),
         aggregator="concat", backend=backend, log_events=False,
     )  # fmt: skip
     secret = "tok-" + secrets.token_hex(6)
