@@ -197,7 +197,8 @@ class RunResult(BaseModel):
             said so), ``rounds`` (its planner's rounds were used up), ``max_subtasks``
             (the plan is as large as the policy allows), ``lead_failed``, ``budget``
             (a budget stopped the run first, in the ``.partial`` of its
-            ``BudgetExceeded``); None for a run planned once, or one that stopped
+            ``BudgetExceeded``), ``failed`` (a failed subtask stopped it, in the
+            ``.partial`` of its ``RunFailed``); None for a run planned once, or one that stopped
             before it got there.
     """
 

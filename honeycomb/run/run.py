@@ -644,8 +644,8 @@ class Run:
         # In plan order, as a phase that ends orders them, not in the order they ended.
         outcomes = {s.id: outcomes[s.id] for s in self.plan.subtasks}
         status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
-        if status == "over_budget" and self.lead is not None and self.rounds_ended is None:
-            self.rounds_ended = "budget"  # it stopped the rounds, wherever it ran out
+        if self.lead is not None and self.rounds_ended is None:  # it stopped the rounds
+            self.rounds_ended = _rounds_stopped_by(exc)
         exc.partial = self._result(status, outcomes)
         await self._finished(status, exc.partial, exc)
 
@@ -676,6 +676,15 @@ class Run:
 
     def _elapsed(self) -> float:
         return time.perf_counter() - self.started
+
+
+def _rounds_stopped_by(exc: HoneycombError) -> str | None:
+    """What ``rounds_ended`` says of a run planned in rounds that ``exc`` stopped before
+    they ended: ``budget``, wherever it ran out; ``failed``, a subtask's failure under
+    the failure policy; None: a guard stopped the run before its rounds began."""
+    if isinstance(exc, BudgetExceeded):
+        return "budget"
+    return "failed" if isinstance(exc, RunFailed) else None
 
 
 def _notes(exc: BaseException) -> list[str]:

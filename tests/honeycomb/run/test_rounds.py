@@ -269,6 +269,22 @@ async def test_the_budget_bounds_the_rounds(tmp_path: Path) -> None:
     assert len(short.lead_messages) == 2
 
 
+async def test_a_failed_subtask_that_stops_the_run_ends_its_rounds_saying_so() -> None:
+    """Under fail_fast, a researcher's failure in round 2 stopped the run: its
+    ``rounds_ended`` was None, as if the run had been planned once."""
+    hive = Hive(lambda round, text: [_subtask(f"s{round}", "fail" if round == 2 else "look")])
+    events: list[Event] = []
+    with pytest.raises(RunFailed) as caught:
+        await hive.executor(5, failure="fail_fast").run("Study bees.", on_event=[events.append])
+    partial = caught.value.partial
+    assert partial is not None
+    assert partial.rounds_ended == "failed"
+    assert [r.added for r in partial.rounds] == [("s1",), ("s2",)]
+    (finished,) = [e for e in events if isinstance(e, RunFinished)]
+    assert finished.result is not None
+    assert finished.result.rounds_ended == "failed"
+
+
 async def test_a_lead_that_fails_a_round_ends_the_rounds_with_what_the_run_has() -> None:
     def lead(round: int, text: str) -> list[dict[str, Any]]:
         if round == 1:
