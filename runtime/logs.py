@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar, Token
+from contextvars import Context, ContextVar, Token
 from types import MappingProxyType
 from typing import Any
 
@@ -62,13 +62,15 @@ def log(event: str, fields: dict[str, Any], *, level: str = "info") -> None:
 
 
 def log_bound(event: str, fields: dict[str, Any], level: str, bound: Mapping[str, Any]) -> None:
-    """:func:`log` with ``bound`` bound meanwhile: an entry forwarded from where it was
-    made, logged as it would have been there."""
-    tokens = bind(**bound)
-    try:
+    """:func:`log` with ``bound`` bound, and nothing else: an entry forwarded from where
+    it was made, logged as it would have been there (in a context of its own, since
+    the caller's may have bound values of another worker's)."""
+
+    def logged() -> None:
+        bind(**bound)
         log(event, fields, level=level)
-    finally:
-        unbind(tokens)
+
+    Context().run(logged)
 
 
 Bound = Mapping[str, Token[Any]] | None
