@@ -34,6 +34,7 @@ from runtime import (
     LockTable,
     Model,
     ModelHTTPError,
+    PendingApproval,
     Tool,
     ToolCall,
     ToolMessage,
@@ -379,6 +380,11 @@ class DriverApprovals:
         stands = cast(ApprovalEntry, await at_driver("services.store.approvals.record", entry))
         self._entries[entry.pending.turn, entry.pending.call_id] = stands
         return stands
+
+    async def decided(self, pending: PendingApproval) -> ApprovalEntry:
+        found = cast(ApprovalEntry, await at_driver("services.store.approvals.decided", pending))
+        self._entries[pending.turn, pending.call_id] = found
+        return found
 
 
 class AtDriver:

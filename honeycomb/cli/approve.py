@@ -34,7 +34,7 @@ from runtime import (
     HoneycombError,
     PendingApproval,
 )
-from runtime.tools.approvals import MaskedEdit, unmasked_edit
+from runtime.tools.approvals import MaskedEdit, settled_by, unmasked_edit
 
 __all__ = [
     "HiveTools",
@@ -49,7 +49,9 @@ __all__ = [
 
 class TerminalApprover:
     """Asks on a terminal about each call that needs approval, one call at a time:
-    approve, deny with a reason, or edit the arguments as JSON.
+    approve, deny with a reason, or edit the arguments as JSON. A question that another
+    decider answers first (a person on the page of ``honeycomb serve``, ``honeycomb
+    approve``) is withdrawn, with a line saying what was decided and by whom.
 
     Args:
         read: The terminal's input (a line at a time, read without blocking the loop).
@@ -76,7 +78,14 @@ class TerminalApprover:
     async def __call__(self, request: ApprovalRequest) -> Decision:
         async with self._one_at_a_time:
             with self._pause():
-                return await self._decision(request)
+                try:
+                    return await self._decision(request)
+                except asyncio.CancelledError as exc:
+                    settled = settled_by(exc)
+                    if settled is not None:
+                        self._out.write(f"\n{_withdrawn(settled)}\n")
+                        self._out.flush()
+                    raise
 
     async def _decision(self, request: ApprovalRequest) -> Decision:
         self._out.write(asked(request))
@@ -143,6 +152,20 @@ class TerminalApprover:
         finally:
             loop.remove_reader(fd)
         return os.read(fd, 4096)
+
+
+def _withdrawn(settled: ApprovalEntry) -> str:
+    """The line that withdraws a question another decider answered first: what was
+    decided (a denial's reason too), and by whom."""
+    decision = settled.decision
+    assert decision is not None
+    what = "approved" if decision.approve else "denied"
+    if decision.approve and decision.arguments is not None:
+        what += " with edited arguments"
+    elif not decision.approve and decision.reason:
+        what += f" ({decision.reason})"
+    by = settled.decided_by or "someone else"
+    return printable(f"  withdrawn: the call was {what} by {by}", lines=False)
 
 
 def json_line(value: Any) -> str:

@@ -54,10 +54,7 @@ if TYPE_CHECKING:
     from honeycomb.run.worker_record import WorkerRecord
     from workers.state import LoopState
 
-__all__ = ["LOOK_EVERY_S", "Scheduler", "stopped_error", "stopped_status"]
-
-LOOK_EVERY_S = 0.5
-"""How often a paused worker looks in the store for decisions recorded elsewhere."""
+__all__ = ["Scheduler", "stopped_error", "stopped_status"]
 
 
 class Scheduler:
@@ -341,8 +338,10 @@ class Scheduler:
         until nothing else in the run can proceed (False). A decision of this process
         wakes it at once (:meth:`notify`); one recorded elsewhere (another process: a
         web page's server, ``honeycomb approve``) is found in the store, which it reads
-        every :data:`LOOK_EVERY_S`, and once more before it gives up."""
+        every :data:`~honeycomb.run.worker_record.LOOK_EVERY_S`, and once more before it gives
+        up."""
         from honeycomb.run.decide import decided_among, waits_on
+        from honeycomb.run.worker_record import LOOK_EVERY_S
 
         assert self.record is not None
         # By worker too: a call it waits on may be a nested worker's (agent:ROLE).

@@ -5,6 +5,8 @@ person's approval."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -19,11 +21,12 @@ from runtime import (
     JournalEntry,
     Message,
     OnUnknown,
+    StoreError,
     ToolCall,
     ToolMessage,
     dump_messages_json,
 )
-from runtime.tools.approvals import ApprovalEntry
+from runtime.tools.approvals import ApprovalEntry, PendingApproval
 from runtime.tools.define import arguments_text
 from runtime.tools.journal import Verdict, judged_entry
 from runtime.tools.unmasking import kept_apart
@@ -43,7 +46,11 @@ class RunRecord(Protocol):
         """Write what the run spent, before a write the run waits for."""
 
 
-__all__ = ["WorkerRecord"]
+__all__ = ["LOOK_EVERY_S", "WorkerRecord"]
+
+LOOK_EVERY_S = 0.5
+"""How often a worker that waits for a decision (paused in the store, or while the run's
+approver asks) looks in the store for one recorded elsewhere."""
 
 _SAVE_MESSAGES = (
     "INSERT INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?) "
@@ -235,6 +242,22 @@ class WorkerRecord:
         self.decisions[entry.pending.turn, entry.pending.call_id] = entry
         return entry
 
+    async def decided_elsewhere(self, pending: PendingApproval) -> ApprovalEntry:
+        """The entry of ``pending`` once the store holds a decision on it, made by
+        another decider (a person on the page of ``honeycomb serve``, ``honeycomb
+        approve``): read every :data:`LOOK_EVERY_S`, as a
+        paused worker reads it (a read that fails is tried again)."""
+        run = self._run
+        called = pending.worker, pending.turn, pending.call_id
+        while True:
+            with contextlib.suppress(StoreError):
+                for entry in await run.store.approvals_of(run.run_id):
+                    p = entry.pending
+                    if entry.decision is not None and (p.worker, p.turn, p.call_id) == called:
+                        self.decisions[p.turn, p.call_id] = entry
+                        return entry
+            await asyncio.sleep(LOOK_EVERY_S)
+
 
 class _ApprovalLog:
     """A worker record seen as its approval log (its ``recorded`` is the journal's)."""
@@ -248,6 +271,9 @@ class _ApprovalLog:
 
     async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
         return await self._record.record_approval(entry)
+
+    async def decided(self, pending: PendingApproval) -> ApprovalEntry:
+        return await self._record.decided_elsewhere(pending)
 
 
 def _kept_apart(messages: Sequence[Message]) -> Sequence[Message]:

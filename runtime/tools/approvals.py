@@ -9,7 +9,11 @@ Before a turn's calls run, each call that needs approval gets a :class:`Decision
 
 - recorded already (a decision of an earlier life of the run, or one made with
   ``Executor.decide``): it stands;
-- else from the :class:`Approver`, if one is attached (and then recorded);
+- else from the :class:`Approver`, if one is attached, or from another decider (a
+  person on a page of the run store, ``honeycomb approve``), whichever decides first:
+  the call is kept in the log as it is asked, so the others see it waiting; a decision
+  recorded there first settles it, and the approver's question is withdrawn (cancelled,
+  its ``CancelledError`` carrying the entry that stands: :func:`settled_by`);
 - else the call is recorded as pending and :class:`ApprovalNeeded` stops the turn
   before any of its calls run: the worker pauses, the others go on.
 
@@ -30,6 +34,7 @@ recorded in the store meanwhile).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -65,6 +70,7 @@ __all__ = [
     "Verdict",
     "decided_event",
     "described",
+    "settled_by",
     "unmasked_edit",
     "withdraw",
 ]
@@ -221,12 +227,18 @@ class ApprovalLog(Protocol):
         """Keep ``entry`` (a new pending call, or its decision); return once durable,
         with the entry that stands: a call decided already keeps its first decision."""
 
+    async def decided(self, pending: PendingApproval) -> ApprovalEntry:
+        """Return once a decision on ``pending`` is recorded by someone else (a person
+        on a page of the run store, ``honeycomb approve``), with its entry: what the
+        run's approver, asked about the call, is raced against."""
+
 
 class MemoryApprovalLog:
     """An approval log held in memory (tests, a worker run on its own)."""
 
     def __init__(self) -> None:
         self.entries: dict[tuple[int, str], ApprovalEntry] = {}
+        self._changed = asyncio.Event()  # replaced as it is set: each wait sees the next
 
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         return self.entries.get((turn, call_id))
@@ -236,7 +248,17 @@ class MemoryApprovalLog:
         kept = self.entries.get(key)
         if kept is None or kept.decision is None:
             kept = self.entries[key] = entry
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
         return kept
+
+    async def decided(self, pending: PendingApproval) -> ApprovalEntry:
+        while True:
+            changed = self._changed
+            kept = self.entries.get((pending.turn, pending.call_id))
+            if kept is not None and kept.decision is not None:
+                return kept
+            await changed.wait()
 
 
 WITHDRAWN_BY = "the run: the call could not be made"
@@ -405,8 +427,14 @@ class ApprovalGate:
         elif self.approver is not None:
             self._requested(pending, "approver")
             await away.leave()
-            decision = await self._from_approver(pending)
-            by = decision.by or "the run's approver"
+            if entry is None and self.log is not None:  # kept as asked: others may decide
+                await self.log.record(ApprovalEntry(pending=pending))
+            first = await self._first_decision(pending)
+            if isinstance(first, ApprovalEntry):  # another's, recorded first: it stands
+                assert first.decision is not None
+                self._decided(pending, first.decision, first.decided_by)
+                return first.decision
+            decision, by = first, first.by or "the run's approver"
         elif self.log is None:
             return Decision.denied("no approver is attached and the run has no store to wait in")
         else:
@@ -456,6 +484,23 @@ class ApprovalGate:
         if not self._first(ApprovalDecided.kind, pending):
             return
         self._tracer.emit(decided_event(pending, decision, by, self._run_id))
+
+    async def _first_decision(self, pending: PendingApproval) -> Decision | ApprovalEntry:
+        """The approver's decision on ``pending``, unless another decider records one
+        in the log first: then that entry, and the approver's question is withdrawn
+        (cancelled with the entry: :func:`settled_by`)."""
+        log = self.log
+        if log is None:
+            return await self._from_approver(pending)
+        try:
+            async with asyncio.TaskGroup() as group:
+                asking = group.create_task(self._from_approver(pending))
+                elsewhere = group.create_task(log.decided(pending))
+                asking.add_done_callback(lambda _: elsewhere.cancel())
+                elsewhere.add_done_callback(lambda found: _withdraw(asking, found))
+        except BaseExceptionGroup as failed:  # the approver's own error, as it raised it
+            raise failed.exceptions[0] from None
+        return elsewhere.result() if asking.cancelled() else asking.result()
 
     async def _from_approver(self, pending: PendingApproval) -> Decision:
         assert self.approver is not None
@@ -549,6 +594,20 @@ async def withdraw(log: ApprovalLog, refused: list[tuple[ToolCall, str]], turn: 
             decided_by=WITHDRAWN_BY,
         )
         await log.record(denied)
+
+
+def settled_by(cancelled: asyncio.CancelledError) -> ApprovalEntry | None:
+    """The entry that settled the call an approver was asked about, when its question
+    was withdrawn for it (another decider recorded a decision first); None when it was
+    cancelled for another reason (its run stopped)."""
+    said = cancelled.args[0] if cancelled.args else None
+    return said if isinstance(said, ApprovalEntry) else None
+
+
+def _withdraw(asking: asyncio.Task[Decision], found: asyncio.Task[ApprovalEntry]) -> None:
+    """Withdraw the approver's question once another decider settled the call."""
+    if not found.cancelled() and found.exception() is None:
+        asking.cancel(found.result())
 
 
 def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -> Verdict:

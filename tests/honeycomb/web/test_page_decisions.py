@@ -5,21 +5,28 @@ user the server's process runs as: the person who decides is at the browser."""
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import html
+import io
+import os
 import re
 from pathlib import Path
 
+import anyio
 import httpx
+import pytest
 from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 
-from honeycomb import Approvals, Executor, Role, Subtask, tool
+from honeycomb import Approvals, Executor, ModelRequest, Role, Subtask, tool
+from honeycomb.cli.approve import TerminalApprover
 from honeycomb.store import RunStore
-from honeycomb.testing import ScriptedModel
+from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
+from runtime import AssistantMessage
 from runtime.testing import call
 from tests.support.asgi_server import ThreadedServer
 
@@ -29,9 +36,13 @@ PAGE = "a person with the token of honeycomb serve, on its page (from 127.0.0.1)
 SCRIPT = "a script with the token of honeycomb serve (from 127.0.0.1)"
 
 
+PAID: list[str] = []
+
+
 @tool(side_effects=True)
 async def pay(to: str) -> str:
     """Pay someone."""
+    PAID.append(to)
     return f"paid {to}"
 
 
@@ -100,3 +111,61 @@ async def test_behind_a_services_sign_in_the_user_signed_in_decides(db: Path) ->
             sent = await client.post("/runs/r1/calls/c1/decision", data=form)
             assert sent.status_code == 303
     assert _deciders(db)["ann"] == "ann.lee (on the page of honeycomb serve, from 127.0.0.1)"
+
+
+class _Terminal(io.StringIO):
+    """What the terminal's prompt writes; ``asked`` is set once it asks about a call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = asyncio.Event()
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if "[a]pprove, [d]eny" in text:
+            self.asked.set()
+        return written
+
+
+def _pays_cy(request: ModelRequest) -> str | AssistantMessage:
+    if request.messages[-1].role == "tool":
+        return "done"
+    return call("pay", {"to": "cy"}, id="c1")
+
+
+@pytest.mark.parametrize("asked", ["as the call is made", "as its waiting run is resumed"])
+async def test_a_decision_on_the_page_settles_a_call_the_terminal_asks_about(
+    db: Path, asked: str
+) -> None:
+    """Two deciders of one call: the person at the terminal is asked about it, and it is
+    on the page. The page's decision settles it at once: the run goes on with it, the
+    terminal's question withdrawn, saying what was decided and by whom."""
+    PAID.clear()
+    role = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    plan = [("payer", "pay cy")]
+    if asked == "as its waiting run is resumed":
+        waits = Executor([role], FunctionModel(_pays_cy), tools=[pay], store=db)
+        assert (await waits.run("pay", subtasks=plan, run_id="r1")).status == "waiting"
+    terminal = _Terminal()
+    read_fd, write_fd = os.pipe()
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)))
+    with os.fdopen(read_fd) as typed_in, ThreadedServer(app, name="serve") as server:
+        prompt = TerminalApprover(typed_in, terminal, by="ann (at the terminal)")
+        executor = Executor([role], FunctionModel(_pays_cy), tools=[pay], store=db, approver=prompt)
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as script:
+            with anyio.fail_after(30):
+                async with asyncio.TaskGroup() as group:
+                    going = group.create_task(executor.run("pay", subtasks=plan, run_id="r1"))
+                    await terminal.asked.wait()
+                    page = (await script.get("/runs/r1")).text
+                    assert 'action="/runs/r1/calls/c1/decision"' in page
+                    form = {"decision": "deny", "worker": "s1", "reason": "not this month"}
+                    sent = await script.post("/runs/r1/calls/c1/decision", data=form)
+                    assert sent.status_code == 303
+        os.write(write_fd, b"a\n")  # typed after: no question is left to answer
+    os.close(write_fd)
+    assert going.result().status == "ok"
+    assert PAID == []
+    said = f"withdrawn: the call was denied (not this month) by {SCRIPT}"
+    assert said in terminal.getvalue()
+    assert _deciders(db) == {"s1": SCRIPT}
