@@ -4,6 +4,7 @@ judge that gives no verdict, or whose call fails, raises: its guard trips at onc
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -114,18 +115,21 @@ class Judge:
         except HoneycombError as failure:  # an answer a layer refused
             raise spending(failure, _unanswered(call))  # noqa: B904
         text = (response.message.content or "").strip()
-        if not text:  # no verdict: no answer of the worker's could pass it
+        # Its first word, as a model may write it: "PASS.", "**PASS**", "`PASS`".
+        first = text.split(maxsplit=1)[0].strip(_AROUND_A_WORD).upper() if text else ""
+        if first == "PASS":
+            return None, response.usage, response.model
+        cut = response.finish_reason == "length"
+        if not text or cut:  # no verdict: no answer of the worker's could pass it
             why = "empty"
-            if response.finish_reason == "length":
+            if cut:  # a reason cut off mid-way is none: what it would have said is unknown
                 why = _cut_off(role_name, limit, call.request.max_output_tokens or limit)
+                why += f": {_QUOTE.repr(text)}" if text else ""
             error = ModelResponseError(
                 f"the judge {role_name!r} gave no verdict: its answer was {why}"
             )
             raise spending(error, response.usage)
-        # Its first word, as a model may write it: "PASS.", "**PASS**", "`PASS`".
-        first = text.split(maxsplit=1)[0].strip(_AROUND_A_WORD).upper()
-        verdict = None if first == "PASS" else text
-        return verdict, response.usage, response.model
+        return text, response.usage, response.model
 
 
 def spending(error: BaseException, usage: Usage) -> BaseException:
@@ -158,6 +162,9 @@ def _cut_off(role_name: str, asked: int, sent: int) -> str:
         fix = f" (give the role {role_name!r} a higher max_output_tokens)"
     return f"cut off at its output limit of {sent} tokens{fix}"
 
+
+_QUOTE = reprlib.Repr()
+_QUOTE.maxstring = 80  # what a judge cut off wrote, as its error quotes it
 
 _AROUND_A_WORD = ".!:,;*_`\"'"
 """What a model writes around a word: punctuation, Markdown's emphasis and code, quotes."""

@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from runtime import (
+    AssistantMessage,
     Budget,
     ConfigError,
     Event,
@@ -20,6 +21,7 @@ from runtime import (
     Limits,
     MemoryJournal,
     ModelRequest,
+    ModelResponse,
     ToolRegistry,
     Tracer,
     tool,
@@ -274,6 +276,16 @@ async def test_a_judge_role_passes_or_gives_a_reason_and_its_call_is_charged() -
 async def test_a_judges_pass_is_read_however_it_is_written(verdict: str) -> None:
     reviewer = Role(name="reviewer")
     judge = Judge({"reviewer": reviewer}, lambda role: FunctionModel(lambda r: verdict))
+    role = Role(name="w", guards=Guards(output=("reviewer",)), output_retries=0)
+    result = await Worker(role, ScriptedModel(["fine"]), services=Services(judge=judge)).run("t")
+    assert result.ok, result.error
+
+
+async def test_a_judges_pass_its_output_limit_cut_off_after_it_is_a_pass() -> None:
+    said = ModelResponse(
+        message=AssistantMessage(content="PASS. The answer is polite and"), finish_reason="length"
+    )
+    judge = Judge({"reviewer": Role(name="reviewer")}, lambda role: FunctionModel(lambda r: said))
     role = Role(name="w", guards=Guards(output=("reviewer",)), output_retries=0)
     result = await Worker(role, ScriptedModel(["fine"]), services=Services(judge=judge)).run("t")
     assert result.ok, result.error

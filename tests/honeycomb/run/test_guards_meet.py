@@ -151,6 +151,14 @@ async def test_a_wall_time_names_the_worker_each_judge_call_in_flight_was_checki
             "'reviewer' a higher "
             "max_output_tokens)",
         ),
+        (  # a reason cut off mid-way (SmolLM2's, at a limit of 8 tokens) is none
+            ModelResponse(
+                message=AssistantMessage(content="I'm glad you're pleased with your"),
+                finish_reason="length",
+            ),
+            "its answer was cut off at its output limit of 256 tokens (give the role "
+            "'reviewer' a higher max_output_tokens): \"I'm glad you're pleased with your\"",
+        ),
     ],
 )
 async def test_a_judge_that_gives_no_verdict_trips_at_once_saying_why(
