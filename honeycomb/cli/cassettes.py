@@ -27,8 +27,9 @@ def add_cassette_options(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="keep every model call of the run (request and answer) in the cassette FILE, "
-        "started anew, to replay it later with --replay",
+        help="keep every model call of the run (request and answer) and every decision on "
+        "its calls in the cassette FILE, started anew (continued, by resume), to replay it "
+        "later with --replay",
     )
     calls.add_argument(
         "--replay",
@@ -49,7 +50,9 @@ def cassette_models(
     from its cassette by name (nothing of the hive's models is built); those of the
     hives it calls as tools too, each named ``TOOL/NAME`` there. It says on standard
     error which, unless the run prints JSON. On Ray too: the cassette stays in this
-    process, and each call the actors record is appended to it there.
+    process, and each call the actors record is appended to it there. A run that
+    continues a stored one (``args.continues``: ``honeycomb resume``) goes on in
+    ``--record``'s cassette, after what its earlier lives recorded there.
 
     Raises:
         CassetteError: when the file cannot be written or read, or, replaying, does not
@@ -69,9 +72,15 @@ def cassette_models(
         recorded = len(played.calls) if played is not None else 0
         said = f"replaying the model calls of {replay} ({recorded} recorded; no model is called)"
     else:
+        from runtime.models.cassettes import CassetteWriter
+
         own = dict.fromkeys(_names(hive), model) if model is not None else _built(hive)
-        models = cassette(own, record=record)
-        said = f"recording the model calls in {record}"
+        # A resumed run's later lives go on in its cassette, after its first's.
+        assert record is not None  # (--record, since not --replay)
+        tape = Path(record)
+        continued = getattr(args, "continues", False) and tape.is_file()
+        models = cassette(own, record=CassetteWriter(tape, append=continued))
+        said = f"{'continuing' if continued else 'recording'} the model calls in {record}"
     if not getattr(args, "json", False):
         print(said, file=sys.stderr)
     return models

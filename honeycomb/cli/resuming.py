@@ -27,6 +27,11 @@ _MODEL_OPTIONS = ("model", "gguf", "context", "tool_protocol", "base_url", "repl
 answered by (``--model`` and what goes with it, or a cassette's answers): a stored run
 does not keep them, so the command that continues a run names them again."""
 
+_KEPT_OPTIONS = ("record",)
+"""The options that chose where a run's calls are kept (a cassette, which ``resume``
+goes on in): named again too, so that a run's later lives are recorded after its
+first's."""
+
 BASE_URL_ENV = "HONEYCOMB_BASE_URL"
 """Where ``--base-url`` is read from when it is not given: the command that continues a
 run whose endpoint's URL holds a secret names it by this variable, not by its text."""
@@ -40,9 +45,9 @@ def resume_hint(run_id: str, store: Path | str, args: argparse.Namespace | None 
     """The command that continues run ``run_id`` of ``store`` from this folder, on the
     models ``args`` chose: it names the store unless it is the default one, where
     ``resume`` looks, and each option of :data:`_MODEL_OPTIONS` given (or read from
-    the environment: the shell that resumes may not have it) and of
-    :data:`_WHERE_OPTIONS`. Without ``args`` (a server that continues runs of any
-    command), none.
+    the environment: the shell that resumes may not have it), of
+    :data:`_WHERE_OPTIONS` and of :data:`_KEPT_OPTIONS`. Without ``args`` (a server
+    that continues runs of any command), none.
 
     An endpoint's URL that holds a secret (a password, a ``?key=``) is not written:
     the command gives ``--base-url "$HONEYCOMB_BASE_URL"``, which the shell fills in,
@@ -54,7 +59,7 @@ def resume_hint(run_id: str, store: Path | str, args: argparse.Namespace | None 
     if args is None:
         return shlex.join(words)
     from_env = ""
-    for option in (*_MODEL_OPTIONS, *_WHERE_OPTIONS):
+    for option in (*_MODEL_OPTIONS, *_WHERE_OPTIONS, *_KEPT_OPTIONS):
         value = getattr(args, option, None)
         if option == "base_url" and args.model is None:
             continue  # an endpoint for no --model: the run did not use it

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -121,21 +121,26 @@ __all__ = [
 
 class CassetteWriter:
     """Writes a cassette: the file is started anew (its folder made) when the writer
-    is made, and each model and call is appended, masked, as it comes (a line at a
-    time, whatever thread appends it).
+    is made, or, with ``append``, continued when it is a cassette already (a resumed
+    run's later lives after its first's); each model and call is appended, masked, as
+    it comes (a line at a time, whatever thread appends it).
 
     Raises:
-        CassetteError: when the file cannot be written.
+        CassetteError: when the file cannot be written, or, continued, is not a
+            cassette (naming its line at fault).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, append: bool = False) -> None:
         self.path = Path(path)
         self._models: set[str | tuple[str, str]] = set()
         self._decided: set[tuple[str | None, str, int, str]] = set()
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_bytes(msgspec.json.encode(Header()) + b"\n")
+            if append and self.path.is_file() and self.path.stat().st_size:
+                self._models.update(_names(read_lines(self.path)))
+            else:
+                self.path.write_bytes(msgspec.json.encode(Header()) + b"\n")
         except OSError as exc:
             raise CassetteError(f"cannot write: {exc}", file=str(self.path)) from exc
 
@@ -393,6 +398,16 @@ class Cassette:
         nearest = max(pool, key=nearness)
         where = f" (recorded for worker {nearest.worker!r})" if nearest.worker else ""
         return first_difference(canonical(nearest.request), asked) + where
+
+
+def _names(lines: Iterable[Line]) -> Iterator[str | tuple[str, str]]:
+    """The models (``name``) and embeddings (``("embeddings", name)``) ``lines``
+    record."""
+    for line in lines:
+        if isinstance(line, ModelLine):
+            yield line.name
+        elif isinstance(line, EmbeddingsLine):
+            yield "embeddings", line.name
 
 
 def _call(tool: str, arguments: dict[str, Any]) -> str:

@@ -257,7 +257,10 @@ def _ended(recorded: Recorded) -> ModelResponse:
 
 @overload
 def cassette(
-    models: Model, *, record: str | Path | None = None, replay: str | Path | None = None
+    models: Model,
+    *,
+    record: str | Path | CassetteWriter | None = None,
+    replay: str | Path | None = None,
 ) -> Model: ...
 
 
@@ -265,7 +268,7 @@ def cassette(
 def cassette(
     models: Mapping[str, Model],
     *,
-    record: str | Path | None = None,
+    record: str | Path | CassetteWriter | None = None,
     replay: str | Path | None = None,
 ) -> dict[str, Model]: ...
 
@@ -277,12 +280,13 @@ def cassette(models: Mapping[str, object], *, replay: str | Path) -> dict[str, M
 def cassette(
     models: Model | Mapping[str, object],
     *,
-    record: str | Path | None = None,
+    record: str | Path | CassetteWriter | None = None,
     replay: str | Path | None = None,
 ) -> Model | dict[str, Model]:
-    """One model, or models by name, recorded in the cassette ``record`` (started
-    anew) or answered from the cassette ``replay``; as they are with neither. A single
-    model is named ``default`` in the file, as an Executor names it.
+    """One model, or models by name, recorded in the cassette ``record`` (a file,
+    started anew, or a :class:`CassetteWriter`: one that continues a file) or answered
+    from the cassette ``replay``; as they are with neither. A single model is named
+    ``default`` in the file, as an Executor names it.
 
     With ``replay``, only the names are read: nothing of the models is called, held
     or asked for a key, and a hive's models need not be built at all
@@ -308,6 +312,6 @@ def cassette(
             raise TypeError(f"cassette(): {name!r} is {model!r}, not a model to record")
         wrapped[name] = model
     if record is not None:
-        writer = CassetteWriter(record)
+        writer = record if isinstance(record, CassetteWriter) else CassetteWriter(record)
         wrapped = {name: RecordingModel(m, writer, name=name) for name, m in wrapped.items()}
     return wrapped["default"] if one else wrapped

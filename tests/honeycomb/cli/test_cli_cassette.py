@@ -4,6 +4,8 @@ is not a cassette."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,30 @@ def test_a_run_on_ray_is_recorded_and_replayed_there(
     replayed = capsys.readouterr()
     assert "backend: Ray, 1 actor" in replayed.err
     assert answer(replayed.out) == answer(recorded.out)
+
+
+def test_a_run_that_waited_recorded_through_resume_replays_decided_without_waiting(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo = ["demo", "--approve", "--plain", "--latency", "0"]
+    assert main([*demo, "--record", "demo.jsonl"]) == 3  # it waits for a person
+    out = capsys.readouterr().out
+    approve = re.search(r"honeycomb (approve \S+ \S+ --worker \S+ --turn \d+)", out)
+    resume = re.search(r"honeycomb (resume \S+ .*--record demo\.jsonl)\n", out)
+    assert approve is not None
+    assert resume is not None  # it goes on in the same cassette
+    edited = '{"subject": "Edited", "body": "short"}'
+    assert main([*approve.group(1).split(), "--arguments", edited]) == 0
+    assert main([*resume.group(1).split(), "--plain"]) == 0
+    resumed = capsys.readouterr()
+    assert "continuing the model calls in demo.jsonl" in resumed.err
+    (decided,) = Cassette("demo.jsonl").decisions
+    assert (decided.worker, decided.edited) == ("s4", json.loads(edited))
+
+    # Replayed whole, nobody is asked: the call is approved, edited, as it was.
+    assert main([*demo, "--replay", "demo.jsonl", "--no-store"]) == 0
+    replayed = capsys.readouterr().out
+    assert answer(replayed) == answer(resumed.out)
+    sent = sorted(fast_demo.glob("*.md"))
+    assert len(sent) == 2
+    assert all(path.read_text().startswith("# Edited\n\nshort\n") for path in sent)

@@ -127,9 +127,9 @@ def test_the_command_that_continues_a_run_names_the_options_that_chose_its_model
     task = ["run", "hive.yaml", "Find the weather in Rome.", "--plain", "--store", "my runs.db"]
     models = ["--model", "offline", "--tool-protocol", "text", "--base-url", "http://h:1/v1"]
     assert main([*task, "--run-id", "r1", *models, "--record", "calls.json"]) == 0
-    # --record keeps the calls of a run on its models: it does not choose them.
+    # --record does not choose the models; resume goes on in its cassette.
     assert resume_hint(capsys.readouterr().err) == [
-        "honeycomb", "resume", "r1", "--store", "my runs.db", *models,
+        "honeycomb", "resume", "r1", "--store", "my runs.db", *models, "--record", "calls.json",
     ]  # fmt: skip
     assert main([*task, "--run-id", "r2", "--replay", "calls.json"]) == 0
     assert resume_hint(capsys.readouterr().err)[-2:] == ["--replay", "calls.json"]
