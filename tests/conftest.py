@@ -163,6 +163,32 @@ def postgres() -> Iterator[PostgresServer]:
     server.remove()
 
 
+@pytest.fixture(autouse=True)
+def postgres_stores_closed(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """A test on PostgreSQL closes the run stores it opened as it ends: each holds its
+    writer's connection and a pool of readers' until it is closed, and the test
+    process's one server takes 200 connections (a few a test left open filled them)."""
+    group = request.node.get_closest_marker("xdist_group")
+    if group is None or "postgres" not in group.args:
+        yield
+        return
+    from honeycomb.store import RunStore
+
+    opened: list[RunStore] = []
+    made = RunStore.__init__
+
+    def init(self: RunStore, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        opened.append(self)
+
+    monkeypatch.setattr(RunStore, "__init__", init)
+    yield
+    for store in opened:
+        store.close()
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """What ``-n auto`` (pyproject.toml's addopts) means: a test process a core and one
     more (``--maxprocesses`` caps it), since a test waiting on a child process, a socket
