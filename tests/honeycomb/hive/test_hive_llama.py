@@ -3,14 +3,17 @@ field (nothing here loads the model)."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from honeycomb import Executor
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
+from honeycomb.hive.specs import ModelSpec
 from runtime.models.llama import LlamaModel
 from runtime.models.llama_server import bundled_gguf
 from tests.support.hives import errors_of
@@ -179,3 +182,16 @@ def test_a_hive_called_as_a_tool_shares_its_callers_server(tmp_path: Path) -> No
     assert isinstance(called, LlamaModel)
     assert called.server is model.server
     assert list(loaded.servers.values()) == [model.server]
+
+
+def test_the_hive_page_tells_every_field_and_provider_of_a_model() -> None:
+    """docs/hive.md's table of a model's fields said its provider is ``openai`` or
+    ``offline``, and had none of ``provider: llama``'s fields."""
+    page = (Path(__file__).parents[3] / "docs" / "hive.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    told = {name for row in rows for name in re.findall(r"`(\w+)`", row.split(" | ")[0])}
+    assert set(ModelSpec.model_fields) <= told
+    [provider] = [row for row in rows if row.startswith("| `provider` |")]
+    assert all(
+        f"`{name}`" in provider for name in get_args(ModelSpec.model_fields["provider"].annotation)
+    )
