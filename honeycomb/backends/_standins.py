@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeAlias, cast
+from typing import Any, NoReturn, TypeAlias, cast
 
 import anyio
 
@@ -41,6 +41,7 @@ from runtime import (
     Tracer,
     Usage,
 )
+from runtime.errors import CassetteMismatch
 from runtime.limits import CallInFlight, Limits
 from runtime.limits.quota import QuotaLeft
 from runtime.limits.ratelimit import AdaptiveLimiter, retry_deadline
@@ -158,6 +159,19 @@ class DriverReplay:
             "cassette", self.key, model, request, worker=worker, case=case
         )
         return found
+
+    async def cut_off(
+        self, model: str, call: Recorded | None, *, worker: str | None, case: str | None
+    ) -> NoReturn:
+        """A call the recorded run's wall time cut off: the run's cut is the driver's,
+        which an actor's call cannot wait for, so it fails saying so.
+
+        Raises:
+            CassetteMismatch: always.
+        """
+        why = "a replay on Ray is not cut where the recording was (replay it in one process)"
+        difference = f"the recorded run's wall time cut it off under way, and {why}"
+        raise CassetteMismatch(str(self.path), model, difference, worker=worker, case=case)
 
 
 StoodFor: TypeAlias = AdaptiveLimiter | CassetteWriter | Cassette

@@ -9,8 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import Executor, Role
+from honeycomb import Budgets, Executor, Policy, Role
 from honeycomb.backends import RayBackend
+from honeycomb.errors import BudgetExceeded
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
@@ -47,3 +48,44 @@ async def test_runs_asking_the_same_at_once_get_each_recorded_answer_once(
     assert len(Cassette(tape).calls) == 2
     # On Ray, each actor had its own copy of the cassette, and both answered the first.
     assert await two_runs_at_once(cassette(FunctionModel(unique), replay=tape), backend) == recorded
+
+
+def cut_short() -> FunctionModel:
+    """s1 answers at once; s2's answer never comes (its run's wall time cuts it off)."""
+
+    async def answer(request: ModelRequest) -> str:
+        if (request.conversation or "").endswith("/s2"):
+            await anyio.sleep_forever()
+        return "done"
+
+    return FunctionModel(answer)
+
+
+async def test_a_run_cut_by_its_wall_time_replayed_on_ray_says_it_is_not_cut_there(
+    ray_session: object, tmp_path: Path
+) -> None:
+    tape = tmp_path / "cut.jsonl"
+    # Time for the actors to start before the replay's own clock would cut it.
+    policy = Policy(budgets=Budgets(wall_time_s=3.0))
+    plan = [("r", "one"), ("r", "two")]
+    executor = Executor(
+        [Role(name="r")], cassette(cut_short(), record=tape), aggregator="concat", policy=policy
+    )
+    with pytest.raises(BudgetExceeded):
+        await executor.run("t", subtasks=plan)
+
+    pool = RayBackend(actors=2, actor_cpus=0)
+    try:
+        models = cassette(cut_short(), replay=tape)
+        on_ray = Executor(
+            [Role(name="r")], models, aggregator="concat", policy=policy, backend=pool
+        )
+        result = await on_ray.run("t", subtasks=plan)
+    finally:
+        pool.stop()
+    # In an actor, s2's call cannot wait for the driver's cut: it fails saying so.
+    assert result.subtasks["s1"].status == "ok"
+    error = result.subtasks["s2"].error
+    assert error is not None
+    assert error.type == "CassetteMismatch"
+    assert "a replay on Ray is not cut where the recording was" in error.message
