@@ -9,12 +9,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import Budgets, Executor, Policy, Role
+from honeycomb import ApprovalRequest, Budgets, Decision, Executor, Policy, Role, tool
 from honeycomb.backends import RayBackend
 from honeycomb.errors import BudgetExceeded
 from honeycomb.models import Cassette, Model, cassette
-from honeycomb.testing import FunctionModel
-from runtime import ModelRequest
+from honeycomb.testing import FunctionModel, call
+from runtime import AssistantMessage, ModelRequest, ToolMessage
 
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.timeout(120)]
 
@@ -89,3 +89,41 @@ async def test_a_run_cut_by_its_wall_time_replayed_on_ray_says_it_is_not_cut_the
     assert error is not None
     assert error.type == "CassetteMismatch"
     assert "a replay on Ray is not cut where the recording was" in error.message
+
+
+@tool(approval=True)
+def pay(amount: int) -> str:
+    """Pays an amount."""
+    return f"paid {amount}"
+
+
+def paying(request: ModelRequest) -> str | AssistantMessage:
+    """Pays 100, then says what came of it."""
+    last = request.messages[-1]
+    if isinstance(last, ToolMessage):
+        return f"done: {last.content}"
+    return AssistantMessage(tool_calls=(call("pay", {"amount": 100}),))
+
+
+async def test_a_replay_is_decided_as_recorded_wherever_its_workers_run(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    tape = tmp_path / "paid.jsonl"
+    asked: list[str] = []
+
+    async def person(request: ApprovalRequest) -> Decision:
+        asked.append(request.tool)
+        return Decision.approved({"amount": 40}, by="ann")
+
+    async def one(models: Model) -> str:
+        payer = Role(name="payer", tools=("pay",))
+        executor = Executor(
+            [payer], models, tools=[pay], aggregator="concat", approver=person, backend=backend
+        )
+        return (await executor.run("t", subtasks=[("payer", "pay")])).answer_text
+
+    recorded = await one(cassette(FunctionModel(paying), record=tape))
+    assert asked == ["pay"]
+    assert await one(cassette(FunctionModel(paying), replay=tape)) == recorded
+    assert asked == ["pay"]  # nobody was asked again
+    assert "paid 40" in recorded
