@@ -41,6 +41,7 @@ if typing.TYPE_CHECKING:
         AttemptSpent,
         Cassette,
         CassetteWriter,
+        Decided,
         Embedded,
         Recorded,
     )
@@ -64,6 +65,7 @@ __all__ = [
     "AttemptSpent",
     "Cassette",
     "CassetteWriter",
+    "Decided",
     "Embedded",
     "Embeddings",
     "JsonToolModel",
@@ -107,5 +109,6 @@ if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no othe
             "runtime.models.layers.cassette",
             "runtime.models.layers.cassette_embeddings",
             "runtime.models.cassette_errors",
+            "runtime.models.cassettes",
         ),
     )
