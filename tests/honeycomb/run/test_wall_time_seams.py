@@ -64,7 +64,9 @@ async def test_a_resumed_run_has_the_wall_time_its_earlier_lives_left(tmp_path: 
     second_life = time.monotonic() - began
     assert stopped.value.limit == "wall_time_s"
     assert second_life < 0.8 * wall  # about the 0.8 s left
-    assert stopped.value.used == pytest.approx(first_life + second_life, abs=0.2)
+    # Both lives counted: the budget's whole, and no more than the test saw them take
+    # (which adds making each Executor and the first's cancelling, long when busy).
+    assert wall <= stopped.value.used <= first_life + second_life
 
 
 def hive_as_tool(inner_budgets: Budgets, outer_budgets: Budgets) -> tuple[Executor, list[str]]:
