@@ -35,6 +35,7 @@ from honeycomb.trace.spans import Span
 from honeycomb.web.approvals import decidable
 from runtime.tools.approvals import ApprovalEntry, PendingApproval
 from runtime.value import Value
+from workers.guards import refusal_text
 
 __all__ = [
     "Links",
@@ -461,6 +462,7 @@ def _worker(name: str, worker: StoredWorker, status: str) -> str:
     else:
         messages = [m for _, batch in sorted(worker.messages) for m in json.loads(batch)]
     error = (finished or {}).get("error")
+    messages = _without_refused(messages, tripped=_output_tripped(error))
     why = f'<p class="error">{_e(error["type"])}: {_e(error["message"])}</p>' if error else ""
     turns = done.get("turns") or (worker.state or {}).get("turn") or 0
     return (
@@ -468,6 +470,44 @@ def _worker(name: str, worker: StoredWorker, status: str) -> str:
         f'<summary><b>{_e(name)}</b> <span class="status {_e(status)}">'
         f"{_e(status)}</span> · {counted(int(turns), 'turn')}</summary>"
         f"{why}{_transcript(messages)}</details>"
+    )
+
+
+_CORRECTION = refusal_text(()).partition("\n")[0]
+"""How the correction a worker is sent for an answer its output guards refused begins."""
+
+_REFUSED = {"role": "assistant", "content": "(an answer its output guards refused)"}
+"""What stands for such an answer: as the run's stream drops it, no view shows it."""
+
+
+def _without_refused(messages: list[dict[str, Any]], *, tripped: bool) -> list[dict[str, Any]]:
+    """``messages`` with each answer the worker's output guards refused in its place:
+    one the worker was sent a correction for, and its last when they tripped."""
+    shown = []
+    for index, message in enumerate(messages):
+        after = messages[index + 1] if index + 1 < len(messages) else None
+        refused = tripped if after is None else _corrects(after)
+        shown.append(_REFUSED if refused and _answers(message) else message)
+    return shown
+
+
+def _corrects(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return message.get("role") == "user" and str(content or "").startswith(_CORRECTION)
+
+
+def _answers(message: dict[str, Any]) -> bool:
+    """Whether ``message`` is an answer of its worker's: the model's text without a
+    call (a call's text beside it is not)."""
+    return message.get("role") == "assistant" and not message.get("tool_calls")
+
+
+def _output_tripped(error: dict[str, Any] | None) -> bool:
+    """Whether a worker failed of its output guards (its last answer refused)."""
+    return (
+        error is not None
+        and error.get("type") == "GuardrailTripped"
+        and str(error.get("message", "")).startswith("output guard")
     )
 
 
