@@ -164,7 +164,8 @@ def output_limits(hive: Hive) -> str:
     them: their own, or the planner's (when it sets none) sized by the longest plan it
     may write; "" for a hive with no roles."""
     policy = hive.policy
-    planner = hive.spec.planner.role if hive.spec.planner is not None else None
+    # Without planner:, the role named planner plans (if there is one).
+    planner = hive.spec.planner.role if hive.spec.planner is not None else "planner"
     roles: dict[int, list[str]] = {}  # the roles whose answers have each limit
     for name, role in hive.roles.items():
         limit = role.max_output_tokens

@@ -113,12 +113,17 @@ def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def said_of(argv: list[str], hive: str, capsys: pytest.CaptureFixture[str]) -> str:
+def said_of(
+    argv: list[str],
+    hive: str,
+    capsys: pytest.CaptureFixture[str],
+    planner: str = "planner: planner\n",
+) -> str:
     """The output limits ``--model local``'s line names, for a hive of the roles and
-    policy of ``hive``: ``run`` stops at a store it cannot open, ``chat`` at the end
-    of its input, both after the line and before any model call."""
+    policy of ``hive`` (and its ``planner:``): ``run`` stops at a store it cannot open,
+    ``chat`` at the end of its input, both after the line and before any model call."""
     Path("hive.yaml").write_text(
-        "models: {default: offline}\nplanner: planner\naggregator: aggregator\n" + hive
+        f"models: {{default: offline}}\n{planner}aggregator: aggregator\n" + hive
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("sys.stdin", io.StringIO(""))
@@ -154,6 +159,17 @@ def test_the_local_model_names_the_output_limit_that_applies(
     )
     said = said_of(argv, all_own, capsys)
     assert said == "answers of at most 600 tokens for planner, 300 for w and aggregator"
+
+
+@COMMANDS
+def test_the_planner_a_hive_has_by_its_roles_name_is_named_with_its_limit(
+    tiny: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # With no planner:, the role named planner plans, its calls sized by the plan it
+    # may write; the line gave it the run-wide limit.
+    roles = "roles: {planner: {}, w: {}, aggregator: {}}\n"
+    said = said_of(argv, roles, capsys, planner="")
+    assert said == f"answers of at most {ANSWER_TOKENS} tokens, 9604 for planner"
 
 
 def test_the_context_of_the_local_model_is_given_by_context(
