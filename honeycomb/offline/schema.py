@@ -126,18 +126,65 @@ def _fill(node: dict[str, Any], root: dict[str, Any], text: str, name: str) -> A
         wanted = node.get("required", [])
         return {key: _fill(props[key], root, text, key) for key in wanted if key in props}
     if kind == "array":
-        return _fill_list(node, root, text)
-    return _fill_scalar(kind, text, name)
+        return _sized(_fill_list(node, root, text), node, root, text)
+    return _bounded(_fill_scalar(kind, text, name), node)
 
 
 def _fill_list(node: dict[str, Any], root: dict[str, Any], text: str) -> list[Any]:
     items = resolve(node.get("items", {}), root)
     kind = items.get("type", "string")
     if kind in ("number", "integer"):
-        return [_fill_scalar(kind, str(n), "") for n in numbers(text)]
+        return [_bounded(_fill_scalar(kind, str(n), ""), items) for n in numbers(text)]
     if kind != "string":
         return []
-    return bullets(text) or [" ".join(text.split())]
+    return [_bounded(b, items) for b in bullets(text) or [" ".join(text.split())]]
+
+
+def _sized(found: list[Any], node: dict[str, Any], root: dict[str, Any], text: str) -> list[Any]:
+    """``found`` within the array's ``minItems`` and ``maxItems``: cut, or made up to
+    its least with items filled from ``text``."""
+    least, most = node.get("minItems", 0), node.get("maxItems")
+    if len(found) < least:
+        found += [_fill(node.get("items", {}), root, text, "")] * (least - len(found))
+    return found if most is None else found[:most]
+
+
+def _bounded(value: Any, node: dict[str, Any]) -> Any:
+    """``value`` within the bounds ``node`` gives: a string's length (cut, or padded
+    with dots), a number's range (:func:`_in_range`)."""
+    if isinstance(value, str):
+        value = value[: node.get("maxLength")]
+        return value.ljust(node.get("minLength", 0), ".")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if node.get("type") == "integer":
+        return _in_range(int(value), node, whole=True)
+    return _in_range(float(value), node, whole=False)
+
+
+def _in_range(value: float, node: dict[str, Any], *, whole: bool) -> Any:
+    """``value``, or, out of the range ``node`` gives, the nearest ``whole`` number in
+    it (one past an exclusive bound); or a number strictly inside (half way between
+    the bounds, or one past the only one)."""
+    low, high = node.get("minimum"), node.get("maximum")
+    open_low, open_high = node.get("exclusiveMinimum"), node.get("exclusiveMaximum")
+    if whole:
+        low = low if open_low is None else open_low + 1
+        high = high if open_high is None else open_high - 1
+        open_low = open_high = None
+    low = low if open_low is None else open_low
+    high = high if open_high is None else open_high
+    below = low is not None and (value < low or (value == low and open_low is not None))
+    above = high is not None and (value > high or (value == high and open_high is not None))
+    if not (below or above):
+        return value
+    if whole:
+        return low if below else high
+    if low is not None and high is not None:
+        return (low + high) / 2
+    if low is not None:
+        return low + 1
+    return value if high is None else high - 1
 
 
 def _fill_scalar(kind: str, text: str, name: str) -> Any:

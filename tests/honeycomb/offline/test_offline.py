@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from honeycomb import Executor, Guards, Role
 from honeycomb.offline import OfflineModel
@@ -761,3 +761,23 @@ def test_an_expression_is_well_formed_exactly_when_python_reads_it_as_arithmetic
     else:
         python_reads_it = True
     assert rules._well_formed(tokens) == python_reads_it
+
+
+def test_fill_schema_keeps_within_the_bounds_a_schema_gives() -> None:
+    # A role's schema of bounded fields failed its every offline answer: a score of 0
+    # under ge=1, a city longer than max_length, no tag where one was the least.
+    class Verdict(BaseModel):
+        city: str = Field(min_length=2, max_length=12)
+        score: int = Field(ge=1, le=10)
+        share: float = Field(gt=0, lt=1)
+        tags: list[str] = Field(min_length=2, max_length=3)
+        counts: list[int] = Field(max_length=1)
+        code: str = Field(min_length=4)
+
+    text = "Lisbon is lovely: 0 faults, 40 trams\n- tiles\n- food\n- fado\n- port"
+    filled = schema_rules.fill_schema(Verdict.model_json_schema(), text)
+    assert Verdict.model_validate(filled)
+    assert (filled["score"], filled["share"]) == (1, 0.5)
+    assert filled["tags"] == ["tiles", "food", "fado"]
+    empty = schema_rules.fill_schema(Verdict.model_json_schema(), "")
+    assert Verdict.model_validate(empty)
