@@ -36,6 +36,7 @@ from honeycomb.testing import FunctionModel
 from tests.support import ROOT
 from tests.support.approvals import TASK, executor, payer_beside_reader, payer_saw, plan
 from tests.support.concurrency import Rendezvous
+from tests.support.stores import change
 
 
 async def test_a_paused_worker_does_not_block_the_others(tmp_path: Path) -> None:
@@ -124,15 +125,29 @@ def test_the_command_line_refuses_edits_it_cannot_check_and_keeps_the_call_waiti
     assert done.status == "ok"
 
 
+async def ran_out_waiting(db: Path, effects: Path, timeout_s: float) -> None:
+    """Run r1 until it ends waiting on its payer's call, then let the call's time to
+    decide, ``timeout_s`` from its asking, run out as it waits in the store.
+
+    The run is let end waiting first: a call whose time runs out while its run goes on
+    is denied in that run (the test after the next), and writing the call down took a
+    busy machine longer than 0.3 s. So the run asks with an hour to decide, and its
+    deadline is then set in the store as a limit of ``timeout_s`` would have set it.
+    """
+    waiting = await executor(db, effects, approval_timeout_s=3600).run(
+        TASK, subtasks=plan(1), run_id="r1"
+    )
+    (pending,) = waiting.pending
+    assert pending.deadline == pytest.approx(pending.asked_at + 3600)
+    deadline = pending.asked_at + timeout_s
+    change(db, ("UPDATE approvals SET deadline = ? WHERE run_id = 'r1'", (deadline,)))
+    await anyio.sleep(max(deadline - time.time(), 0) + 0.01)  # its time runs out
+
+
 async def test_no_decision_in_time_is_a_denial_on_resume(tmp_path: Path) -> None:
     db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
-    # Time for the run to end waiting first: a call that times out while it goes on
-    # is denied in that run (the next test).
     first = executor(db, effects, approval_timeout_s=0.3)
-    waiting = await first.run(TASK, subtasks=plan(1), run_id="r1")
-    (pending,) = waiting.pending
-    assert pending.deadline == pytest.approx(pending.asked_at + 0.3)
-    await anyio.sleep(pending.deadline - time.time() + 0.01)  # its time runs out
+    await ran_out_waiting(db, effects, 0.3)
     with pytest.raises(ApprovalError, match="ran out"):
         await first.decide("r1", "pay_1", approve=True)
     done = await executor(db, effects, approval_timeout_s=0.3).resume("r1")
@@ -147,11 +162,7 @@ async def test_a_call_whose_time_ran_out_is_denied_on_resume_though_an_approver_
     its run waited was asked about all the same, and approved: the deadline passed
     is a denial, whoever would answer now."""
     db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
-    waiting = await executor(db, effects, approval_timeout_s=0.3).run(
-        TASK, subtasks=plan(1), run_id="r1"
-    )
-    (pending,) = waiting.pending
-    await anyio.sleep(pending.deadline - time.time() + 0.01)  # its time runs out
+    await ran_out_waiting(db, effects, 0.3)
     asked: list[ApprovalRequest] = []
 
     async def approves_at_once(request: ApprovalRequest) -> Decision:
