@@ -91,23 +91,33 @@ class RunRecord:
                 self.store.let_go(lease)
 
     def started(
-        self, task: str, source: str | None, *, resumed: Resumed | None, budget: Budget | None
+        self,
+        task: str,
+        source: str | None,
+        *,
+        resumed: Resumed | None,
+        budget: Budget | None,
+        held: str | None = None,
     ) -> None:
         """Start this life of the run: the run's row (a resumed run's is marked running
         again) and the life's; given the run's ``budget`` (not a sub-run's, which spends
-        its caller's), what it spends is kept in the life's row as it spends it."""
+        its caller's), what it spends is kept in the life's row as it spends it.
+        ``held``: what the run holds back until its output guards pass its answer
+        (``workers``), which every view of it honours (this life's guards say it)."""
         now = time.time()
         if resumed is not None:
             self.life, self.started_at = resumed.life, resumed.started_at
-            sql = "UPDATE runs SET status = 'running', finished_at = NULL WHERE run_id = ?"
-            self.store.write((sql, (self.run_id,)), lease=self.lease)
+            sql = (
+                "UPDATE runs SET status = 'running', finished_at = NULL, held = ? WHERE run_id = ?"
+            )
+            self.store.write((sql, (held, self.run_id)), lease=self.lease)
         else:
             self.life, self.started_at = 1, now
             self.store.write(
                 (
-                    "INSERT INTO runs (run_id, task, status, source, started_at) "
-                    "VALUES (?, ?, 'running', ?, ?)",
-                    (self.run_id, task, source, now),
+                    "INSERT INTO runs (run_id, task, status, source, started_at, held) "
+                    "VALUES (?, ?, 'running', ?, ?, ?)",
+                    (self.run_id, task, source, now, held),
                 ),
                 lease=self.lease,
             )

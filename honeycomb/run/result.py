@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.trace.critical import figures
-from runtime import Usage
+from runtime import AssistantMessage, Transcript, Usage
 from runtime.secrets import masked
 from runtime.tools.approvals import PendingApproval
 from workers import WorkerError, WorkerResult
@@ -26,6 +26,7 @@ __all__ = [
     "SubtaskResult",
     "SubtaskStatus",
     "answer_as_text",
+    "answers_withheld",
     "rounds_of",
     "run_timings",
     "timings_of",
@@ -254,6 +255,35 @@ class RunResult(BaseModel):
             f"critical path {t.critical_path_s:.2f}s, speedup x{t.speedup:.1f} over serial | "
             f"{u.total_tokens} tokens, {u.model_calls} model calls, {u.tool_calls} tool calls"
         )
+
+
+WITHHELD = "(withheld: the run's output guards refused the answer made of its workers' answers)"
+"""What stands for a worker's answer in a run whose output guards refused the answer
+made of its workers' answers (:func:`answers_withheld`)."""
+
+
+def answers_withheld(result: RunResult) -> RunResult:
+    """``result`` with its workers' answers withheld: its answer was made of them
+    (``concat``, an aggregator function) and its output guards refused it, so that
+    the refused text leaves the run by no way. Each worker keeps its status, usage,
+    calls and what they returned; its ``output`` and ``text`` are gone, and each answer
+    in its transcript (the model's text without a call) reads :data:`WITHHELD`."""
+
+    def withheld(outcome: SubtaskResult) -> SubtaskResult:
+        worker = outcome.worker
+        if worker is None:
+            return outcome
+        messages = tuple(
+            AssistantMessage(content=WITHHELD)
+            if isinstance(m, AssistantMessage) and not m.tool_calls
+            else m
+            for m in worker.transcript.messages
+        )
+        kept = {"output": None, "text": "", "transcript": Transcript(messages=messages)}
+        return outcome.model_copy(update={"worker": worker.model_copy(update=kept)})
+
+    subtasks = {name: withheld(outcome) for name, outcome in result.subtasks.items()}
+    return result.model_copy(update={"subtasks": subtasks})
 
 
 def run_timings(

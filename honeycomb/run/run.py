@@ -37,6 +37,7 @@ from honeycomb.run.result import (
     RunTimings,
     SubtaskResult,
     answer_as_text,
+    answers_withheld,
     rounds_of,
     run_timings,
     timings_of,
@@ -350,7 +351,8 @@ class Run:
         # A sub-run (a hive called as a tool) spends its caller's budget: the caller's
         # record keeps it.
         budget = None if self.within else self.context.budget
-        record.started(self.task, self.shared.reporting.source, resumed=self.resumed, budget=budget)
+        source, held = self.shared.reporting.source, self._held()
+        record.started(self.task, source, resumed=self.resumed, budget=budget, held=held)
         return None
 
     async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
@@ -422,6 +424,14 @@ class Run:
         )
         status = "ok" if all(o.ok for o in outcomes.values()) else "partial"
         return self._result(status, outcomes, answer)
+
+    def _held(self) -> str | None:
+        """What the run holds back until its output guards pass its answer, as its
+        record says it for every view of it: ``workers`` when its answer is made of
+        its workers' answers (``concat``, a function), which the stream holds from the
+        start too (:meth:`_hold_answer_text`); None when no output guard checks the
+        answer, or an aggregator role writes it anew."""
+        return "workers" if self.guards.guards.output and self.context.aggregator is None else None
 
     def _hold_answer_text(self) -> HeldText | None:
         """The hold of the final answer's text until the run's output guards pass it
@@ -647,6 +657,8 @@ class Run:
         if self.lead is not None and self.rounds_ended is None:  # it stopped the rounds
             self.rounds_ended = _rounds_stopped_by(exc)
         exc.partial = self._result(status, outcomes)
+        if isinstance(exc, GuardrailTripped) and exc.kind == "output" and self._held():
+            exc.partial = answers_withheld(exc.partial)  # they are the answer it refused
         await self._finished(status, exc.partial, exc)
 
     def _restored(self) -> dict[str, SubtaskResult]:

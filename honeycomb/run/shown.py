@@ -12,7 +12,10 @@ from honeycomb.store import StoredRun
 from honeycomb.trace.spans import Span
 from honeycomb.trace.timeline import Timeline, build_timeline
 
-__all__ = ["stored_timeline", "worker_statuses"]
+__all__ = ["answers_held", "stored_timeline", "worker_statuses"]
+
+_PASSED = ("ok", "partial")
+"""A run that ended so ended with an answer: its output guards passed it."""
 
 _LEFT_AS = {"running": "running", "waiting": "waiting", "interrupted": "interrupted"}
 """What a worker with no outcome is at, by what its run is at (else: ``cancelled``)."""
@@ -39,6 +42,14 @@ def worker_statuses(run: StoredRun, status: str | None = None) -> dict[str, str]
         else:
             statuses[name] = _LEFT_AS.get(now, "cancelled")
     return statuses
+
+
+def answers_held(run: StoredRun, status: str | None = None) -> bool:
+    """Whether every view holds back the workers' answers of ``run``: its answer is
+    made of them (``concat``, an aggregator function) and its output guards have not
+    passed it (they will check it, check it now, or refused it), as the stream holds
+    their text; ``status`` as :func:`worker_statuses` takes it."""
+    return run.held == "workers" and (status or run.status) not in _PASSED
 
 
 def stored_timeline(run: StoredRun, spans: Sequence[Span], status: str | None = None) -> Timeline:

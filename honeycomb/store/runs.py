@@ -132,6 +132,9 @@ class StoredRun(Value, frozen=True, kw_only=True):
     error: str | None = None
     """Why it ended as it did, when an error ended it (``failed``, ``over_budget``:
     ``BudgetExceeded: ...``, ``interrupted`` by one); None otherwise, and while it runs."""
+    held: str | None = None
+    """What it holds back until its output guards pass its answer: ``workers`` (its
+    answer is made of its workers' answers); None: nothing (or a store of schema 7)."""
 
 
 class _Worker(Value, frozen=True):
@@ -258,7 +261,17 @@ def last_life(db: Connection, run_id: str) -> tuple[int, Usage | None]:
 
 
 def read_run(db: Connection, run_id: str) -> StoredRun | None:
-    names = ("task", "status", "source", "plan", "result", "error", "planned_by", "started_at")
+    names = (
+        "task",
+        "status",
+        "source",
+        "plan",
+        "result",
+        "error",
+        "planned_by",
+        "started_at",
+        "held",
+    )
     selected = columns(db, "runs", (*names, *_SPENT))
     row = db.execute(f"SELECT {selected} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
@@ -291,7 +304,7 @@ def read_run(db: Connection, run_id: str) -> StoredRun | None:
         name = entry.pending.worker
         found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
         found.approvals[entry.pending.turn, entry.pending.call_id] = entry
-    task, status, source, plan, result, error, planned_by, started_at, *counters = row
+    task, status, source, plan, result, error, planned_by, started_at, held, *counters = row
     lives, spent = last_life(db, run_id)
     if spent is None:
         spent = Usage(**dict(zip(_SPENT, counters, strict=True)))
@@ -308,6 +321,7 @@ def read_run(db: Connection, run_id: str) -> StoredRun | None:
         lives=lives,
         spent=spent,
         error=error if status != "running" else None,  # a life before this one's
+        held=held,
     )
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -138,6 +138,12 @@ ADDED: dict[int, dict[str, tuple[tuple[str, str, str], ...]]] = {
     },
     6: {},  # tables of their own: evals, and the turns of sessions (CREATED)
     7: {},  # the runs of turns taken back, and the indexes retention reads (CREATED)
+    8: {
+        # What the run holds back until its output guards pass its answer: 'workers'
+        # (its answer is made of its workers' answers: concat, an aggregator function,
+        # so no view shows them before); NULL: nothing a view shows.
+        "runs": (("held", "TEXT", "NULL"),),
+    },
 }
 """The columns each version adds, by table: ``(name, declaration, what a store of an
 earlier version reads for it)``."""

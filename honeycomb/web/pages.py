@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from honeycomb.run.conversation import Turn
-from honeycomb.run.shown import stored_timeline, worker_statuses
+from honeycomb.run.shown import answers_held, stored_timeline, worker_statuses
 from honeycomb.store import RunSummary, StoredRun, StoredWorker
 from honeycomb.trace.format import counted, format_cost, format_took, printable, shown_value
 from honeycomb.trace.html import timeline_section
@@ -266,7 +266,7 @@ def live_parts(
         )
         + f'<div id="live" class="part">{_answer(run.result)}{_decisions(decided)}'
         + f"<h2>timeline</h2>{trace}"
-        + f"{_workers(run.workers, statuses)}</div>"
+        + f"{_workers(run.workers, statuses, held=answers_held(run, summary.status))}</div>"
     )
 
 
@@ -444,23 +444,27 @@ def _arguments(arguments: dict[str, Any]) -> str:
     return f'<dl class="arguments">{"".join(items)}</dl>'
 
 
-def _workers(workers: dict[str, StoredWorker], statuses: dict[str, str]) -> str:
+def _workers(workers: dict[str, StoredWorker], statuses: dict[str, str], *, held: bool) -> str:
+    """The workers, each with its transcript; ``held``: without their answers (the run's
+    answer is made of them, and its output guards have not passed it)."""
     if not workers:
         return ""
     parts = "\n".join(
-        _worker(name, worker, statuses.get(name, worker.status))
+        _worker(name, worker, statuses.get(name, worker.status), held=held)
         for name, worker in sorted(workers.items())
     )
     return f"<h2>workers</h2>{parts}"
 
 
-def _worker(name: str, worker: StoredWorker, status: str) -> str:
+def _worker(name: str, worker: StoredWorker, status: str, *, held: bool) -> str:
     finished = json.loads(worker.result) if worker.result is not None else None
     done = (finished or {}).get("worker") or {}
     if done.get("transcript"):
         messages = list(done["transcript"].get("messages", ()))
     else:
         messages = [m for _, batch in sorted(worker.messages) for m in json.loads(batch)]
+    if held:
+        messages = [_HELD if _answers(m) else m for m in messages]
     error = (finished or {}).get("error")
     messages = _without_refused(messages, tripped=_output_tripped(error))
     why = f'<p class="error">{_e(error["type"])}: {_e(error["message"])}</p>' if error else ""
@@ -494,6 +498,14 @@ def _without_refused(messages: list[dict[str, Any]], *, tripped: bool) -> list[d
 def _corrects(message: dict[str, Any]) -> bool:
     content = message.get("content")
     return message.get("role") == "user" and str(content or "").startswith(_CORRECTION)
+
+
+_HELD = {
+    "role": "assistant",
+    "content": "(its answer is held: the run's answer is made of its workers' answers, "
+    "and the run's output guards have not passed it)",
+}
+"""What stands for a worker's answer while it is held."""
 
 
 def _answers(message: dict[str, Any]) -> bool:

@@ -364,3 +364,42 @@ async def test_a_judges_retry_the_budget_refused_reports_the_call_it_made() -> N
     checked = _checked_against(events, run)
     assert (checked.status, checked.model_calls, checked.reason) == ("error", 1, "budget exceeded")
     assert checked.input_tokens > 0
+
+
+def _names_the_vault(check: GuardCheck) -> str | None:
+    return "it names the vault" if "vault" in check.text else None
+
+
+@pytest.mark.parametrize("aggregator", ["concat", "role"])
+async def test_an_answer_of_the_workers_answers_refused_leaves_them_out_of_the_partial(
+    aggregator: str, tmp_path: Path
+) -> None:
+    """With concat, the run's refused answer is its workers' answers: its partial
+    result, the run.finished event and the stored result held them whole (``honeycomb
+    run --json`` printed them). An aggregator role writes the answer anew: its workers'
+    answers were not refused, and are kept."""
+
+    def answer(request: ModelRequest) -> str:
+        system = request.messages[0].content or ""
+        return "The vault opens at nine." if "You merge" not in system else "Merged: the vault."
+
+    roles = [Role(name="clerk"), Role(name="merger", instructions="You merge.")]
+    executor = Executor(
+        roles,
+        FunctionModel(answer),
+        aggregator="concat" if aggregator == "concat" else "merger",
+        guards=Guards(output=(_names_the_vault,)),
+        store=tmp_path / "runs.db",
+    )
+    events: list[object] = []
+    with pytest.raises(GuardrailTripped) as tripped:
+        await executor.run("t", subtasks=[("clerk", "a"), ("clerk", "b")], on_event=[events.append])
+    partial = tripped.value.partial
+    assert partial is not None
+    (finished,) = [e for e in events if isinstance(e, RunFinished)]
+    assert finished.result is not None
+    for result in (partial, finished.result):
+        kept = result.model_dump_json()
+        assert ("opens at nine" in kept) == (aggregator == "role")
+        assert [s.status for s in result.subtasks.values()] == ["ok", "ok"]
+        assert all(s.worker and s.worker.usage.model_calls == 1 for s in result.subtasks.values())

@@ -170,6 +170,7 @@ async def test_a_store_of_schema_5_reads_as_holding_no_session_and_takes_one(db:
     ex.store.close()
     with sqlite3.connect(db) as conn:  # as Honeycomb of schema 5 left it
         conn.execute("DROP TABLE session_turns")
+        conn.execute("ALTER TABLE runs DROP COLUMN held")  # (schema 8's)
         conn.execute("PRAGMA user_version = 5")
     old = RunStore(db)
     assert StoredSessions(old).sessions() == []  # read as it is: no table, no session

@@ -1,15 +1,21 @@
 """``honeycomb serve``'s page where it meets output guards: an answer a guard refused is
-shown by no view of its run, as the run's stream drops it."""
+shown by no view of its run, as the run's stream drops it; nor, while the run's own
+output guards have not passed an answer made of the workers' answers (``concat``), are
+those answers, neither as the guards check it nor once they refused it."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 from pathlib import Path
 
+import anyio
 import httpx
+import pytest
 
-from honeycomb import Executor, GuardCheck, Guards, Role
-from honeycomb.testing import ScriptedModel
+from honeycomb import Executor, GuardCheck, GuardrailTripped, Guards, ModelRequest, Role
+from honeycomb.cli.main import main
+from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.web import create_app
 from tests.support.asgi_server import ThreadedServer
 
@@ -48,3 +54,70 @@ async def test_answers_a_workers_output_guards_refused_are_not_on_its_page(db: P
         assert page.count("(an answer its output guards refused)") == 3
         assert page.count("Your answer was not accepted:") == 2
         assert "I cannot say." in page
+
+
+def _answers(request: ModelRequest) -> str:
+    return f"{CODE} ({request.messages[-1].content})"
+
+
+class _Judge:
+    """The run's output guard: it checks the final answer once told to, then passes it
+    or refuses it; ``checking`` is set as it begins."""
+
+    def __init__(self, refuses: bool) -> None:
+        self.refuses = refuses
+        self.checking = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def __call__(self, check: GuardCheck) -> str | None:
+        self.checking.set()
+        await self.go.wait()
+        return "it names a vault code" if self.refuses else None
+
+
+async def _views(client: httpx.AsyncClient, db: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """What the run's views show: its page, the page's live parts, and its trace."""
+    shown = [(await client.get(path)).text for path in ("/runs/r1", "/runs/r1/live")]
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["trace", "r1", "--store", str(db)]) == 0
+    return "\n".join([*shown, capsys.readouterr().out])
+
+
+@pytest.mark.parametrize("refuses", [True, False], ids=["refused", "passed"])
+async def test_workers_answers_are_shown_once_the_runs_guards_pass_the_answer_made_of_them(
+    db: Path, capsys: pytest.CaptureFixture[str], refuses: bool
+) -> None:
+    judge = _Judge(refuses)
+    executor = Executor(
+        [Role(name="clerk")],
+        FunctionModel(_answers),
+        store=db,
+        aggregator="concat",
+        guards=Guards(output=(judge,)),
+    )
+    plan = [("clerk", "first"), ("clerk", "second")]
+
+    async def run() -> str:
+        try:
+            return (await executor.run("t", subtasks=plan, run_id="r1")).status
+        except GuardrailTripped:
+            return "tripped"
+
+    app = create_app(db, token=TOKEN)
+    with ThreadedServer(app, name="serve") as server, anyio.fail_after(30):
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            async with asyncio.TaskGroup() as group:
+                running = group.create_task(run())
+                await judge.checking.wait()
+                checked = await _views(client, db, capsys)
+                judge.go.set()
+            ended = await _views(client, db, capsys)
+    assert running.result() == ("tripped" if refuses else "ok")
+    assert CODE not in checked
+    assert "the run&#x27;s output guards have not passed it" in checked
+    if refuses:
+        assert CODE not in ended
+        assert "the run&#x27;s output guards have not passed it" in ended
+    else:
+        assert f"{CODE} (first)" in ended
+        assert f"{CODE} (second)" in ended
