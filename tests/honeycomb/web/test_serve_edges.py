@@ -38,6 +38,7 @@ from runtime.testing import call
 from runtime.tools.approvals import PendingApproval
 from tests.support import approvals
 from tests.support.asgi_server import ThreadedServer
+from tests.support.stores import change
 
 TOKEN = "test-token-0123456789"
 BEARER = {"authorization": f"Bearer {TOKEN}"}
@@ -269,10 +270,13 @@ async def test_a_run_of_any_id_has_its_page_and_its_calls_are_decided(db: Path) 
 
 
 async def test_a_call_whose_time_ran_out_is_shown_timed_out_without_a_form(db: Path) -> None:
-    waiting = await _payer(db, approval_timeout_s=0.2).run(
+    # Asked with time to end waiting (asked with 0.2 s, a busy machine's run went on
+    # past it, and denied the call), then given in the store the deadline 0.2 s sets.
+    waiting = await _payer(db, approval_timeout_s=3600).run(
         "pay", subtasks=[("payer", "pay")], run_id="late"
     )
     assert waiting.status == "waiting"
+    change(db, ("UPDATE approvals SET deadline = asked_at + 0.2 WHERE run_id = 'late'", ()))
     decided = StoreApprovals(RunStore(db))
     [call] = await decided.pending("late")
     assert call.deadline is not None
