@@ -32,7 +32,7 @@ from honeycomb.cli.resuming import (
     warn_of_other_models,
 )
 from honeycomb.cli.stores import DEFAULT_STORE, STORE_HELP, opened_store, store_argument
-from honeycomb.cli.view import JsonView, LiveView, PlainView, View, live, summary
+from honeycomb.cli.view import JsonView, LiveView, PlainView, View, found, live, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.backend import BackendSpec
@@ -586,8 +586,8 @@ def _print_failure(out: TextIO, error: HoneycombError | None, ended: RunFinished
     if not (over and why.startswith("budget exceeded")):  # the budget's error says it
         why = f"{'budget exceeded' if over else 'run failed'}: {why}"
     out.write(f"\n{why}\n")
-    if partial is not None:
-        out.write("\n".join(summary(partial)) + "\n")
+    if partial is not None:  # what its finished subtasks found is not lost with it
+        out.write("\n".join([*found(partial), *summary(partial)]) + "\n")
 
 
 def _print_answer(out: TextIO, result: RunResult) -> None:

@@ -343,6 +343,16 @@ class JsonView:
         self.out.flush()
 
 
+def found(result: RunResult) -> list[str]:
+    """The lines of what a run that gave no answer had found: the answers of its
+    subtasks that finished, each under its id and role (none: no lines)."""
+    done = [r for r in result.subtasks.values() if r.ok and r.text.strip()]
+    parts = [f"## {r.subtask.id} ({r.subtask.role})\n{r.text.strip()}" for r in done]
+    if not parts:
+        return []
+    return ["", "Found before it stopped:", printable("\n\n".join(parts)), ""]  # made inert
+
+
 def summary(result: RunResult) -> list[str]:
     """The closing lines: wall time, critical path, speedup, tokens and calls."""
     t, u = result.timings, result.usage

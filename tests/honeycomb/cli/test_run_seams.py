@@ -270,6 +270,31 @@ def test_a_run_over_its_budget_says_budget_exceeded_once(
     assert "budget exceeded: budget exceeded" not in out
 
 
+def test_a_run_stopped_before_its_answer_shows_what_its_finished_subtasks_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run its budget stopped as it aggregated printed why and its figures, and
+    nothing of the answers its workers had found (minutes of a local model's work)."""
+    path = hive(
+        tmp_path,
+        """\
+        models: {default: {provider: offline, latency: 0}}
+        roles:
+          planner: {description: Plans.}
+          researcher: {description: Looks things up.}
+          aggregator: {description: Merges.}
+        policy: {budgets: {model_calls: 2}}
+        """,
+    )
+    assert main(["run", str(path), "Look up bees.", "--plain", "--no-store"]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "\nbudget exceeded: model_calls used 2 of 2 allowed\n\nFound before it stopped:\n"
+        "## s1 (researcher)\n[offline simulation] I have no tool results to go on. The task "
+        "was: Look up bees.\n\nwall time "
+    ) in out
+
+
 def test_a_run_id_of_another_hives_run_is_refused_before_anything_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -354,4 +379,5 @@ def test_a_run_its_output_guard_refused_says_what_it_spent(
     assert main(["run", str(path), "Write about bees.", "--plain", "--no-store"]) == 1
     out = capsys.readouterr().out
     assert "run failed: output guard 'tests.support.guards:short' tripped" in out
+    assert "Found before it stopped" not in out  # the answers it refused are not shown
     assert re.search(r"calls +2 model, 0 tool", out)  # the planner's and the writer's
