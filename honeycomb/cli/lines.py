@@ -9,6 +9,7 @@ from honeycomb.run.events import (
     AggregationFinished,
     AggregationStarted,
     PlanReady,
+    PlanRepaired,
     RoundPlanned,
     RoundStarted,
     RunFinished,
@@ -38,6 +39,9 @@ def describe(event: Event) -> str:
         return f"run {event.run_id} started: {event.task}"
     if isinstance(event, PlanReady):
         return f"plan ready in {event.duration_s:.2f}s: {_listed(event.plan.subtasks)}"
+    if isinstance(event, PlanRepaired):  # a warning: what the planner wrote was changed
+        which = "plan" if event.round == 1 else f"round {event.round}"
+        return f"{which} repaired, dependencies dropped: {'; '.join(event.dropped)}"
     if isinstance(event, RoundStarted):
         return f"round {event.round}: the lead reads the results so far"
     if isinstance(event, RoundPlanned):

@@ -123,6 +123,29 @@ def test_a_failed_model_call_says_what_failed_in_the_plain_and_live_views() -> N
     assert "model error: the model call timed out after 120s" in out.getvalue()
 
 
+def test_a_repaired_plan_is_said_before_it_is_ready() -> None:
+    """The warning that a planner's plan was repaired (SmolLM2's plans depend on
+    themselves) had no line: the plan showed ready as if the planner had written it so."""
+    from honeycomb.run.events import PlanRepaired
+
+    dropped = (
+        "subtask 's1' depended on itself",
+        "subtask 's2' depended on 's9', which is not in the plan",
+    )
+    plain = io.StringIO()
+    with PlainView(plain) as view:
+        view.handle(PlanRepaired(round=1, dropped=dropped))
+        view.handle(PlanRepaired(round=2, dropped=dropped[:1]))
+    first, second = plain.getvalue().splitlines()
+    assert first.endswith(
+        "plan repaired, dependencies dropped: subtask 's1' depended on itself; subtask 's2' "
+        "depended on 's9', which is not in the plan"
+    )
+    assert second.endswith(
+        "round 2 repaired, dependencies dropped: subtask 's1' depended on itself"
+    )
+
+
 async def test_the_closing_lines_say_when_subtasks_ran_in_waves() -> None:
     result = await executor(Policy(max_workers=2)).run(
         "t", subtasks=[("researcher", str(i)) for i in range(5)]
