@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from honeycomb.backends._channel import Channel, RelayedReport
 from honeycomb.backends._deltas import Deltas
-from honeycomb.backends._pinned import PinnedCalls, asked
+from honeycomb.backends._pinned import PinnedCalls, asked, decided_elsewhere
 from honeycomb.backends._standins import StoodFor
 from honeycomb.backends._told import Opened, Told
 from honeycomb.backends._wire import (
@@ -322,6 +322,9 @@ class Driver:
             return await self.pinned.kept(
                 ("(approver)", request.turn, request.call_id), lambda: asked(found, request)
             )
+        if op == "services.store.approvals.decided":
+            (pending,) = args
+            return await decided_elsewhere(found, pending)
         if root == "setup":
             # What a memory keeps or searches for, a worker masks first: in the actor,
             # which knows none of this process's secrets, that masked nothing.

@@ -22,7 +22,13 @@ from honeycomb.backends._setup import unsendable
 from runtime import ApprovalRequest, Decision, Tool, ToolContext, ToolRegistry
 from runtime.limits.room import away_for_a_person
 from runtime.secrets import masked
-from runtime.tools.approvals import Approver, MaskedEdit, unmasked_edit
+from runtime.tools.approvals import (
+    ApprovalEntry,
+    Approver,
+    MaskedEdit,
+    PendingApproval,
+    unmasked_edit,
+)
 from runtime.tools.render import render
 from runtime.tools.threads import run_tool
 
@@ -134,10 +140,33 @@ async def asked(approver: Approver, request: ApprovalRequest) -> Decision:
     the worker refuses it, as in one process."""
     async with away_for_a_person():
         decision = await approver(masked(request))
+    return _unmasked(decision, request.arguments)
+
+
+async def decided_elsewhere(
+    decided: Callable[[PendingApproval], Awaitable[ApprovalEntry]], pending: PendingApproval
+) -> ApprovalEntry:
+    """The entry ``decided`` finds once a decision on ``pending`` is recorded elsewhere
+    (the run store: a person on the page of ``honeycomb serve``, ``honeycomb
+    approve``), which the run's approver is raced against. The store keeps the call's
+    secrets masked, so an edit made there leaves them as shown: they go back from the
+    call's own arguments (``pending``'s, as the worker sent them), which the worker
+    could not do, as :func:`asked` puts them back."""
+    entry = await decided(pending)
+    if entry.decision is None:
+        return entry
+    decision = _unmasked(entry.decision, pending.arguments)
+    return msgspec.structs.replace(entry, decision=decision)
+
+
+def _unmasked(decision: Decision, arguments: dict[str, Any]) -> Decision:
+    """``decision``, its edited arguments with the secrets of the values the edit left
+    as they were shown put back from ``arguments`` (the call's own); an edit that
+    changed one (or typed one in) masked, which the worker refuses, as in one process."""
     if decision.arguments is None:
         return decision
     try:
-        edited = unmasked_edit(decision.arguments, request.arguments)
+        edited = unmasked_edit(decision.arguments, arguments)
     except MaskedEdit:
         edited = masked(decision.arguments)
     return msgspec.structs.replace(decision, arguments=edited)

@@ -4,6 +4,7 @@ actors of the session's Ray), which must keep the same promises."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import threading
@@ -147,6 +148,54 @@ async def test_a_stored_edit_that_leaves_a_calls_secret_as_shown_runs_with_it_wh
         done = await executor().resume("p")
     assert "not run" not in done.subtasks["s1"].text
     assert moved.read_text() == f"the key is {SECRET}\n"
+
+
+class Waits:
+    """An approver that never answers (a person away from the terminal): ``asked`` is
+    set once it is asked; its question is withdrawn once the call is decided elsewhere."""
+
+    def __init__(self) -> None:
+        self.asked = anyio.Event()
+
+    async def __call__(self, request: ApprovalRequest) -> Decision:
+        self.asked.set()
+        await anyio.sleep_forever()
+        raise AssertionError("never answered")
+
+
+async def test_an_edit_made_elsewhere_as_the_approver_asks_runs_with_the_calls_secret(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    # The run's approver asks about the call, and a person decides it on the page of
+    # honeycomb serve (the store), moving it to another file, the text as shown: masked.
+    # In an actor the decision read from the store came with the mask left as shown, the
+    # actor took it for an edit of the secret, and the call was refused.
+    notes, moved, db = tmp_path / "notes", tmp_path / "moved", tmp_path / "runs.db"
+
+    def executor(approver: Waits | None = None) -> Executor:
+        return Executor(
+            [WORKER], FunctionModel(scripted), aggregator="concat", backend=backend,
+            store=db, approver=approver,
+        )  # fmt: skip
+
+    calls = script([("guarded_note", {"path": str(notes), "text": f"the key is {SECRET}"})])
+    approver = Waits()
+    with isolated(), anyio.fail_after(60):
+        add_secret(SECRET, "password")
+        async with asyncio.TaskGroup() as group:
+            running = group.create_task(
+                executor(approver).run("t", subtasks=[("r", calls)], run_id="p")
+            )
+            await approver.asked.wait()
+            [pending] = await executor().pending("p")
+            assert pending.arguments["text"] == "the key is [password hidden]"
+            edited = {**pending.arguments, "path": str(moved)}
+            await executor().decide(
+                "p", pending.call_id, worker=pending.worker, approve=True, arguments=edited
+            )
+    assert "not run" not in running.result().subtasks["s1"].text
+    assert moved.read_text() == f"the key is {SECRET}\n"
+    assert not notes.exists()
 
 
 class Retyped:
