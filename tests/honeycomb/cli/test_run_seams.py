@@ -293,6 +293,13 @@ def test_a_run_stopped_before_its_answer_shows_what_its_finished_subtasks_found(
         "## s1 (researcher)\n[offline simulation] I have no tool results to go on. The task "
         "was: Look up bees.\n\nwall time "
     ) in out
+    # The run's own output guards never passed an answer made of them: none is shown.
+    text = path.read_text().replace("roles:", "guards: {output: [reviewer]}\nroles:")
+    path.write_text(text.replace("aggregator: {description: Merges.}", "reviewer: {}"))
+    assert main(["run", str(path), "Look up bees.", "--plain", "--no-store"]) == 1
+    out = capsys.readouterr().out
+    assert "\nbudget exceeded: model_calls used 2 of 2 allowed\nwall time " in out
+    assert "Found before it stopped" not in out
 
 
 def test_a_run_id_of_another_hives_run_is_refused_before_anything_runs(
