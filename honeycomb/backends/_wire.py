@@ -263,9 +263,10 @@ def sent_services(
     so far goes along when it moves to another actor), for it to go on from ``state``.
 
     A side-effecting call of a pinned tool that an earlier life of the worker made, and
-    that goes on at the driver (``going_on``: by its tool, turn and call id), is not in
-    the journal sent: its outcome is not unknown, and the next life, making it again,
-    is given its answer (its intent is made again, and its outcome kept then)."""
+    that goes on at the driver (``going_on``: by its tool, turn and call id), is in the
+    journal sent as a call its guards passed that has not begun: its outcome is not
+    unknown, and the next life, making it again, is given its answer (its intent is
+    made again, and its outcome kept then), judging it no more than the first did."""
     services = worker.services
     nobody = services.approver if isinstance(services.approver, NoApprover) else None
     served = {
@@ -299,12 +300,17 @@ def sent_services(
 def _known(
     entries: Mapping[tuple[int, str], JournalEntry], going_on: Callable[[str, int, str], bool]
 ) -> dict[tuple[int, str], JournalEntry]:
-    """The journal's entries but for the calls under way at the driver (see
-    :func:`sent_services`)."""
+    """The journal's entries, those of the calls under way at the driver as calls the
+    guards passed and that have not begun (see :func:`sent_services`): made again, each
+    is given its answer there, and is not judged again (its guards passed it before it
+    began)."""
     return {
-        (turn, call_id): entry
+        (turn, call_id): (
+            msgspec.structs.replace(entry, status="passed")
+            if entry.status is None and going_on(entry.tool, turn, call_id)
+            else entry
+        )
         for (turn, call_id), entry in entries.items()
-        if entry.status is not None or not going_on(entry.tool, turn, call_id)
     }
 
 

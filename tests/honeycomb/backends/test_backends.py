@@ -29,6 +29,7 @@ from honeycomb import (
     ConfigError,
     Decision,
     Executor,
+    GuardCheck,
     Guards,
     Policy,
     Role,
@@ -41,6 +42,7 @@ from honeycomb.backends._standins import DriverLimiter
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
 from honeycomb.errors import ModelHTTPError
+from honeycomb.events import GuardChecked
 from honeycomb.run.conversation import CONVERSATION_HEADER
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
@@ -425,6 +427,70 @@ async def test_a_pinned_side_effect_goes_on_when_its_callers_actor_dies(
     assert result.status == "ok"
     assert result.subtasks["s1"].text == "published x"
     assert _text(effects) == "x\n"  # once
+
+
+def passes(check: GuardCheck) -> str | None:
+    """An argument guard that passes every call (its checks are counted by their events)."""
+    return None
+
+
+async def test_a_pinned_call_going_on_at_the_driver_is_not_judged_again_by_the_next_life(
+    ray_session: None, tmp_path: Path
+) -> None:
+    """A side-effecting pinned tool's call passed its worker's argument guard and runs at
+    the driver; the worker's actor is killed meanwhile. The journal sent with its next
+    life left out the call going on at the driver, so the next life judged it again (a
+    judge's tokens spent twice, and a verdict that changed its mind would refuse a call
+    whose effect went on), and the driver's journal kept the call as only passed, not
+    begun. Now it goes as judged: judged once, its answer given to the next life."""
+    started, release = asyncio.Event(), asyncio.Event()
+    effects, log = tmp_path / "effects", tmp_path / "log"
+
+    async def publish(text: str) -> str:
+        """Publish a text.
+
+        Args:
+            text: What.
+        """
+        started.set()
+        await release.wait()
+        with effects.open("a", encoding="utf-8") as out:
+            out.write(text + "\n")
+        return f"published {text}"
+
+    checks: list[GuardChecked] = []
+
+    def checked(event: Any) -> None:
+        if isinstance(event, GuardChecked) and event.guard_kind == "arguments":
+            checks.append(event)
+
+    pool = RayBackend(actors=2, actor_cpus=0)
+    role = Role(name="p", tools=("publish",), guards=Guards(arguments=(passes,)))
+    ex = Executor(
+        [role], FunctionModel(scripted), aggregator="concat", backend=pool,
+        tools=[Tool(publish, pinned=True, side_effects=True)], store=tmp_path / "runs.db",
+    )  # fmt: skip
+    try:
+        calls = script([("publish", {"text": "x"})], log=log)
+        running = asyncio.create_task(ex.run("t", subtasks=[("p", calls)], on_event=[checked]))
+        await asyncio.wait_for(started.wait(), 60)
+        caller = int(_text(log).split()[1])  # the model's process: the worker's actor
+        os.kill(caller, signal.SIGKILL)
+        while True:  # until the driver knows it died (a pid of live actors only)
+            try:
+                if caller not in await pool.pids():
+                    break
+            except ray.exceptions.RayActorError:
+                pass
+            await asyncio.sleep(0.02)
+        release.set()
+        result = await asyncio.wait_for(running, 60)
+    finally:
+        pool.stop()
+    assert result.status == "ok"
+    assert result.subtasks["s1"].text == "published x"
+    assert _text(effects) == "x\n"  # once
+    assert [(c.call_id, c.status) for c in checks] == [("c0_0", "ok")]  # judged once
 
 
 def pay(path: str, amount: int) -> str:
