@@ -27,6 +27,7 @@ from honeycomb.backends._wire import (
 from runtime import (
     AdaptiveLimiter,
     BudgetExceeded,
+    Event,
     HoneycombError,
     ModelCallFinished,
     ModelCallRetrying,
@@ -82,7 +83,13 @@ class Driver:
         self.pinned = PinnedCalls(worker.setup.tools, worker.setup.policy.max_output_chars)
         self.told = told  # its calls' approval events, across its lives
         limited = self.services.budget.limits != Limits()
-        self._opened = Opened(self.services.tracer.emit, holds=limited)
+        self._opened = Opened(self._emit, holds=limited)
+
+    def _emit(self, event: Event) -> None:
+        """Tell the run's listeners ``event`` of the worker in its context, as in one
+        process (its eval case, say): the channel's task that delivers it is the first
+        worker's on the actor."""
+        self._context.run(self.services.tracer.emit, event)
 
     async def follow(self, channel: Channel, key: str, spec: WorkerSpec) -> WorkerResult:
         """Run the worker in ``channel``'s actor, serving its stream until its result

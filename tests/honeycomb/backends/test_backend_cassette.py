@@ -12,9 +12,11 @@ import pytest
 from honeycomb import ApprovalRequest, Budgets, Decision, Executor, Policy, Role, tool
 from honeycomb.backends import RayBackend
 from honeycomb.errors import BudgetExceeded
+from honeycomb.evals import Case, evaluate
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel, call
 from runtime import AssistantMessage, ModelRequest, ToolMessage
+from runtime.models.layers.cassette import current_case
 
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.timeout(120)]
 
@@ -127,3 +129,29 @@ async def test_a_replay_is_decided_as_recorded_wherever_its_workers_run(
     assert await one(cassette(FunctionModel(paying), replay=tape)) == recorded
     assert asked == ["pay"]  # nobody was asked again
     assert "paid 40" in recorded
+
+
+async def test_an_evals_decisions_are_recorded_as_its_cases_wherever_its_workers_run(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    # Cases whose workers make the same call, decided apart (their person edits the
+    # amount by the case), more of them than actors. On Ray each decision was recorded
+    # from its actor's event as the case of the worker that first opened that actor's
+    # channel, so a replay, which gives each case its own decision first, could give
+    # one case another's.
+    tape = tmp_path / "cases.jsonl"
+    amounts = {"a": 1, "b": 2, "c": 3, "d": 4}
+
+    async def person(request: ApprovalRequest) -> Decision:
+        return Decision.approved({"amount": amounts[current_case() or ""]})
+
+    payer = Role(name="payer", tools=("pay",))
+    executor = Executor(
+        [payer], cassette(FunctionModel(paying), record=tape), tools=[pay],
+        aggregator="concat", approver=person, backend=backend,
+        planner=lambda task: [("payer", task)],
+    )  # fmt: skip
+    report = await evaluate(executor, [Case(id=name, task="pay") for name in amounts])
+    assert [c.attempts[0].status for c in report.cases] == ["ok"] * len(amounts)
+    decided = {d.case: d.edited for d in Cassette(tape).decisions}
+    assert decided == {name: {"amount": amount} for name, amount in amounts.items()}
