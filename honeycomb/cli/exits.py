@@ -42,10 +42,10 @@ MEANINGS: dict[ExitStatus, str] = {
     "(`validate`: every file is valid)",
     ExitStatus.FAILED: "the run failed (a subtask, its plan, a guard) or went over a budget "
     "(what it did is summed up: the answers of the subtasks that finished, under `Found "
-    "before it stopped:`, unless the hive's own output guards check its answer, which "
-    "they never passed; its figures; its failed subtasks); with `--json`, the run gave no "
-    "answer; `validate`: a file has errors; `init`: a "
-    "file it would write is there already; `memory forget`: an id was not found",
+    "before it stopped:`, but for those its output guards did not pass when the answer is "
+    "made of them; its figures; its failed subtasks); with `--json`, the run gave no "
+    "answer; `validate`: a file has errors; `init`: a file it would write is there "
+    "already; `memory forget`: an id was not found",
     ExitStatus.UNUSABLE: "the command could not start: the hive has errors, or no planner, "
     "or a model it uses needs an API key that is not set; there is no task; a run store "
     "or a memory file cannot be opened, or is not one (`runs`, `trace`, `resume`, "

@@ -509,9 +509,7 @@ async def _run(
             print(f"Continue it with: {hint}", file=sys.stderr)
             _say_note(args, sys.stderr)
         return STOPPED_BY[stopped_by[0]]
-    # Answers its own output guards check are never shown unless they passed them.
-    held = hive.spec.guards is not None and bool(hive.spec.guards.output)
-    return _reported(result, error, ended, args, out, store, held=held)
+    return _reported(result, error, ended, args, out, store)
 
 
 def _of_another_hive(store: RunStore, run_id: str, hive: Hive) -> str | None:
@@ -539,12 +537,10 @@ def _reported(
     args: argparse.Namespace,
     out: TextIO,
     store: RunStore | None,
-    *,
-    held: bool,
 ) -> ExitStatus:
     """Print how a run that was not cut off ended (its answer, the calls it waits on,
-    or what it failed of: what its workers found too, unless the answers are ``held``),
-    and return the command's exit status for it."""
+    or what it failed of, and what its workers found), and return the command's exit
+    status for it."""
     if isinstance(error, RunBusy):  # another process has it: nothing ran here
         print(str(error), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -560,7 +556,7 @@ def _reported(
     if args.json:
         return ExitStatus.OK if result is not None else ExitStatus.FAILED
     if result is None:
-        _print_failure(out, error, ended, held=held)
+        _print_failure(out, error, ended)
         return ExitStatus.FAILED
     _print_answer(out, result)
     return ExitStatus.OK
@@ -574,13 +570,12 @@ def _say_note(args: argparse.Namespace, out: TextIO, indent: str = "") -> None:
         out.write(f"{indent}{note}\n")
 
 
-def _print_failure(
-    out: TextIO, error: HoneycombError | None, ended: RunFinished | None, *, held: bool
-) -> None:
+def _print_failure(out: TextIO, error: HoneycombError | None, ended: RunFinished | None) -> None:
     """What a run without an answer failed of, with its partial result (what its
-    finished subtasks found, unless their answers are ``held``: its output guards never
-    passed an answer): from its error, or from its last event when a signal came after
-    it had ended, as it stopped its MCP servers, before it raised the error."""
+    finished subtasks found, but for answers its output guards did not pass, which the
+    run withholds: :func:`~honeycomb.run.result.answers_withheld`): from its error, or
+    from its last event when a signal came after it had ended, as it stopped its MCP
+    servers, before it raised the error."""
     partial: RunResult | None = None
     if error is not None:
         over, why = isinstance(error, BudgetExceeded), str(error)
@@ -595,7 +590,7 @@ def _print_failure(
         why = f"{'budget exceeded' if over else 'run failed'}: {why}"
     out.write(f"\n{why}\n")
     if partial is not None:  # what its finished subtasks found is not lost with it
-        out.write("\n".join([*([] if held else found(partial)), *summary(partial)]) + "\n")
+        out.write("\n".join([*found(partial), *summary(partial)]) + "\n")
 
 
 def _print_answer(out: TextIO, result: RunResult) -> None:

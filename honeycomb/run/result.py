@@ -257,17 +257,21 @@ class RunResult(BaseModel):
         )
 
 
-WITHHELD = "(withheld: the run's output guards refused the answer made of its workers' answers)"
-"""What stands for a worker's answer in a run whose output guards refused the answer
-made of its workers' answers (:func:`answers_withheld`)."""
+WITHHELD = (
+    "(withheld: the run's answer is made of its workers' answers, and its output guards "
+    "did not pass it)"
+)
+"""What stands for a worker's answer in a run whose output guards did not pass the
+answer made of its workers' answers (:func:`answers_withheld`)."""
 
 
 def answers_withheld(result: RunResult) -> RunResult:
-    """``result`` with its workers' answers withheld: its answer was made of them
-    (``concat``, an aggregator function) and its output guards refused it, so that
-    the refused text leaves the run by no way. Each worker keeps its status, usage,
-    calls and what they returned; its ``output`` and ``text`` are gone, and each answer
-    in its transcript (the model's text without a call) reads :data:`WITHHELD`."""
+    """``result`` with its workers' answers withheld: its answer is made of them
+    (``concat``, an aggregator function) and its output guards did not pass it (they
+    refused it, or the run stopped before they could), so that no text they did not
+    pass leaves the run, as its stream holds it back. Each worker keeps its status,
+    usage, calls and what they returned; its ``output`` and ``text`` are gone, and each
+    answer in its transcript (the model's text without a call) reads :data:`WITHHELD`."""
 
     def withheld(outcome: SubtaskResult) -> SubtaskResult:
         worker = outcome.worker

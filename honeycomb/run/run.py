@@ -657,8 +657,8 @@ class Run:
         if self.lead is not None and self.rounds_ended is None:  # it stopped the rounds
             self.rounds_ended = _rounds_stopped_by(exc)
         exc.partial = self._result(status, outcomes)
-        if isinstance(exc, GuardrailTripped) and exc.kind == "output" and self._held():
-            exc.partial = answers_withheld(exc.partial)  # they are the answer it refused
+        if self._held():  # its output guards never passed the answer made of them
+            exc.partial = answers_withheld(exc.partial)
         await self._finished(status, exc.partial, exc)
 
     def _restored(self) -> dict[str, SubtaskResult]:

@@ -403,3 +403,24 @@ async def test_an_answer_of_the_workers_answers_refused_leaves_them_out_of_the_p
         assert ("opens at nine" in kept) == (aggregator == "role")
         assert [s.status for s in result.subtasks.values()] == ["ok", "ok"]
         assert all(s.worker and s.worker.usage.model_calls == 1 for s in result.subtasks.values())
+
+
+async def test_answers_a_budget_stopped_before_the_runs_guards_checked_them_are_withheld() -> None:
+    """A run whose answer is made of its workers' answers, stopped by its budget before
+    its output guards could check them: its partial result held the answers they never
+    passed, as its stream and its page do not."""
+    executor = Executor(
+        [Role(name="clerk")],
+        FunctionModel(lambda request: "The vault opens at nine."),
+        aggregator="concat",
+        guards=Guards(output=(_names_the_vault,)),
+        policy=Policy(max_workers=1, budgets=Budgets(model_calls=2)),
+    )
+    plan = [("clerk", "a"), ("clerk", "b"), ("clerk", "c")]
+    with pytest.raises(BudgetExceeded) as stopped:
+        await executor.run("t", subtasks=plan)
+    partial = stopped.value.partial
+    assert partial is not None
+    assert [s.status for s in partial.subtasks.values()] == ["ok", "ok", "over_budget"]
+    assert "opens at nine" not in partial.model_dump_json()
+    assert all(s.worker is None or s.worker.text == "" for s in partial.subtasks.values())
