@@ -534,9 +534,11 @@ class AgentLoop:
                 )
             fix = FIX_CUT_OFF if cut else FIX_OUTPUT
             retry = UserMessage(content=fix.format(schema=out.__name__, error=detail, limit=limit))
-            return Continue(
-                state=replace(state, messages=(*state.messages, retry), output_attempts=attempts)
-            )
+            # A cut-off answer is not sent back: unfinished JSON the model need not see,
+            # which, cut where its context was full (a local model's), would take the
+            # retry's request past that context.
+            kept = state.messages[:-1] if cut else state.messages
+            return Continue(state=replace(state, messages=(*kept, retry), output_attempts=attempts))
         return await self._guarded(final)
 
     async def _guarded(self, final: Final) -> Step:
