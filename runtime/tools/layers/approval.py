@@ -15,6 +15,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from runtime.tools.approvals import ApprovalGate
+from runtime.tools.define import arguments_text
 from runtime.tools.journal import Journal, began
 from runtime.tools.layers.base import (
     Admitted,
@@ -71,21 +72,22 @@ class Approving(ToolLayer):
                 )
             else:
                 approved = replace(call, kwargs=verdict.kwargs, note=verdict.note)
-                if verdict.kwargs is not call.kwargs and not self._ran(call):
+                if verdict.kwargs is not call.kwargs and not self._judged(approved):
                     edited.append((len(verdicts), approved))
                 verdicts.append(approved)
         if edited and self.guard is not None:
-            await _guarded(self.guard, edited, verdicts)
+            await _guarded(self.guard, edited, verdicts, self.journal)
         return await admit_rest(self.next, verdicts)
 
-    def _ran(self, call: Prepared) -> bool:
-        """Whether ``call`` began in an earlier life (it passed then), as the journal
-        knows."""
+    def _judged(self, edited: Prepared) -> bool:
+        """Whether the guards judged ``edited`` (a call with the arguments a person
+        edited) in an earlier life, as the journal knows: it keeps their verdict on
+        those arguments, or the call began then (it passed)."""
         journal = self.journal
-        return (
-            journal is not None
-            and began(journal.recorded(call.turn, call.call.id), call.call) is not None
-        )
+        entry = journal.recorded(edited.turn, edited.call.id) if journal is not None else None
+        if entry is None or entry.status != "passed":
+            return began(entry, edited.call) is not None
+        return entry.tool == edited.call.name and entry.arguments == arguments_text(edited.kwargs)
 
     def __call__(self, call: Prepared) -> Coroutine[Any, Any, Outcome]:
         if not call.note:
@@ -99,12 +101,23 @@ class Approving(ToolLayer):
 
 
 async def _guarded(
-    guard: CallGuard, edited: list[tuple[int, Prepared]], verdicts: list[Admitted]
+    guard: CallGuard,
+    edited: list[tuple[int, Prepared]],
+    verdicts: list[Admitted],
+    journal: Journal | None,
 ) -> None:
     """The calls a person edited, checked by ``guard`` again: a refused one's verdict in
-    ``verdicts`` (by its place) becomes its refusal."""
-    checks = [(call.call, call.tool, call.kwargs) for _, call in edited]
-    texts = await guard.check(checks, edited[0][1].turn)
-    for (place, call), text in zip(edited, texts, strict=True):
+    ``verdicts`` (by its place) becomes its refusal. The verdicts are journaled before
+    any call of the turn runs or waits, as the model's calls' are: a later life (the
+    turn waited for a nested worker's decision, or its process stopped) does not judge
+    the edit again."""
+    turn = edited[0][1].turn
+    texts = await guard.check([(c.call, c.tool, c.kwargs) for _, c in edited], turn)
+    pairs = list(zip(edited, texts, strict=True))
+    if journal is not None:
+        await journal.judged(
+            turn, [(c.call, c.kwargs, c.note + t if t else None) for (_, c), t in pairs]
+        )
+    for (place, call), text in pairs:
         if text:
             verdicts[place] = Outcome(status="error", content=call.note + text, error=text)

@@ -224,7 +224,10 @@ async def test_a_passed_agent_call_whose_nested_call_waited_is_not_judged_again(
             guards=Guards(arguments=(changes_its_mind,)),
         )
         payer = Role(
-            name="payer", instructions="You pay.", tools=("pay",), approvals=Approvals(tools=("pay",))
+            name="payer",
+            instructions="You pay.",
+            tools=("pay",),
+            approvals=Approvals(tools=("pay",)),
         )
         model = FunctionModel(answer)
         return Executor([boss, payer], model, tools=[pay], store=tmp_path / "runs.db")
@@ -238,3 +241,63 @@ async def test_a_passed_agent_call_whose_nested_call_waited_is_not_judged_again(
     assert paid == [40]  # the approved payment ran
     assert judged == ["payer"]  # the boss's call kept its verdict: judged once
     assert done.subtasks["s1"].worker.transcript.messages[3].content.endswith("Paid.")
+
+
+async def test_an_edited_agent_call_whose_nested_call_waited_is_not_judged_again(
+    tmp_path: Path,
+) -> None:
+    """A person approved a boss's call to a worker as a tool with its instruction
+    edited; the edit passed the boss's guard, and the nested worker's payment waited
+    for a person, who approved it. Resumed, the edit was judged again (its verdict was
+    kept nowhere), refused by a judge that changed its mind, and the approved payment
+    never ran."""
+    judged: list[str] = []
+    paid: list[int] = []
+
+    def changes_its_mind(check: GuardCheck) -> str | None:
+        judged.append(str(check.arguments))
+        return None if len(judged) <= 2 else "changed its mind"
+
+    @tool(side_effects=True)
+    async def pay(to: str, amount: int) -> str:
+        """Pay someone."""
+        paid.append(amount)
+        return f"paid {amount} to {to}"
+
+    def answer(request: ModelRequest) -> object:
+        answered = any(m.role == "tool" for m in request.messages)
+        if "You lead." in (request.messages[0].content or ""):
+            return "Done." if answered else call("payer", {"instruction": "Pay bob."}, id="a1")
+        return "Paid." if answered else call("pay", PAY, id="pay_1")
+
+    def executor() -> Executor:
+        boss = Role(
+            name="boss",
+            instructions="You lead.",
+            tools=("agent:payer",),
+            approvals=Approvals(tools=("payer",)),
+            guards=Guards(arguments=(changes_its_mind,)),
+        )
+        payer = Role(
+            name="payer",
+            instructions="You pay.",
+            tools=("pay",),
+            approvals=Approvals(tools=("pay",)),
+        )
+        return Executor(
+            [boss, payer], FunctionModel(answer), tools=[pay], store=tmp_path / "runs.db"
+        )
+
+    waiting = await executor().run("Pay", subtasks=[("boss", "Pay bob.")], run_id="r1")
+    (boss_call,) = waiting.pending
+    edit = {"instruction": "Pay bob, and say so."}
+    await executor().decide("r1", boss_call.call_id, approve=True, arguments=edit)
+    waiting = await executor().resume("r1")
+    assert waiting.status == "waiting"
+    (nested,) = waiting.pending
+    assert nested.worker != "s1"  # the nested worker's payment
+    await executor().decide("r1", nested.call_id, approve=True, worker=nested.worker)
+    done = await executor().resume("r1")
+    assert done.status == "ok"
+    assert paid == [40]  # the approved payment ran
+    assert len(judged) == 2  # the model's call, then the edit: each judged once
