@@ -411,6 +411,11 @@ def _refused_call(refusals: Sequence[Refusal]) -> str | None:
     if not refusals:
         return None
     why = "; ".join(f"guard {r.guard!r}: {r.reason}" for r in refusals)
+    if any(r.broken for r in refusals):  # it judged nothing: no change to the call would pass
+        return (
+            f"Error: this call was refused, not run ({why}): its guard could not judge it, "
+            "and would judge no other call either. Do without it."
+        )
     return f"Error: this call was refused, not run ({why}). Change the call or do without it."
 
 

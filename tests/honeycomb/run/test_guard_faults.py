@@ -18,10 +18,12 @@ from honeycomb import (
     GuardCheck,
     GuardrailTripped,
     Guards,
+    ModelRequest,
     Policy,
     Role,
+    tool,
 )
-from honeycomb.testing import FunctionModel
+from honeycomb.testing import FunctionModel, call
 
 WALL = 0.3
 STUCK = threading.Event()
@@ -123,3 +125,31 @@ async def test_a_workers_input_guard_that_raises_fails_it_as_broken() -> None:
     assert isinstance(failed.exception, GuardrailTripped)
     assert (failed.exception.guard, failed.exception.broken) == ("raises", True)
     assert result.subtasks["s2"].ok
+
+
+async def test_a_call_its_argument_guard_could_not_judge_is_not_to_be_changed() -> None:
+    """A call refused because its guard raised (a judge that gave no verdict, one whose
+    model could not be reached) was told to change the call, though no change would
+    pass a guard that judges nothing."""
+
+    def answer(request: ModelRequest) -> object:
+        if not any(m.role == "tool" for m in request.messages):
+            return call("note", {"text": "hi"}, id="c1")
+        return "done"
+
+    @tool
+    async def note(text: str) -> str:
+        """Note something."""
+        return "noted"
+
+    executor = Executor(
+        [Role(name="w", tools=("note",), guards=Guards(arguments=(raises,)))],
+        FunctionModel(answer),
+        tools=[note],
+    )
+    result = await executor.run("task", subtasks=[("w", "a")])
+    worker = result.subtasks["s1"].worker
+    assert worker is not None
+    refused = worker.transcript.messages[3].content
+    assert "its guard could not judge it" in refused
+    assert "Change the call" not in refused
