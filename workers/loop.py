@@ -124,7 +124,10 @@ FIX_OUTPUT = (
     "Your answer does not match the required {schema} schema: {error}\n"
     "Answer again with JSON that matches the schema exactly."
 )
-CUT_OFF = "it was cut off at the output limit of {limit} tokens before it was complete"
+CUT_OFF = (
+    "it was cut off at the output limit of {limit} tokens before it was complete (give "
+    "its role a higher max_output_tokens, or ask for less)"
+)
 CUT_OFF_CAPPED = (
     "it was cut off at the output limit of {limit} tokens before it was complete: the "
     "limit budgets.cost_per_call left the call, at its model's price (raise the cap)"

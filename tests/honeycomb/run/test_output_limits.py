@@ -432,3 +432,13 @@ async def test_a_call_whose_arguments_the_output_limit_cut_short_is_told_so(
     assert "not valid JSON" in told
     assert "cut off at its output limit (64 tokens) while writing them" in told
     assert "shorter arguments, or do the work in smaller calls" in told
+
+
+async def test_an_answer_cut_off_each_time_fails_naming_the_limit_to_raise() -> None:
+    """A structured answer cut off at its limit at every attempt failed saying it was
+    cut off, and not what to change."""
+    model = FunctionModel(lambda request: cut('{"subtasks": [{"id": "s1", "ro'))
+    with pytest.raises(PlanError) as failed:
+        await Executor([Role(name="planner"), Role(name="reader")], model).run("t")
+    assert "cut off at the output limit of" in str(failed.value)
+    assert "max_output_tokens" in str(failed.value)
