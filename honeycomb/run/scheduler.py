@@ -326,7 +326,8 @@ class Scheduler:
         """Record how the worker ended: its result (None: past the worker timeout)."""
         if result is None:
             limit = self.policy.worker_timeout_s or 0.0
-            error = WorkerError(type="WorkerTimeout", message=f"the worker ran past {limit:g}s")
+            said = f"the worker ran past {limit:g}s, its policy's worker_timeout_s (raise it)"
+            error = WorkerError(type="WorkerTimeout", message=said)
             await self._finish(subtask, "failed", None, error, started)
             return
         if isinstance(result.exception, BudgetExceeded):

@@ -445,6 +445,8 @@ async def test_worker_timeout_fails_that_worker_only() -> None:
     result = await executor.run("t", subtasks=[("researcher", "a"), ("researcher", "b")])
     assert result.subtasks["s1"].error is not None
     assert result.subtasks["s1"].error.type == "WorkerTimeout"
+    # It names the setting that cut it: a model slower than the default (a local one).
+    assert "past 0.2s, its policy's worker_timeout_s" in result.subtasks["s1"].error.message
     assert result.subtasks["s2"].ok
 
 
