@@ -272,7 +272,13 @@ class Scheduler:
         if inputs is not None and state is None:  # within what its model holds
             shown = ctx.shown_to(subtask.role)  # under its instruction, as its worker says it
             told = f"{subtask.instruction}\n\n{shown}" if shown else subtask.instruction
-            inputs = fitted_inputs(told, inputs, subtask.depends_on, reader_of(ctx, worker))
+            try:
+                inputs = fitted_inputs(told, inputs, subtask.depends_on, reader_of(ctx, worker))
+            except HoneycombError as exc:  # its role's token counter failed: it fails alone,
+                # as its worker does when the counter fails on what it holds.
+                error = WorkerError(type=type(exc).__name__, message=str(exc))
+                await self._finish(subtask, "failed", None, error, self.elapsed_s)
+                return None
         return worker, inputs, state, record
 
     def _stopped_now(self, subtask: Subtask, started: float) -> None:

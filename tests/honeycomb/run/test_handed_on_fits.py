@@ -230,3 +230,32 @@ async def test_a_role_with_tools_keeps_room_for_its_answer_as_its_protocol_write
     # its answer's calls come back in its next request: half its budget is theirs
     assert estimate_tokens(request.messages, request.tools) <= 2000 - 1000
     assert [s for _, _, s in cut_of(_task(request))] == ["s1", "s3"]
+
+
+def counts_no_bees(text: str) -> int:
+    """A role's token counter that fails on some texts (a tokenizer's bug, say)."""
+    if "bees dance" in text.lower():
+        raise ValueError("cannot count this")
+    return len(text) // 4 + 1
+
+
+async def test_a_token_counter_that_fails_on_the_inputs_fails_their_subtask_alone() -> None:
+    # The counter failed as the dependent subtask's inputs were fitted to its role: the
+    # whole run raised ConfigError, no partial result, as if the hive could not run,
+    # where the same failure in the worker's own count fails its subtask alone.
+    counted = Compaction(budget_tokens=400, token_counter=counts_no_bees)
+    executor = Executor(
+        [Role(name="researcher"), Role(name="writer", compaction=counted)],
+        FunctionModel(answers),
+        planner=[*PLAN, WRITE_UP],
+        aggregator="concat",
+    )
+    result = await executor.run("Study insects.")
+    assert result.status == "partial"
+    statuses = {name: sub.status for name, sub in result.subtasks.items()}
+    assert statuses == {"s1": "ok", "s2": "ok", "s3": "ok", "s4": "failed"}
+    error = result.subtasks["s4"].error
+    assert error is not None
+    assert error.type == "ConfigError"
+    assert "the token counter" in error.message
+    assert "raised ValueError: cannot count this" in error.message
