@@ -429,7 +429,7 @@ class ApprovalGate:
             await away.leave()
             if entry is None and self.log is not None:  # kept as asked: others may decide
                 await self.log.record(ApprovalEntry(pending=pending))
-            first = await self._first_decision(pending)
+            first = await self._asked(pending)
             if isinstance(first, ApprovalEntry):  # another's, recorded first: it stands
                 assert first.decision is not None
                 self._decided(pending, first.decision, first.decided_by)
@@ -484,6 +484,26 @@ class ApprovalGate:
         if not self._first(ApprovalDecided.kind, pending):
             return
         self._tracer.emit(decided_event(pending, decision, by, self._run_id))
+
+    async def _asked(self, pending: PendingApproval) -> Decision | ApprovalEntry:
+        """:meth:`_first_decision`; when asking fails the worker (a replay's approver:
+        the call was not recorded), the call kept as asked is withdrawn (denied by the
+        run), so that no call of a worker that failed is left waiting for a decision,
+        which nobody would take up (an eval denies those its runs leave), or which a
+        resumed run would make."""
+        try:
+            return await self._first_decision(pending)
+        except Exception as exc:
+            if self.log is not None:
+                why = f"not run: its worker failed as it was asked about ({type(exc).__name__})"
+                withdrawn = ApprovalEntry(
+                    pending=pending,
+                    decision=Decision.denied(why),
+                    decided_at=time.time(),
+                    decided_by=WITHDRAWN_BY,
+                )
+                await self.log.record(withdrawn)
+            raise
 
     async def _first_decision(self, pending: PendingApproval) -> Decision | ApprovalEntry:
         """The approver's decision on ``pending``, unless another decider records one

@@ -17,6 +17,7 @@ from honeycomb.errors import CassetteMismatch
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel, call
 from runtime import ApprovalDecided, ApprovalRequest, Event, ModelRequest, ToolMessage
+from runtime.tools.approvals import WITHDRAWN_BY
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -158,4 +159,32 @@ async def test_a_call_the_cassette_holds_no_decision_on_fails_naming_the_call_an
         f"{tape}: a decision on a call of tool 'pay' (worker 's2') that the cassette did not "
         "record: call 'call_N' of turn 1 asked pay {\"amount\":7}; it holds no decision on "
         "a call of worker 's2' (its workers: 's1'); record it again if the change is meant"
+    )
+
+
+async def test_a_call_the_cassette_holds_no_decision_on_is_left_waiting_for_nobody(
+    tmp_path: Path,
+) -> None:
+    # The call was kept in the run store as its approver (the cassette) was asked, and
+    # its worker failed: the run ended partial with the call still listed as waiting
+    # for a person, whose approval would be taken up by nobody (an eval denies only
+    # the calls of runs that end waiting), or made by a resumed run.
+    tape = tmp_path / "paid.cassette.jsonl"
+    await run(cassette(paying(), record=tape), Person())
+    kept = [line for line in tape.read_text().splitlines() if '"by":"bob"' not in line]
+    tape.write_text("\n".join(kept) + "\n")  # s2's decision, as if never recorded
+
+    models = cassette(paying(), replay=tape)
+    executor = Executor([PAYER], models, tools=[pay], aggregator="concat", store=tmp_path / "r.db")
+    replayed = await executor.run("pay", subtasks=PLAN)
+    assert replayed.status == "partial"
+    assert await executor.pending(replayed.run_id) == []
+    assert executor.store is not None
+    entries = {e.pending.worker: e for e in await executor.store.approvals_of(replayed.run_id)}
+    withdrawn = entries["s2"]
+    assert withdrawn.decision is not None
+    assert not withdrawn.decision.approve
+    assert withdrawn.decided_by == WITHDRAWN_BY
+    assert withdrawn.decision.reason == (
+        "not run: its worker failed as it was asked about (CassetteMismatch)"
     )
