@@ -261,6 +261,9 @@ class MemoryApprovalLog:
             await changed.wait()
 
 
+TIME_LIMIT_BY = "the time limit (approval_timeout_s)"
+"""Who denied a call that no one decided within its ``approval_timeout_s``."""
+
 WITHDRAWN_BY = "the run: the call could not be made"
 """Who denied a waiting call that the run could not make when it went on."""
 
@@ -421,7 +424,7 @@ class ApprovalGate:
             return entry.decision
         if pending.deadline is not None and time.time() >= pending.deadline:
             decision = _timed_out(pending.deadline - pending.asked_at)
-            by = "the time limit (approval_timeout_s)"
+            by = TIME_LIMIT_BY
         elif isinstance(self.approver, NoApprover):  # nobody is asked, nothing waits
             decision, by = Decision.denied(self.approver.reason), NOBODY_BY
         elif self.approver is not None:
@@ -758,8 +761,9 @@ class _Away:
 
 def _timed_out(timeout_s: float) -> Decision:
     # Rounded: a deadline less its asking time is the timeout give or take a float's
-    # last digit (0.1 read back as 0.0999999).
-    return Decision.denied(f"no decision within {round(timeout_s, 3):g}s")
+    # last digit (0.1 read back as 0.0999999). Decided by the time limit, also when an
+    # approver was asked and did not answer: nobody decided it.
+    return Decision.denied(f"no decision within {round(timeout_s, 3):g}s", by=TIME_LIMIT_BY)
 
 
 def _plain(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -126,3 +126,34 @@ async def test_a_call_whose_time_runs_out_is_told_denied_by_the_time_limit(tmp_p
     assert not decided.approved
     assert decided.by == "the time limit (approval_timeout_s)"
     assert decided.reason == "no decision within 0.1s"
+
+
+async def test_a_call_its_approver_did_not_decide_in_time_is_denied_by_the_time_limit(
+    tmp_path: Path,
+) -> None:
+    """The run's approver is asked and never answers: the call is denied once its
+    ``approval_timeout_s`` passes, and that was told and kept as decided by the run's
+    approver, who decided nothing (the page showed it so beside a call of the same
+    run denied by the time limit as it waited in the store)."""
+    payer_done = anyio.Event()
+    heard: list[Event] = []
+
+    def listen(event: Event) -> None:
+        heard.append(event)
+        if isinstance(event, WorkerFinished) and event.worker == "payer":
+            payer_done.set()
+
+    async def away(request: ApprovalRequest) -> Decision:
+        await anyio.sleep_forever()
+        raise AssertionError("never answers")
+
+    service = _service(
+        tmp_path / "runs.db", payer_done, policy=Policy(approval_timeout_s=0.1), approver=away
+    )
+    result = await service.run("pay and read", subtasks=PLAN, run_id="r1", on_event=[listen])
+    assert result.subtasks["payer"].text == "payer saw: denied: no decision within 0.1s"
+    (decided,) = [e for e in heard if isinstance(e, ApprovalDecided)]
+    assert (decided.approved, decided.by) == (False, "the time limit (approval_timeout_s)")
+    assert service.store is not None
+    (entry,) = await service.store.approvals_of("r1")
+    assert entry.decided_by == "the time limit (approval_timeout_s)"
