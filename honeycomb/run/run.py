@@ -502,9 +502,16 @@ class Run:
                     context=self.context,
                 )
                 added = self._checked_round(added, number, room, outcomes)
-            except (PlanError, ModelError, GuardrailTripped, ContextBudgetTooSmall) as exc:
-                # No valid round, no answer at all (nor a prompt its context budget holds),
-                # or its own guards could not judge one.
+            except (
+                PlanError,
+                ModelError,
+                GuardrailTripped,
+                ContextBudgetTooSmall,
+                ConfigError,
+            ) as exc:
+                # No valid round, no answer at all (nor a prompt its context budget holds,
+                # or one its role's token counter could count), or its own guards could
+                # not judge one: the rounds end with what ran.
                 took = time.perf_counter() - began
                 self.times["plan"] += took
                 self._phase(None)

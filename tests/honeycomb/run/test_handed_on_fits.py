@@ -259,3 +259,31 @@ async def test_a_token_counter_that_fails_on_the_inputs_fails_their_subtask_alon
     assert error.type == "ConfigError"
     assert "the token counter" in error.message
     assert "raised ValueError: cannot count this" in error.message
+
+
+async def test_a_token_counter_that_fails_on_a_leads_round_ends_the_rounds_with_what_ran() -> None:
+    # The lead's counter failed as the results were fitted to its round: the run raised
+    # ConfigError with no partial result, every result of the first round lost.
+    def answer(request: ModelRequest) -> str:
+        if request.output is None or request.output.name != "Plan":
+            return answers(request)
+        if re.search(r"Planning round (\d+)", _task(request)) is None:
+            return json.dumps({"subtasks": PLAN})
+        return json.dumps({"subtasks": []})
+
+    counted = Compaction(budget_tokens=2000, token_counter=counts_no_bees)
+    executor = Executor(
+        [Role(name="lead", compaction=counted), Role(name="researcher")],
+        FunctionModel(answer),
+        planner=RolePlanner("lead", rounds=2),
+        aggregator="concat",
+    )
+    result = await executor.run("Study insects.")
+    assert result.status == "ok"
+    assert result.rounds_ended == "lead_failed"
+    assert {name: sub.status for name, sub in result.subtasks.items()} == dict.fromkeys(
+        ["s1", "s2", "s3"], "ok"
+    )
+    error = result.rounds[-1].error
+    assert error is not None
+    assert error.startswith("ConfigError: compaction.token_counter: the token counter")
