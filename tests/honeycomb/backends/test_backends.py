@@ -377,72 +377,23 @@ async def test_a_nested_worker_goes_on_when_its_callers_actor_dies(
     assert by_id[worker.parent_id] is call
 
 
-async def test_a_pinned_side_effect_goes_on_when_its_callers_actor_dies(
-    ray_session: None, tmp_path: Path
-) -> None:
-    """A side-effecting pinned tool (an MCP server's, say) runs at the driver; its
-    caller's actor is killed while it runs. The call went on and made its effect, but
-    the worker, gone on in another actor from its last checkpoint, was told its outcome
-    was unknown (the journal sent along held its intent alone), and its answer was
-    lost; and a pinned tool that takes no context was not known across lives at all.
-    Now the next life makes the call again and is given its answer: one effect."""
-    started, release = asyncio.Event(), asyncio.Event()
-    effects, log = tmp_path / "effects", tmp_path / "log"
-
-    async def publish(text: str) -> str:
-        """Publish a text.
-
-        Args:
-            text: What.
-        """
-        started.set()
-        await release.wait()
-        with effects.open("a", encoding="utf-8") as out:
-            out.write(text + "\n")
-        return f"published {text}"
-
-    pool = RayBackend(actors=2, actor_cpus=0)
-    ex = Executor(
-        [Role(name="p", tools=("publish",))], FunctionModel(scripted), aggregator="concat",
-        tools=[Tool(publish, pinned=True, side_effects=True)], backend=pool,
-        store=tmp_path / "runs.db",
-    )  # fmt: skip
-    try:
-        calls = script([("publish", {"text": "x"})], log=log)
-        running = asyncio.create_task(ex.run("t", subtasks=[("p", calls)]))
-        await asyncio.wait_for(started.wait(), 60)
-        caller = int(_text(log).split()[1])  # the model's process: the worker's actor
-        os.kill(caller, signal.SIGKILL)
-        while True:  # until the driver knows it died (a pid of live actors only)
-            try:
-                if caller not in await pool.pids():
-                    break
-            except ray.exceptions.RayActorError:
-                pass
-            await asyncio.sleep(0.02)
-        release.set()
-        result = await asyncio.wait_for(running, 60)
-    finally:
-        pool.stop()
-    assert result.status == "ok"
-    assert result.subtasks["s1"].text == "published x"
-    assert _text(effects) == "x\n"  # once
-
-
 def passes(check: GuardCheck) -> str | None:
     """An argument guard that passes every call (its checks are counted by their events)."""
     return None
 
 
-async def test_a_pinned_call_going_on_at_the_driver_is_not_judged_again_by_the_next_life(
+async def test_a_pinned_side_effect_goes_on_judged_once_when_its_callers_actor_dies(
     ray_session: None, tmp_path: Path
 ) -> None:
-    """A side-effecting pinned tool's call passed its worker's argument guard and runs at
-    the driver; the worker's actor is killed meanwhile. The journal sent with its next
-    life left out the call going on at the driver, so the next life judged it again (a
-    judge's tokens spent twice, and a verdict that changed its mind would refuse a call
-    whose effect went on), and the driver's journal kept the call as only passed, not
-    begun. Now it goes as judged: judged once, its answer given to the next life."""
+    """A side-effecting pinned tool (an MCP server's, say) runs at the driver, the call
+    passed by its worker's argument guard; its caller's actor is killed while it runs.
+    The call went on and made its effect, but the worker, gone on in another actor from
+    its last checkpoint, was told its outcome was unknown (the journal sent along held
+    its intent alone), and its answer was lost; and a pinned tool that takes no context
+    was not known across lives at all. Then, with the verdicts journaled, the next life
+    judged the call again (a judge's tokens spent twice, and a verdict that changed its
+    mind would refuse a call whose effect went on). Now the next life makes the call
+    again, judged once, and is given its answer: one effect."""
     started, release = asyncio.Event(), asyncio.Event()
     effects, log = tmp_path / "effects", tmp_path / "log"
 
