@@ -50,7 +50,7 @@ from runtime.events import (
 )
 from runtime.model import context_of
 from runtime.models.layers.base import ModelCall
-from runtime.models.layers.budget import failed_usage, unanswered_usage
+from runtime.models.layers.budget import failed_usage, spending, spent_by, unanswered_usage
 from runtime.value import Value
 from workers.calls import model_calls
 from workers.context import (
@@ -64,7 +64,6 @@ from workers.context import (
     omission_note,
     summary_message,
 )
-from workers.judge import spending, spent_by
 from workers.state import LoopState
 
 __all__ = [

@@ -49,6 +49,7 @@ from runtime import (
 from runtime.concurrency import run_together
 from runtime.events import CallReport, current_call
 from runtime.limits.budget import CallInFlight
+from runtime.models.layers.budget import spent_by
 from runtime.tools.define import arguments_text
 from runtime.value import Value
 from workers.guard_specs import (
@@ -62,7 +63,7 @@ from workers.guard_specs import (
     judge_problems,
     resolve_guards,
 )
-from workers.judge import JUDGE_INSTRUCTIONS, VERDICT_TOKENS, Judge, JudgeRole, spent_by
+from workers.judge import JUDGE_INSTRUCTIONS, VERDICT_TOKENS, Judge, JudgeRole
 
 __all__ = [
     "JUDGE_INSTRUCTIONS",

@@ -20,11 +20,11 @@ from runtime import (
     UserMessage,
 )
 from runtime.models.layers import ModelCall
-from runtime.models.layers.budget import unanswered_usage
+from runtime.models.layers.budget import spending, unanswered_usage
 from workers.calls import model_calls
 from workers.guard_specs import GuardCheck
 
-__all__ = ["JUDGE_INSTRUCTIONS", "VERDICT_TOKENS", "Judge", "JudgeRole", "spending", "spent_by"]
+__all__ = ["JUDGE_INSTRUCTIONS", "VERDICT_TOKENS", "Judge", "JudgeRole"]
 
 JUDGE_INSTRUCTIONS = (
     "You are a guard. You are shown {what}. If it is acceptable, answer with the single "
@@ -132,25 +132,9 @@ class Judge:
         return text, response.usage, response.model
 
 
-def spending(error: BaseException, usage: Usage) -> BaseException:
-    """``error``, ending a judge's call that was made, saying what the call spent (its
-    ``spent``: a model error's field, and as well on what cuts the call off or refuses
-    its retry, and on what carries it across a process): its guard's event reports it,
-    as the run's budget counted it."""
-    error.spent = usage  # type: ignore[attr-defined]
-    return error
-
-
 def _unanswered(call: ModelCall) -> Usage:
     """What ``call`` spent that its endpoint never answered (nothing: none)."""
     return unanswered_usage(call) or Usage()
-
-
-def spent_by(error: BaseException) -> Usage | None:
-    """What the judge's call that ``error`` ended spent (None: none was made, or it is
-    not a judge's error)."""
-    spent = getattr(error, "spent", None)
-    return spent if isinstance(spent, Usage) else None
 
 
 def _cut_off(role_name: str, asked: int, sent: int) -> str:

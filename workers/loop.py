@@ -90,13 +90,13 @@ from runtime.events import (
 from runtime.messages import with_distinct_ids
 from runtime.model import TextSink, request_writer
 from runtime.models.layers import ModelCall, failed_usage
+from runtime.models.layers.budget import spent_by
 from runtime.tools.approvals import ApprovalNeeded
 from runtime.value import pydantic_errors
 from workers.calls import model_calls
 from workers.compaction import Compactor
 from workers.context import ContextWindow, assemble, summary_message
 from workers.guards import GuardRunner, refusal_text, tripped
-from workers.judge import spent_by
 from workers.services import Services
 from workers.state import (
     Continue,

@@ -43,9 +43,9 @@ from runtime.events import current_call
 from runtime.limits import CallInFlight, Limits, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.models.cassettes import Cassette, CassetteWriter, Recorded
+from runtime.models.layers.budget import spending, spent_by
 from runtime.secrets import masked
 from workers import LoopState, Worker, WorkerResult
-from workers.judge import spending, spent_by
 
 STOP_WAIT_S = 2.0
 """How long a cancelled run waits for each remote worker to say it stopped."""

@@ -12,7 +12,7 @@ from typing import Any
 from honeycomb.backends._wire import Message, raised
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import CallReport, current_call
-from workers.judge import spending, spent_by
+from runtime.models.layers.budget import spending, spent_by
 
 SPENT_WAIT_S = 1.0
 """How long a request cut off here waits for what its call at the driver spent until it

@@ -26,12 +26,12 @@ from runtime import (
 from runtime.limits import Limits
 from runtime.limits.ratelimit import RetryDeadline
 from runtime.limits.retry_policy import wall_time_ends
+from runtime.models.layers.budget import spending, spent_by
 from runtime.models.layers.cassette import current_case
 from runtime.tools.approvals import MaskedEdit, NoApprover, unmasked_edit
 from runtime.tools.journal import OnUnknown
 from workers import LoopState, Worker, WorkerResult
 from workers.guards import ResolvedGuards
-from workers.judge import spending, spent_by
 
 if TYPE_CHECKING:
     from honeycomb.run.worker_record import WorkerRecord

@@ -28,7 +28,7 @@ from runtime.model import ModelResponse
 from runtime.models.layers.base import ModelCall, ModelLayer
 from runtime.models.layers.cost_cap import price_of, prompt_tokens
 
-__all__ = ["Budgeted", "failed_usage", "unanswered_usage"]
+__all__ = ["Budgeted", "failed_usage", "spending", "spent_by", "unanswered_usage"]
 
 
 class Budgeted(ModelLayer):
@@ -104,3 +104,19 @@ def _spent(call: ModelCall, prompts: int, pieces: int) -> Usage:
     price = price_of(call.model)
     cost = price.of(prompt, pieces) if price is not None else 0.0
     return Usage(input_tokens=prompt, output_tokens=pieces, cost=cost)
+
+
+def spending(error: BaseException, usage: Usage) -> BaseException:
+    """``error``, ending a model call that was made (a judge's, a summary call), saying
+    what the call spent (its ``spent``: a model error's field, and as well on what cuts
+    the call off or refuses its retry, and on what carries it across a process): whoever
+    counts the call's caller's spending reads it, as the run's budget counted it."""
+    error.spent = usage  # type: ignore[attr-defined]
+    return error
+
+
+def spent_by(error: BaseException) -> Usage | None:
+    """What the model call that ``error`` ended spent, as :func:`spending` said it
+    (None: no call was made, or it did not say)."""
+    spent = getattr(error, "spent", None)
+    return spent if isinstance(spent, Usage) else None
