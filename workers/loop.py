@@ -88,7 +88,7 @@ from runtime.events import (
     ToolCallsAnswered,
 )
 from runtime.messages import with_distinct_ids
-from runtime.model import TextSink, request_writer
+from runtime.model import TextSink, context_of, request_writer
 from runtime.models.layers import ModelCall, failed_usage
 from runtime.models.layers.budget import spent_by
 from runtime.tools.approvals import ApprovalNeeded
@@ -537,12 +537,18 @@ class AgentLoop:
                 )
             fix = FIX_CUT_OFF if cut else FIX_OUTPUT
             retry = UserMessage(content=fix.format(schema=out.__name__, error=detail, limit=limit))
-            # A cut-off answer is not sent back: unfinished JSON the model need not see,
-            # which, cut where its context was full (a local model's), would take the
-            # retry's request past that context.
-            kept = state.messages[:-1] if cut else state.messages
+            # A cut-off answer goes back with the retry (the model shortens what it
+            # wrote), unless it stopped where its model's context was full: then it
+            # would take the retry's request past that context.
+            kept = state.messages[:-1] if cut and self._filled(state, written) else state.messages
             return Continue(state=replace(state, messages=(*kept, retry), output_attempts=attempts))
         return await self._guarded(final)
+
+    def _filled(self, state: LoopState, written: int) -> bool:
+        """Whether an answer cut off after ``written`` tokens stopped where its model's
+        context was full (a local model's holds its prompt and its answer together)."""
+        held, sent = context_of(self.model), state.context_tokens  # 0: not measured
+        return held is not None and sent > 0 and sent + written >= held
 
     async def _guarded(self, final: Final) -> Step:
         """``final``, if the output guards accept it; else the answer goes back as a

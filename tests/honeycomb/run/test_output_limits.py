@@ -158,8 +158,38 @@ async def test_a_plan_cut_off_at_its_limit_goes_back_saying_so() -> None:
     asked_again = again[-1].content
     assert "cut off at the output limit of" in asked_again
     assert "Answer again, shorter" in asked_again
-    # Its unfinished JSON is not sent back: cut where a local model's context was full,
-    # it took the retry past that context (the server refused it).
+    assert again[-2].content == whole[:30]  # what it wrote, for it to shorten
+
+
+class _Local(FunctionModel):
+    """A function model that holds 400 tokens a call, its prompt and its answer
+    together, as a local model says its context."""
+
+    context_tokens = 400
+
+
+async def test_a_plan_cut_off_where_its_context_was_full_is_not_sent_back() -> None:
+    """Cut where a local model's context was full (SmolLM2 at a context of 512 or
+    1024), the unfinished JSON went back with the retry, which took the request past the
+    context: the server refused it with a 400, not a second try."""
+    whole = json.dumps({"subtasks": [{"id": "s1", "role": "reader", "instruction": "read"}]})
+    answers = iter([whole[:30], whole])
+
+    def answer(request: ModelRequest) -> ModelResponse | str:
+        if request.output is None:
+            return "done"
+        text = next(answers)
+        if text == whole:
+            return text
+        filled = Usage(input_tokens=380, output_tokens=20)  # the context's 400 tokens
+        message = AssistantMessage(content=text)
+        return ModelResponse(message=message, finish_reason="length", usage=filled)
+
+    model = _Local(answer)
+    result = await Executor([Role(name="planner"), Role(name="reader")], model).run("t")
+    assert result.status == "ok"
+    again = [r for r in model.requests if r.output is not None][1].messages
+    assert "Answer again, shorter" in (again[-1].content or "")
     assert not any(whole[:30] in (m.content or "") for m in again)
 
 
