@@ -83,7 +83,7 @@ from runtime.limits import Budget, Slots
 from runtime.model import Model
 from runtime.models.layers import Budgeted, Checked, CostCap, ModelCalls, ModelLayer, price_of
 from runtime.models.layers import Traced as TracedModel
-from runtime.tools.approvals import ApprovalGate
+from runtime.tools.approval_gate import ApprovalGate
 from runtime.tools.define import Tool
 from runtime.tools.dispatch import DispatchPolicy
 from runtime.tools.journal import Journal

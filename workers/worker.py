@@ -29,8 +29,8 @@ from runtime.concurrency import require_asyncio
 from runtime.events import Caller
 from runtime.limits.spending import paid_by, paying
 from runtime.secrets import masked
+from runtime.tools.approval_gate import ApprovalGate
 from runtime.tools.approvals import (
-    ApprovalGate,
     ApprovalRule,
     PendingApproval,
 )

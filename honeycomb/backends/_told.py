@@ -33,7 +33,7 @@ from runtime import (
     ModelCallFinished,
     ModelCallStarted,
 )
-from runtime.tools.approvals import decided_event
+from runtime.tools.approval_gate import decided_event
 from workers import LoopState, Worker
 
 if TYPE_CHECKING:

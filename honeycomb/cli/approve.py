@@ -34,7 +34,8 @@ from runtime import (
     HoneycombError,
     PendingApproval,
 )
-from runtime.tools.approvals import MaskedEdit, settled_by, unmasked_edit
+from runtime.tools.approval_gate import settled_by
+from runtime.tools.approvals import MaskedEdit, unmasked_edit
 
 __all__ = [
     "HiveTools",

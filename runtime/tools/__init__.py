@@ -4,9 +4,9 @@ call goes through (:mod:`~runtime.tools.layers`: argument guards, approval, lock
 the journal of side effects, tracing, time limits), approvals and the journal's
 values, tools from MCP servers, and a result as observation text."""
 
+from runtime.tools.approval_gate import ApprovalGate
 from runtime.tools.approvals import (
     ApprovalEntry,
-    ApprovalGate,
     ApprovalLog,
     ApprovalNeeded,
     ApprovalRequest,

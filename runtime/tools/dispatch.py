@@ -38,7 +38,8 @@ from runtime.errors import BudgetExceeded, NotStarted
 from runtime.events import Caller, ToolCallFinished
 from runtime.limits.room import nested_work
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
-from runtime.tools.approvals import ApprovalLog, ApprovalNeeded, withdraw
+from runtime.tools.approval_gate import withdraw
+from runtime.tools.approvals import ApprovalLog, ApprovalNeeded
 from runtime.tools.define import ArgumentsError, ToolRegistry
 from runtime.tools.journal import Journal
 from runtime.tools.layers import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runtime.events import NO_TRACE, Caller, Tracer
 from runtime.limits import Slots
-from runtime.tools.approvals import ApprovalGate
+from runtime.tools.approval_gate import ApprovalGate
 from runtime.tools.define import ToolRegistry
 from runtime.tools.dispatch import Dispatcher, DispatchPolicy
 from runtime.tools.journal import Journal

@@ -14,7 +14,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from runtime.tools.approvals import ApprovalGate
+from runtime.tools.approval_gate import ApprovalGate
 from runtime.tools.define import arguments_text
 from runtime.tools.journal import Journal, began
 from runtime.tools.layers.base import (

@@ -9,14 +9,13 @@ import time
 
 import anyio
 
+from runtime.tools.approval_gate import ApprovalGate, settled_by
 from runtime.tools.approvals import (
     ApprovalEntry,
-    ApprovalGate,
     ApprovalRequest,
     ApprovalRule,
     Decision,
     MemoryApprovalLog,
-    settled_by,
 )
 from tests.support.layers import prepared, send
 

@@ -13,7 +13,8 @@ from runtime.errors import ModelRetry
 from runtime.messages import ToolCall
 from runtime.testing import call
 from runtime.tools import Tool, ToolRegistry, tool
-from runtime.tools.approvals import ApprovalGate, ApprovalRequest, ApprovalRule, Decision
+from runtime.tools.approval_gate import ApprovalGate
+from runtime.tools.approvals import ApprovalRequest, ApprovalRule, Decision
 from runtime.tools.dispatch import Dispatcher, DispatchPolicy
 from tests.support.dispatching import layered
 

@@ -9,9 +9,9 @@ import pytest
 
 from runtime.events import ApprovalDecided, ApprovalRequested, Event, Tracer
 from runtime.messages import ToolCall
+from runtime.tools.approval_gate import ApprovalGate
 from runtime.tools.approvals import (
     ApprovalEntry,
-    ApprovalGate,
     ApprovalNeeded,
     ApprovalRequest,
     ApprovalRule,
