@@ -67,7 +67,6 @@ async def test_a_run_cut_by_its_wall_time_replayed_on_ray_says_it_is_not_cut_the
     ray_session: object, tmp_path: Path
 ) -> None:
     tape = tmp_path / "cut.jsonl"
-    # Time for the actors to start before the replay's own clock would cut it.
     policy = Policy(budgets=Budgets(wall_time_s=3.0))
     plan = [("r", "one"), ("r", "two")]
     executor = Executor(
@@ -78,6 +77,7 @@ async def test_a_run_cut_by_its_wall_time_replayed_on_ray_says_it_is_not_cut_the
 
     pool = RayBackend(actors=2, actor_cpus=0)
     try:
+        await pool.start()  # its actors' start is not the replay's time, which 3 s cuts
         models = cassette(cut_short(), replay=tape)
         on_ray = Executor(
             [Role(name="r")], models, aggregator="concat", policy=policy, backend=pool
