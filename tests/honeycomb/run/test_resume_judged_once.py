@@ -191,37 +191,41 @@ async def test_a_call_refused_beside_one_that_waited_is_not_run_as_the_run_resum
     assert paid.content == "paid"
 
 
-async def test_a_passed_agent_call_whose_nested_call_waited_is_not_judged_again(
-    tmp_path: Path,
-) -> None:
-    """A boss's call to a worker as a tool passed its guard; the nested worker's payment
-    waited for a person, who approved it. Resumed, the boss's call was judged again,
-    refused, and the approved payment never ran (the judge paid twice)."""
-    judged: list[str] = []
-    paid: list[int] = []
+class _BossAndPayer:
+    """A boss that calls a payer as a tool (a person approves the call, when
+    ``boss_asks``), the payer's payment approved by a person; the boss's argument guard
+    passes its first ``passes`` calls, then changes its mind."""
 
-    def changes_its_mind(check: GuardCheck) -> str | None:
-        judged.append(check.tool)
-        return None if len(judged) == 1 else "changed its mind"
+    def __init__(self, db: Path, passes: int, *, boss_asks: bool = False) -> None:
+        self.db, self.passes, self.boss_asks = db, passes, boss_asks
+        self.judged: list[str] = []  # the tool of each call the boss's guard judged
+        self.paid: list[int] = []
 
-    @tool(side_effects=True)
-    async def pay(to: str, amount: int) -> str:
-        """Pay someone."""
-        paid.append(amount)
-        return f"paid {amount} to {to}"
+    def changes_its_mind(self, check: GuardCheck) -> str | None:
+        self.judged.append(check.tool)
+        return None if len(self.judged) <= self.passes else "changed its mind"
 
-    def answer(request: ModelRequest) -> object:
+    def answer(self, request: ModelRequest) -> object:
         answered = any(m.role == "tool" for m in request.messages)
         if "You lead." in (request.messages[0].content or ""):
             return "Done." if answered else call("payer", {"instruction": "Pay bob."}, id="a1")
         return "Paid." if answered else call("pay", PAY, id="pay_1")
 
-    def executor() -> Executor:
+    def executor(self) -> Executor:
+        paid = self.paid
+
+        @tool(side_effects=True)
+        async def pay(to: str, amount: int) -> str:
+            """Pay someone."""
+            paid.append(amount)
+            return f"paid {amount} to {to}"
+
         boss = Role(
             name="boss",
             instructions="You lead.",
             tools=("agent:payer",),
-            guards=Guards(arguments=(changes_its_mind,)),
+            approvals=Approvals(tools=("payer",) if self.boss_asks else ()),
+            guards=Guards(arguments=(self.changes_its_mind,)),
         )
         payer = Role(
             name="payer",
@@ -229,17 +233,24 @@ async def test_a_passed_agent_call_whose_nested_call_waited_is_not_judged_again(
             tools=("pay",),
             approvals=Approvals(tools=("pay",)),
         )
-        model = FunctionModel(answer)
-        return Executor([boss, payer], model, tools=[pay], store=tmp_path / "runs.db")
+        return Executor([boss, payer], FunctionModel(self.answer), tools=[pay], store=self.db)
 
-    waiting = await executor().run("Pay", subtasks=[("boss", "Pay bob.")], run_id="r1")
+
+async def test_a_passed_agent_call_whose_nested_call_waited_is_not_judged_again(
+    tmp_path: Path,
+) -> None:
+    """A boss's call to a worker as a tool passed its guard; the nested worker's payment
+    waited for a person, who approved it. Resumed, the boss's call was judged again,
+    refused, and the approved payment never ran (the judge paid twice)."""
+    hive = _BossAndPayer(tmp_path / "runs.db", passes=1)
+    waiting = await hive.executor().run("Pay", subtasks=[("boss", "Pay bob.")], run_id="r1")
     assert waiting.status == "waiting"
     (pending,) = waiting.pending
-    await executor().decide("r1", pending.call_id, approve=True, worker=pending.worker)
-    done = await executor().resume("r1")
+    await hive.executor().decide("r1", pending.call_id, approve=True, worker=pending.worker)
+    done = await hive.executor().resume("r1")
     assert done.status == "ok"
-    assert paid == [40]  # the approved payment ran
-    assert judged == ["payer"]  # the boss's call kept its verdict: judged once
+    assert hive.paid == [40]  # the approved payment ran
+    assert hive.judged == ["payer"]  # the boss's call kept its verdict: judged once
     assert done.subtasks["s1"].worker.transcript.messages[3].content.endswith("Paid.")
 
 
@@ -251,53 +262,17 @@ async def test_an_edited_agent_call_whose_nested_call_waited_is_not_judged_again
     for a person, who approved it. Resumed, the edit was judged again (its verdict was
     kept nowhere), refused by a judge that changed its mind, and the approved payment
     never ran."""
-    judged: list[str] = []
-    paid: list[int] = []
-
-    def changes_its_mind(check: GuardCheck) -> str | None:
-        judged.append(str(check.arguments))
-        return None if len(judged) <= 2 else "changed its mind"
-
-    @tool(side_effects=True)
-    async def pay(to: str, amount: int) -> str:
-        """Pay someone."""
-        paid.append(amount)
-        return f"paid {amount} to {to}"
-
-    def answer(request: ModelRequest) -> object:
-        answered = any(m.role == "tool" for m in request.messages)
-        if "You lead." in (request.messages[0].content or ""):
-            return "Done." if answered else call("payer", {"instruction": "Pay bob."}, id="a1")
-        return "Paid." if answered else call("pay", PAY, id="pay_1")
-
-    def executor() -> Executor:
-        boss = Role(
-            name="boss",
-            instructions="You lead.",
-            tools=("agent:payer",),
-            approvals=Approvals(tools=("payer",)),
-            guards=Guards(arguments=(changes_its_mind,)),
-        )
-        payer = Role(
-            name="payer",
-            instructions="You pay.",
-            tools=("pay",),
-            approvals=Approvals(tools=("pay",)),
-        )
-        return Executor(
-            [boss, payer], FunctionModel(answer), tools=[pay], store=tmp_path / "runs.db"
-        )
-
-    waiting = await executor().run("Pay", subtasks=[("boss", "Pay bob.")], run_id="r1")
+    hive = _BossAndPayer(tmp_path / "runs.db", passes=2, boss_asks=True)
+    waiting = await hive.executor().run("Pay", subtasks=[("boss", "Pay bob.")], run_id="r1")
     (boss_call,) = waiting.pending
     edit = {"instruction": "Pay bob, and say so."}
-    await executor().decide("r1", boss_call.call_id, approve=True, arguments=edit)
-    waiting = await executor().resume("r1")
+    await hive.executor().decide("r1", boss_call.call_id, approve=True, arguments=edit)
+    waiting = await hive.executor().resume("r1")
     assert waiting.status == "waiting"
     (nested,) = waiting.pending
     assert nested.worker != "s1"  # the nested worker's payment
-    await executor().decide("r1", nested.call_id, approve=True, worker=nested.worker)
-    done = await executor().resume("r1")
+    await hive.executor().decide("r1", nested.call_id, approve=True, worker=nested.worker)
+    done = await hive.executor().resume("r1")
     assert done.status == "ok"
-    assert paid == [40]  # the approved payment ran
-    assert len(judged) == 2  # the model's call, then the edit: each judged once
+    assert hive.paid == [40]  # the approved payment ran
+    assert len(hive.judged) == 2  # the model's call, then the edit: each judged once
