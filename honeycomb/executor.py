@@ -196,6 +196,7 @@ class Executor:
             kept_policy.sessions.context.model,
         )
         kept = open_store(store)
+        self._own_store = kept is not store  # made of a path or URL: closed by aclose
         self._held: AsyncExitStack | None = None  # the models held by ``async with``
         # The event loop it serves, one at a time, with its sessions' locks and its
         # slots: what a stopped loop held in them is not held in the next.
@@ -256,8 +257,10 @@ class Executor:
 
     async def aclose(self) -> None:
         """Stop every MCP server the Executor's runs started, the models' servers, and
-        the actors of the Ray pool it made for a hive's ``backend: ray`` (``async with``
-        does). A backend given as ``backend=`` is the caller's to stop."""
+        the actors of the Ray pool it made for a hive's ``backend: ray``, and close the
+        run store it opened from a path or URL (``async with`` does). A backend or a
+        :class:`~honeycomb.store.RunStore` given is the caller's to stop. A later run
+        starts again what it needs."""
         held_models, self._held = self._held, None
         try:
             if held_models is not None:
@@ -268,6 +271,9 @@ class Executor:
             finally:
                 if self._stop_pool is not None:
                     self._stop_pool()  # a later run makes a new pool, stopped again here
+                store = self.store
+                if self._own_store and store is not None:  # its writer, its connections
+                    await store.aclose()
 
     @property
     def roles(self) -> dict[str, Role]:

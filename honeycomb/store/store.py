@@ -280,6 +280,11 @@ class RunStore:
         self._writer.stop()
         self._database.close()
 
+    async def aclose(self) -> None:
+        """:meth:`close`, in a worker thread (it waits for the writer to commit what is
+        queued). A later :meth:`open` (a run's) starts it again."""
+        await anyio.to_thread.run_sync(self.close)
+
     async def open(self) -> None:
         """Open the file or database (creating the store) in a worker thread, so a run
         learns at its start, not its end, that the store cannot be used.

@@ -448,3 +448,33 @@ async def test_a_write_the_database_refuses_fails_alone_not_the_writes_batched_w
     assert told["r2"] is None
     assert query(store, "SELECT run_id, model_calls FROM lives") == [("r2", 3)]
     runs.close()
+
+
+def _store_threads() -> set[threading.Thread]:
+    """The run stores' writer threads alive now."""
+    return {t for t in threading.enumerate() if t.name == "honeycomb-store"}
+
+
+async def test_an_executor_closes_the_store_it_opened_as_its_block_ends(store: Where) -> None:
+    """An Executor given a store's path or URL opened it, and its block's end left it
+    open: its writer thread and its connections (PostgreSQL's) stayed until the process
+    ended. A store given as a RunStore is the caller's, and stays open."""
+    before = _store_threads()
+    model = FunctionModel(lambda request: "found")
+    executor = Executor([Role(name="w")], model, aggregator="concat", store=store)
+    async with executor:
+        await executor.run("t", subtasks=[("w", "a")], run_id="r1")
+        assert _store_threads() - before  # its writer
+    assert not _store_threads() - before
+    async with executor:  # used again: its run opens the store again
+        again = await executor.run("t", subtasks=[("w", "b")], run_id="r2")
+    assert again.status == "ok"
+    assert not _store_threads() - before
+    given = RunStore(store)
+    try:
+        async with Executor([Role(name="w")], model, aggregator="concat", store=given) as its:
+            await its.run("t", subtasks=[("w", "c")], run_id="r3")
+        assert _store_threads() - before  # the caller's, still open
+    finally:
+        given.close()
+    assert not _store_threads() - before
