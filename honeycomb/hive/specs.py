@@ -3,6 +3,7 @@ against (:func:`honeycomb.hive.load_hive` adds the checks across fields and file
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
@@ -65,9 +66,9 @@ class _HidesSecrets(BaseModel):
     ``SecretStr``: the password of a URL, a key in its query, a header's value. Its
     fields as data (``model_dump``) are as written."""
 
+    @abc.abstractmethod
     def _secrets(self) -> dict[str, str]:
         """Its secrets, each with what it is as the mask says."""
-        raise NotImplementedError
 
     def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
         hidden = self._secrets()

@@ -5,6 +5,7 @@ events, while the other workers go on, instead of polling ``Executor.pending``."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -27,6 +28,18 @@ PLAN = [
     Subtask(id="payer", role="payer", instruction="Pay ann."),
     Subtask(id="reader", role="reader", instruction="Read."),
 ]
+
+
+def _hearing(heard: list[Event], payer_done: anyio.Event) -> Callable[[Event], None]:
+    """A listener that keeps what it hears in ``heard`` and sets ``payer_done`` as the
+    payer's worker finishes."""
+
+    def listen(event: Event) -> None:
+        heard.append(event)
+        if isinstance(event, WorkerFinished) and event.worker == "payer":
+            payer_done.set()
+
+    return listen
 
 
 def _service(store: Path | None, payer_done: anyio.Event, **options: object) -> Executor:
@@ -90,11 +103,7 @@ async def test_a_listener_is_told_before_the_approver_asks_and_of_its_answer() -
         told_first.append([e.kind for e in heard if e.kind.startswith("approval.")])
         return Decision.denied("not today", by="bob")
 
-    def listen(event: Event) -> None:
-        heard.append(event)
-        if isinstance(event, WorkerFinished) and event.worker == "payer":
-            payer_done.set()
-
+    listen = _hearing(heard, payer_done)
     service = _service(None, payer_done, approver=approver)
     result = await service.run("pay and read", subtasks=PLAN, on_event=[listen])
     assert result.subtasks["payer"].text == "payer saw: denied: not today"
@@ -112,11 +121,7 @@ async def test_a_call_whose_time_runs_out_is_told_denied_by_the_time_limit(tmp_p
     payer_done = anyio.Event()
     heard: list[Event] = []
 
-    def listen(event: Event) -> None:
-        heard.append(event)
-        if isinstance(event, WorkerFinished) and event.worker == "payer":
-            payer_done.set()
-
+    listen = _hearing(heard, payer_done)
     service = _service(tmp_path / "runs.db", payer_done, policy=Policy(approval_timeout_s=0.1))
     result = await service.run("pay and read", subtasks=PLAN, run_id="r1", on_event=[listen])
     assert result.status == "ok"
@@ -138,10 +143,7 @@ async def test_a_call_its_approver_did_not_decide_in_time_is_denied_by_the_time_
     payer_done = anyio.Event()
     heard: list[Event] = []
 
-    def listen(event: Event) -> None:
-        heard.append(event)
-        if isinstance(event, WorkerFinished) and event.worker == "payer":
-            payer_done.set()
+    listen = _hearing(heard, payer_done)
 
     async def away(request: ApprovalRequest) -> Decision:
         await anyio.sleep_forever()
