@@ -29,6 +29,12 @@ class EvalBudget(Value, frozen=True, kw_only=True):
     tokens: int | None = None
     model_calls: int | None = None
 
+    @property
+    def bounded(self) -> bool:
+        """Whether it bounds anything (``EvalBudget()``, the command's with no
+        ``--max-*`` option, does not)."""
+        return (self.cost, self.tokens, self.model_calls) != (None, None, None)
+
     def spent_by(self, usage: Usage) -> str | None:
         """Why ``usage`` has reached the budget, or None if it has not."""
         if self.cost is not None and usage.cost >= self.cost:
@@ -102,7 +108,8 @@ class Starts:
     """
 
     def __init__(self, budget: EvalBudget | None) -> None:
-        self.budget = budget
+        # A budget that bounds nothing lets every run start at once, the first too.
+        self.budget = budget if budget is not None and budget.bounded else None
         self.used = Usage()
         self.stopped: str | None = None
         self._most: Usage | None = None  # the most one run spent, in each count

@@ -66,6 +66,26 @@ async def test_cases_run_in_parallel_but_never_more_than_the_concurrency(hive: H
     assert report.totals()["runs"] == 12
 
 
+async def test_a_budget_that_bounds_nothing_lets_the_first_runs_start_together(
+    hive: Hive,
+) -> None:
+    # `honeycomb eval` with no --max-* option gives EvalBudget(): no run waits on it.
+    running, most = 0, 0
+
+    def count(event: Event) -> None:
+        nonlocal running, most
+        if isinstance(event, RunStarted):
+            running += 1
+            most = max(most, running)
+        elif isinstance(event, RunFinished):
+            running -= 1
+
+    executor = Executor.from_hive(hive, model=OfflineModel(latency=0.05), on_event=[count])
+    report = await evaluate(executor, _cases(4), concurrency=4, budget=EvalBudget())
+    assert report.passed
+    assert most == 4  # not the first alone, then the other three
+
+
 async def test_each_case_is_a_run_of_the_store_and_the_report_is_kept_by_its_id(
     hive: Hive, tmp_path: Path
 ) -> None:
