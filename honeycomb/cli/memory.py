@@ -202,9 +202,9 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
             count = await memory.forget_namespace(args.namespace)
             print(f"forgot {counted(count, 'memory', 'memories')} of namespace {args.namespace}")
             return ExitStatus.OK
-        missing = [i for i in args.ids if not await memory.delete(i)]
-        forgotten = len(args.ids) - len(missing)
-        print(f"forgot {counted(forgotten, 'memory', 'memories')}")
+        forgotten = await memory.forget(args.ids)  # at once: one rewrite of the index
+        missing = [i for i in dict.fromkeys(args.ids) if i not in forgotten]
+        print(f"forgot {counted(len(forgotten), 'memory', 'memories')}")
         if missing:
             print(f"no memory {', '.join(missing)} in {memory.path}", file=sys.stderr)
             return ExitStatus.FAILED

@@ -332,27 +332,32 @@ def get(db: Any, memory_id: str) -> Row | None:
     return found
 
 
-def delete(db: Any, ids: Sequence[str], namespace: str | None, vectors: bool) -> int:
-    """Forget the memories of ``ids``, or every memory of ``namespace``; how many. A
-    forgotten text stays in no file: the search index is merged anew (its old
-    segments held the text's terms), freed pages are zeroed (``secure_delete``, set as
-    the connection opens), and the write-ahead log is moved into the file and emptied,
-    as far as other connections' reads allow."""
+def delete(db: Any, ids: Sequence[str], namespace: str | None, vectors: bool) -> list[str]:
+    """Forget the memories of ``ids``, or every memory of ``namespace``, in one
+    transaction; the ids of those there were. A forgotten text stays in no file: the
+    search index is merged anew (its old segments held the text's terms), freed pages
+    are zeroed (``secure_delete``, set as the connection opens), and the write-ahead
+    log is moved into the file and emptied, as far as other connections' reads allow:
+    once for all of them, however many (each is a rewrite of the index)."""
     with _transaction(db):
         params: tuple[str, ...]
         if namespace is not None:
             where, params = "namespace = ?", (namespace,)
         else:
             where, params = f"id IN ({', '.join('?' * len(ids))})", tuple(ids)
-        if vectors and _has_vectors(db):
+        found = [
+            memory_id
+            for (memory_id,) in db.execute(f"SELECT id FROM memories WHERE {where}", params)
+        ]
+        if found and vectors and _has_vectors(db):
             rows = f"SELECT seq FROM memories WHERE {where}"
             db.execute(f"DELETE FROM memory_vectors WHERE rowid IN ({rows})", params)
-        count: int = db.execute(f"DELETE FROM memories WHERE {where}", params).rowcount
-        if count:
+        if found:
+            db.execute(f"DELETE FROM memories WHERE {where}", params)
             db.execute("INSERT INTO memory_text (memory_text) VALUES ('optimize')")
-    if count:
+    if found:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return count
+    return found
 
 
 def listed(db: Any, namespace: str | None, limit: int) -> list[Row]:

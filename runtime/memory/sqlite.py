@@ -201,17 +201,26 @@ class SQLiteMemory:
         return tuple(MemoryHit(record=_record(r), score=s) for r, s in fused([by_text, near], k))
 
     async def delete(self, memory_id: str) -> bool:
+        return bool(await self.forget((memory_id,)))
+
+    async def forget(self, memory_ids: Sequence[str]) -> tuple[str, ...]:
+        """Forget the memories of ``memory_ids`` at once (their text leaves the file as
+        :meth:`delete` says, its index merged once for all); the ids of those there
+        were."""
+        if not memory_ids:
+            return ()
+        ids = tuple(dict.fromkeys(valid_text(i) for i in memory_ids))
         vectors = self.embeddings is not None
-        forget = partial(db.delete, ids=(valid_text(memory_id),), namespace=None, vectors=vectors)
-        return bool(await self._write(forget))
+        forget = partial(db.delete, ids=ids, namespace=None, vectors=vectors)
+        found: list[str] = await self._write(forget)
+        return tuple(found)
 
     async def forget_namespace(self, namespace: str) -> int:
         """Forget every memory of ``namespace``; how many there were."""
         _check_namespace(namespace)
         vectors = self.embeddings is not None
         forget = partial(db.delete, ids=(), namespace=namespace, vectors=vectors)
-        count: int = await self._write(forget)
-        return count
+        return len(await self._write(forget))
 
     async def list(
         self, namespace: str | None = None, *, limit: int = 100

@@ -7,11 +7,13 @@ import asyncio
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from honeycomb.cli.main import main
 from runtime import SQLiteMemory
+from runtime.memory import db
 
 
 @pytest.fixture
@@ -91,6 +93,28 @@ def test_forget_by_id_or_by_namespace(
     assert "no memories in" in capsys.readouterr().out
     assert main(["memory", "forget"]) == 2  # neither ids nor a namespace
     assert "give memory ids, or --namespace" in capsys.readouterr().err
+
+
+def test_forgetting_several_ids_rewrites_the_index_once(
+    kept: SQLiteMemory, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trip = [record.id for record in asyncio.run(kept.list("trip"))]
+    writes: list[tuple[str, ...]] = []
+    forget = db.delete
+
+    def counted(connection: Any, ids: tuple[str, ...], **rest: Any) -> list[str]:
+        writes.append(tuple(ids))
+        return forget(connection, ids=ids, **rest)
+
+    monkeypatch.setattr(db, "delete", counted)
+    absent = "0123456789abcdef"
+    assert main(["memory", "forget", *trip, absent, trip[0]]) == 1
+    assert len(writes) == 1  # one transaction, one merge of the index, for all of them
+    out, err = capsys.readouterr()
+    assert "forgot 2 memories" in out
+    assert f"no memory {absent} in" in err
+    assert trip[0] not in err
+    assert [r.namespace for r in asyncio.run(kept.list())] == ["red"]
 
 
 def test_bad_options_are_told_not_raised(
