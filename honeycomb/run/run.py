@@ -462,7 +462,8 @@ class Run:
             most=self.most,
         )
         began = time.perf_counter()
-        self.shared.paused[self.run_id] = self.scheduler.notify
+        if self.record is not None:  # a decision recorded here is heard at once
+            self.shared.paused[self.run_id] = self.record.bell.ring
         try:
             return await self.scheduler.run()
         finally:

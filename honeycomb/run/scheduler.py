@@ -16,7 +16,7 @@ A worker whose calls wait for a person's approval pauses, out of its slot: the o
 go on, and subtasks that depend on it wait. So does one whose approver asks a person in
 the run, once nothing else of it works (its nested workers, whose slot is its own): its
 slot is another's until the person has decided (:mod:`runtime.limits.room`). A decision
-recorded by this process (:meth:`notify`) or elsewhere (found in the store) lets it go
+recorded by this process (its run's bell rings) or elsewhere (found in the store) lets it go
 on; once nothing else can proceed, the paused workers end ``waiting`` (not a failure),
 and so do the subtasks after them: a resumed run continues them.
 
@@ -31,7 +31,6 @@ committed, so the event never runs ahead of what a resume would find.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -43,7 +42,7 @@ from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus, why_failed
 from runtime import BudgetExceeded, HoneycombError, RunFailed
-from runtime.concurrency import TimedOut, run_together, stoppable, within
+from runtime.concurrency import TimedOut, run_together, stoppable
 from runtime.limits.room import Room, in_room, nested_work
 from runtime.limits.worktime import OwnTime, in_clock
 from workers import Worker, WorkerError, WorkerResult
@@ -110,7 +109,6 @@ class Scheduler:
         self._fatal: BaseException | None = None  # what a worker's task raised (see run)
         self._paused: set[str] = set()  # waiting for decisions on their calls
         self._idle = False  # some are paused, and nothing else can proceed
-        self._wake = asyncio.Event()  # set (and replaced) when paused workers look again
 
     async def run(self) -> dict[str, SubtaskResult]:
         """Run every subtask; raise what stopped the phase early, if anything did.
@@ -343,12 +341,13 @@ class Scheduler:
     async def _decided(self, subtask: Subtask, result: WorkerResult, record: WorkerRecord) -> bool:
         """Wait, paused, until every call ``result`` waits on is decided (True), or
         until nothing else in the run can proceed (False). A decision of this process
-        wakes it at once (:meth:`notify`); one recorded elsewhere (another process: a
-        web page's server, ``honeycomb approve``) is found in the store, which it reads
-        every :data:`~honeycomb.run.worker_record.LOOK_EVERY_S`, and once more before it gives
+        wakes it at once (the run's :class:`~honeycomb.run.worker_record.DecisionBell`
+        rings); one recorded elsewhere (another process: a web page's server,
+        ``honeycomb approve``) is found in the store, which it reads every
+        :data:`~honeycomb.run.worker_record.LOOK_EVERY_S`, and once more before it gives
         up."""
         from honeycomb.run.decide import decided_among, waits_on
-        from honeycomb.run.worker_record import LOOK_EVERY_S
+        from honeycomb.run.worker_record import look_again
 
         assert self.record is not None
         # By worker too: a call it waits on may be a nested worker's (agent:ROLE).
@@ -356,7 +355,7 @@ class Scheduler:
         self._paused.add(subtask.id)
         try:
             while True:
-                wake = self._wake  # taken before the store is read: no decision is missed
+                ring = self.record.bell.next_ring()  # before the read: none is missed
                 found = await self.record.store.approvals_of(self.context.run_id)
                 entries = decided_among(found, wanted)
                 if entries:
@@ -372,16 +371,9 @@ class Scheduler:
                 self._check_idle()
                 if self._idle:
                     return False
-                with contextlib.suppress(TimedOut), within(LOOK_EVERY_S):
-                    await wake.wait()
+                await look_again(ring)
         finally:
             self._paused.discard(subtask.id)
-
-    def notify(self) -> None:
-        """A decision on one of this run's calls was recorded (``Executor.decide``):
-        paused workers look again."""
-        woken, self._wake = self._wake, asyncio.Event()
-        woken.set()
 
     def _check_idle(self) -> None:
         """Once some workers are paused and no other subtask can proceed, the phase
@@ -394,7 +386,8 @@ class Scheduler:
             if all(d in self.outcomes for d in subtask.depends_on):
                 return  # it runs, or is about to
         self._idle = True
-        self.notify()
+        assert self.record is not None  # only a kept worker pauses
+        self.record.bell.ring()  # the paused ones give up
 
     def _error_of(self, result: WorkerResult) -> WorkerError | None:
         """A worker's error; for one the store failed, the store's error, not that of

@@ -97,5 +97,5 @@ class Shared:
         self.reporting = reporting
         self.backend = backend
         self.paused: dict[str, Callable[[], None]] = {}
-        """Runs under way in this process, by id: what tells their paused workers that
-        a decision was recorded."""
+        """Runs under way in this process, by id: what tells their workers waiting for a
+        decision (paused, or while their approver asks) that one was recorded."""

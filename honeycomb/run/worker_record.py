@@ -26,6 +26,7 @@ from runtime import (
     ToolMessage,
     dump_messages_json,
 )
+from runtime.concurrency import TimedOut, within
 from runtime.tools.approvals import ApprovalEntry, PendingApproval
 from runtime.tools.define import arguments_text
 from runtime.tools.journal import Verdict, judged_entry
@@ -41,16 +42,43 @@ class RunRecord(Protocol):
     started_at: float
     lease: Lease | None
     on_unknown: OnUnknown
+    bell: DecisionBell
 
     def spent_so_far(self) -> None:
         """Write what the run spent, before a write the run waits for."""
 
 
-__all__ = ["LOOK_EVERY_S", "WorkerRecord"]
+__all__ = ["LOOK_EVERY_S", "DecisionBell", "WorkerRecord"]
 
 LOOK_EVERY_S = 0.5
 """How often a worker that waits for a decision (paused in the store, or while the run's
-approver asks) looks in the store for one recorded elsewhere."""
+approver asks) looks in the store for one recorded elsewhere (another process)."""
+
+
+class DecisionBell:
+    """Rung as a decision on one of a run's calls is recorded in this process
+    (``Executor.decide``): whoever waits for one (a paused worker, a worker whose
+    approver asks) reads the store again at once, not at its next look."""
+
+    def __init__(self) -> None:
+        self._next = asyncio.Event()  # replaced as it is set: each wait hears the next
+
+    def ring(self) -> None:
+        rung, self._next = self._next, asyncio.Event()
+        rung.set()
+
+    def next_ring(self) -> asyncio.Event:
+        """Set by the next :meth:`ring`: taken before the store is read, so that no
+        decision recorded meanwhile is missed."""
+        return self._next
+
+
+async def look_again(ring: asyncio.Event) -> None:
+    """Return at ``ring`` (a decision recorded in this process), or after
+    :data:`LOOK_EVERY_S` (one recorded elsewhere is found in the store)."""
+    with contextlib.suppress(TimedOut), within(LOOK_EVERY_S):
+        await ring.wait()
+
 
 _SAVE_MESSAGES = (
     "INSERT INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?) "
@@ -245,18 +273,20 @@ class WorkerRecord:
     async def decided_elsewhere(self, pending: PendingApproval) -> ApprovalEntry:
         """The entry of ``pending`` once the store holds a decision on it, made by
         another decider (a person on the page of ``honeycomb serve``, ``honeycomb
-        approve``): read every :data:`LOOK_EVERY_S`, as a
-        paused worker reads it (a read that fails is tried again)."""
+        approve``, ``Executor.decide`` here): read every :data:`LOOK_EVERY_S` and at
+        each ring of the run's :class:`DecisionBell`, as a paused worker reads it (a
+        read that fails is tried again)."""
         run = self._run
         called = pending.worker, pending.turn, pending.call_id
         while True:
+            ring = run.bell.next_ring()
             with contextlib.suppress(StoreError):
                 for entry in await run.store.approvals_of(run.run_id):
                     p = entry.pending
                     if entry.decision is not None and (p.worker, p.turn, p.call_id) == called:
                         self.decisions[p.turn, p.call_id] = entry
                         return entry
-            await asyncio.sleep(LOOK_EVERY_S)
+            await look_again(ring)
 
 
 class _ApprovalLog:

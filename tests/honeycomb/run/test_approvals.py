@@ -32,6 +32,7 @@ from honeycomb import (
 )
 from honeycomb.errors import ApprovalError
 from honeycomb.events import WorkerFinished
+from honeycomb.run import worker_record
 from honeycomb.testing import FunctionModel
 from tests.support import ROOT
 from tests.support.approvals import TASK, executor, payer_beside_reader, payer_saw, plan
@@ -371,6 +372,44 @@ async def test_a_decision_made_while_the_run_goes_on_lets_the_paused_worker_go_o
     assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
     assert effects.read_text() == "paid 120 to ann\n"
     assert done.pending == []
+
+
+async def test_a_decision_made_here_settles_a_call_the_approver_asks_about_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's approver asks a person, who never answers, and the call is decided
+    with the Executor that carries the run: the worker goes on with it at once, not at
+    its next look in the store (an hour here), and the approver's question is withdrawn."""
+    monkeypatch.setattr(worker_record, "LOOK_EVERY_S", 3600.0)
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    asked, withdrawn = anyio.Event(), anyio.Event()
+
+    async def person(request: ApprovalRequest) -> Decision:
+        asked.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            withdrawn.set()
+        raise AssertionError("unreachable")
+
+    service = executor(db, effects, approver=person)
+    results = []
+
+    async def run() -> None:
+        results.append(await service.run(TASK, subtasks=plan(1), run_id="r1"))
+
+    with anyio.fail_after(30):  # (an hour without the bell)
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            await asked.wait()
+            while not await service.pending("r1"):  # noqa: ASYNC110 (kept as it is asked)
+                await anyio.sleep(0.01)
+            await service.decide("r1", "pay_1", approve=True)
+    (done,) = results
+    assert done.status == "ok"
+    assert withdrawn.is_set()
+    assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
+    assert effects.read_text() == "paid 120 to ann\n"
 
 
 async def test_a_decision_recorded_as_the_run_ends_waiting_continues_it_before_it_returns(
