@@ -343,7 +343,9 @@ class _Session:
             await self._deny_undecided(calls.run_id, cut_off=True)
             raise
         found = result if result is not None else getattr(error, "partial", None)
-        run_id = found.run_id if found is not None else ""
+        # One that raised before it had a result is a run of the store still (its
+        # trace shows where it failed): its id is the one its first event told.
+        run_id = found.run_id if found is not None else calls.run_id
         # A run that ended well lists the calls that wait in its result (one stopped
         # may not): the store is read only when one may have left some.
         if found is None or found.pending or found.status not in ("ok", "partial"):

@@ -402,12 +402,15 @@ def test_a_case_whose_run_raised_under_replay_fails_whatever_its_checks_say(
     (attempt,) = oslo["attempts"]
     assert (attempt["status"], attempt["passed"], attempt["score"]) == ("error", False, 0.0)
     assert [v["passed"] for v in attempt["verdicts"]] == [True]  # it holds on no answer
-    # Its run has no id: the report names no command to show it.
+    # Its run, which raised before it had a result, is kept still: the report names it.
     code, out, _ = _eval(capsys, "--replay", "calls.jsonl", "--store", "runs 2.db")
     assert code == ExitStatus.CASES_FAILED
     assert "1 of 2 cases passed" in out
-    assert "honeycomb trace" not in out
-    assert re.search(r"kept in runs 2\.db \(compare later with --baseline ev-\w+\)", out)
+    shown = re.search(r"a failing run: honeycomb trace (\w+) --store 'runs 2\.db'", out)
+    assert shown is not None, out
+    kept = RunStore(folder / "runs 2.db").find(shown[1])
+    assert kept is not None
+    assert kept.status == "failed"
 
 
 @pytest.mark.parametrize("option", ["--junit", "--html"])

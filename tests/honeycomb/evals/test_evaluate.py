@@ -307,14 +307,20 @@ async def test_a_case_as_a_test_fails_naming_its_failing_checks(hive: Hive, tmp_
     assert re.fullmatch(r"  \w+: contains 'Bergen': the answer lacks 'Bergen': .*", line)
 
 
-async def test_a_run_that_raised_before_any_result_is_scored_as_an_error(hive: Hive) -> None:
+async def test_a_run_that_raised_before_any_result_is_scored_as_an_error(
+    hive: Hive, tmp_path: Path
+) -> None:
     def no_plan(request: ModelRequest) -> str:
         return "not a plan"
 
-    executor = Executor.from_hive(hive, model=FunctionModel(no_plan))
+    store = RunStore(tmp_path / "runs.db")
+    executor = Executor.from_hive(hive, model=FunctionModel(no_plan), store=store)
     report = await evaluate(executor, _cases(1))
     (attempt,) = report.cases[0].attempts
-    assert (attempt.status, attempt.run_id, attempt.passed) == ("error", "", False)
+    assert (attempt.status, attempt.passed) == ("error", False)
+    kept = store.find(attempt.run_id)  # its run is named: honeycomb trace shows where it failed
+    assert kept is not None
+    assert kept.status == "failed"
     assert attempt.failing is not None
     assert attempt.failing.reason is not None
     assert attempt.failing.reason.startswith("the run ended error: ")
