@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from runtime.events import ApprovalDecided, EventHandler
+from runtime.events import ApprovalDecided, ApprovalRequested, EventHandler
 from runtime.model import Model
 from runtime.models.cassettes import Cassette, CassetteWriter, Decided
 from runtime.models.layers.cassette import RecordingModel, ReplayModel, current_case
@@ -25,8 +25,10 @@ __all__ = ["CassetteApprover", "DecisionsKept", "cassette_approvals"]
 
 
 class DecisionsKept:
-    """Keeps in a cassette each decision a run's workers go on with: an event handler
-    of the run, told its ``approval.decided`` events (each call's once).
+    """Keeps in a cassette each decision a run's workers go on with, and the calls
+    still asked about when the run's wall time cuts it off: an event handler of the
+    run, told its ``approval.requested`` and ``approval.decided`` events (each call's
+    once).
 
     Args:
         writer: The cassette's writer (its models').
@@ -41,8 +43,24 @@ class DecisionsKept:
             handler(event)
 
     def handler_for(self, kind: str) -> Callable[[Any], None] | None:
-        """What takes the events of ``kind``: the decisions alone."""
-        return self._decided if kind == ApprovalDecided.kind else None
+        """What takes the events of ``kind``: the asks and decisions alone."""
+        if kind == ApprovalDecided.kind:
+            return self._decided
+        return self._asked if kind == ApprovalRequested.kind else None
+
+    def _asked(self, event: ApprovalRequested) -> None:
+        if event.worker is None:
+            return
+        asked = Decided(
+            worker=event.worker,
+            tool=event.tool,
+            arguments=event.arguments,
+            turn=event.turn,
+            approve=False,
+            case=current_case(),
+            cut=True,
+        )
+        self.writer.asked(asked, (event.run_id, event.worker, event.turn, event.call_id))
 
     def _decided(self, event: ApprovalDecided) -> None:
         if event.worker is None or event.arguments is None:
@@ -81,7 +99,7 @@ class CassetteApprover:
         return f"CassetteApprover({str(self.cassette.path)!r})"
 
     async def __call__(self, request: ApprovalRequest) -> Decision:
-        found = self.cassette.decision(
+        found = await self.cassette.decided(
             request.worker or "",
             request.tool,
             request.arguments,

@@ -2,9 +2,11 @@
 
 A run recorded while its wall time ran out has a ``cut`` line where it fell (after the
 calls of its case answered before it) and the calls it cut off under way after it,
-each recorded ``cut``. Answered at once, its replay would run further; so it is cut
-where the recording was: a call recorded cut is not answered but waits, and once every
-call answered before the cut was given and every call it cut is waiting, the replay's
+each recorded ``cut``, and the calls whose approver it cut off asking, each a
+``decision`` recorded ``cut``. Answered at once, its replay would run further; so it is
+cut where the recording was: a call (or ask) recorded cut is not answered but waits,
+and once every call answered (and decided) before the cut was given and every call it
+cut is waiting, the replay's
 wall time runs out then (:class:`runtime.limits.cut.RunCut`), as having used what the
 recording had: the run stops over its budget as the recorded one did, the same calls
 under way. A worker that was between calls as the cut fell (running a tool) and asks,
@@ -17,9 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from runtime.limits.cut import RunCut
-from runtime.models.cassette_lines import Cut, Line, Recorded
+from runtime.models.cassette_lines import Cut, Decided, Line, Recorded
 
 __all__ = ["Cuts", "Pending"]
+
+Given = Recorded | Decided
+"""What a replay gives: a model call's answer, or a decision on a tool call (an ask of
+the run's approver); recorded ``cut``, each was under way as the cut fell."""
 
 
 class Pending:
@@ -27,17 +33,18 @@ class Pending:
 
     Attributes:
         line: Where it fell, and the seconds the run had used.
-        before: The calls of its case answered before it (since its case's last cut).
-        cut: The calls it cut off under way.
+        before: The calls of its case answered (and decided) before it, since its
+            case's last cut.
+        cut: The calls it cut off under way, and the asks it cut off waiting.
         waiting: How many of them (or calls past it) the replay is holding.
         fell: Whether the replay's cut fell.
     """
 
     __slots__ = ("before", "cut", "fell", "line", "waiting")
 
-    def __init__(self, line: Cut, before: list[Recorded]) -> None:
+    def __init__(self, line: Cut, before: list[Given]) -> None:
         self.line, self.before = line, before
-        self.cut: list[Recorded] = []
+        self.cut: list[Given] = []
         self.waiting = 0
         self.fell = False
 
@@ -51,14 +58,14 @@ class Cuts:
 
     def __init__(self, lines: Iterable[Line]) -> None:
         self._by_case: dict[str | None, list[Pending]] = {}
-        since: dict[str | None, list[Recorded]] = {}
+        since: dict[str | None, list[Given]] = {}
         for line in lines:
             if isinstance(line, Cut):
                 pending = Pending(line, since.pop(line.case, []))
                 self._by_case.setdefault(line.case, []).append(pending)
-            elif isinstance(line, Recorded) and line.cut and self._by_case.get(line.case):
+            elif isinstance(line, Given) and line.cut and self._by_case.get(line.case):
                 self._by_case[line.case][-1].cut.append(line)
-            elif isinstance(line, Recorded):
+            elif isinstance(line, Given):
                 since.setdefault(line.case, []).append(line)
 
     def __bool__(self) -> bool:

@@ -81,8 +81,9 @@ class Recorded(Line, frozen=True, kw_only=True, tag="call"):
 
 
 class Cut(Line, frozen=True, kw_only=True, tag="cut"):
-    """Where the wall time of a run recorded cut it off: after the calls of its case
-    recorded before this line, the calls recorded ``cut`` after it under way.
+    """Where the wall time of a run recorded cut it off: after the calls (and
+    decisions) of its case recorded before this line, the calls recorded ``cut`` after
+    it under way, and the asks of an approver recorded ``cut`` after it waiting.
 
     Attributes:
         used: The seconds the run had used.
@@ -141,6 +142,8 @@ class Decided(Line, frozen=True, kw_only=True, tag="decision"):
         edited: The arguments it was approved with instead of its own (None: its own).
         by: Who decided (a person, the run's approver, the time limit ...).
         case: The eval case that asked (None: not in one).
+        cut: It was still asked (its worker waiting) when the run's wall time cut it
+            off: no decision was made (``approve`` is then False).
     """
 
     worker: str
@@ -152,6 +155,7 @@ class Decided(Line, frozen=True, kw_only=True, tag="decision"):
     edited: dict[str, Any] | None = None
     by: str = ""
     case: str | None = None
+    cut: bool = False
 
 
 _decoder = msgspec.json.Decoder(

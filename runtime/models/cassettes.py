@@ -15,8 +15,9 @@ attempt spent, so that a replayed run's usage is the recorded one's. Each decisi
 tool call that needed approval, as its worker went on with it, has a ``decision`` line
 (:class:`~runtime.models.cassette_lines.Decided`), which a replay decides the call by
 (:mod:`honeycomb.run.cassette_decisions`). A run its wall time cut off has a ``cut``
-line where the cut fell, and the calls it cut under way recorded ``cut`` after it,
-which a replay holds until it is cut there too (:mod:`runtime.models.cassette_cuts`).
+line where the cut fell, and the calls it cut under way (and the asks of its approver
+it cut off) recorded ``cut`` after it, which a replay holds until it is cut there too
+(:mod:`runtime.models.cassette_cuts`).
 Secrets are masked (:func:`runtime.secrets.masked`) before a line is written, and
 the folder the run worked in is written ``<cwd>`` (a tool that answers with a path
 under it, replayed in another clone, answers alike; a replayed answer that names
@@ -134,6 +135,7 @@ class CassetteWriter:
         self.path = Path(path)
         self._models: set[str | tuple[str, str]] = set()
         self._decided: set[tuple[str | None, str, int, str]] = set()
+        self._asked: dict[tuple[str | None, str, int, str], Decided] = {}
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,15 +173,31 @@ class CassetteWriter:
         """Record one decision, on ``call`` (its run, worker, turn and id): once a
         call, which a later life of its run, or a listener of a sub-run, tells again."""
         with self._lock:
+            self._asked.pop(call, None)
             if call in self._decided:
                 return
             self._decided.add(call)
         self._append(masked(decided))
 
+    def asked(self, asked: Decided, call: tuple[str | None, str, int, str]) -> None:
+        """Keep ``call`` as asked about until it is :meth:`decided`: a run's wall time
+        that cuts it off meanwhile records it ``cut`` (``asked``, so marked)."""
+        with self._lock:
+            if call not in self._decided:
+                self._asked[call] = asked
+
     def cut(self, used: float, case: str | None) -> None:
-        """Record where a run's wall time cut it off, having used ``used`` seconds (the
-        calls it cut are recorded after, as they end)."""
+        """Record where a run's wall time cut it off, having used ``used`` seconds, and
+        the calls of its case still asked about (the model calls it cut are recorded
+        after, as they end)."""
+        with self._lock:
+            waiting = {k: a for k, a in self._asked.items() if a.case == case}
+            for call in waiting:
+                del self._asked[call]
+                self._decided.add(call)
         self._append(Cut(used=used, case=case))
+        for asked in waiting.values():
+            self._append(masked(asked))
 
     def _append(self, line: Line | dict[str, Any]) -> None:
         encoded = here(msgspec.json.encode(line)) + b"\n"
@@ -258,8 +276,11 @@ class Cassette:
         # max keeps the first of the best: file order among equals.
         chosen = max(fresh, key=lambda call: (call.case == case, call.worker == worker))
         self._given.add(id(chosen))
-        if self._cuts and not chosen.cut:  # the last call before a cut: it falls now
-            self._cuts.check(case, self._given, run_cut.get())
+        if self._cuts and not chosen.cut:
+            # The last call before a cut: it falls once its answer was taken (the call
+            # ended, as it had when recorded), not while it is under way.
+            loop = asyncio.get_running_loop()
+            loop.call_soon(self._cuts.check, case, self._given, run_cut.get())
         encoded = msgspec.json.encode(chosen)
         run = run_of(request)
         if run is not None and RUN.encode() in encoded:  # the answer names its run
@@ -308,6 +329,22 @@ class Cassette:
         self._given.add(id(chosen))
         return chosen
 
+    async def decided(
+        self, worker: str, tool: str, arguments: dict[str, Any], *, asked: str, case: str | None
+    ) -> Decided:
+        """:meth:`decision`, as a replay's approver asks for it: an ask the recorded
+        run's wall time cut off (its approver still asked), or one not recorded that
+        asks past that cut, is held until the replay's cut (:meth:`cut_off`)."""
+        try:
+            found = self.decision(worker, tool, arguments, asked=asked, case=case)
+        except CassetteMismatch:
+            if not (self._cuts and self._cuts.past(worker, case, self._given)):
+                raise
+            await self.cut_off(tool, None, worker=worker, case=case, kind="decision")
+        if found.cut:
+            await self.cut_off(tool, found, worker=worker, case=case, kind="decision")
+        return found
+
     def _nearest(self, worker: str, tool: str) -> str:
         """What the cassette holds nearest a decision on ``worker``'s call of ``tool``."""
         of_worker = [d for d in self.decisions if d.worker == worker]
@@ -332,11 +369,18 @@ class Cassette:
         return await self.cut_off(model, None, worker=worker, case=case)
 
     async def cut_off(
-        self, model: str, call: Recorded | None, *, worker: str | None, case: str | None
+        self,
+        model: str,
+        call: Recorded | Decided | None,
+        *,
+        worker: str | None,
+        case: str | None,
+        kind: str = "model",
     ) -> NoReturn:
         """Hold ``call``, which the recorded run's wall time cut off under way (None: a
         call asked past that cut), until the replayed run is cut where the recording
         was (:mod:`runtime.models.cassette_cuts`): it is cancelled then, as it was.
+        ``kind``: what it is (``model``, or ``decision``: an ask of the approver).
 
         Raises:
             CassetteMismatch: when the replayed run has no wall-time budget to cut.
@@ -345,7 +389,9 @@ class Cassette:
         if cut is None or pending is None:
             why = "the replayed run has no wall-time budget (budgets: wall_time_s)"
             difference = f"the recorded run's wall time cut it off under way, and {why}"
-            raise CassetteMismatch(str(self.path), model, difference, worker=worker, case=case)
+            raise CassetteMismatch(
+                str(self.path), model, difference, worker=worker, case=case, kind=kind
+            )
         pending.waiting += call is not None
         self._cuts.check(case, self._given, cut)
         await asyncio.get_running_loop().create_future()  # never set: the cut cancels it

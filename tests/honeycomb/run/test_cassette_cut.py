@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Budgets, Executor, Policy, Role, ToolContext, tool
+from honeycomb import (
+    ApprovalRequest,
+    Approver,
+    Budgets,
+    Decision,
+    Executor,
+    Policy,
+    Role,
+    ToolContext,
+    tool,
+)
 from honeycomb.errors import BudgetExceeded
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel, call
@@ -102,3 +112,52 @@ async def test_a_worker_between_calls_as_the_cut_fell_is_held_past_it_replayed(
         n: s.status for n, s in before.subtasks.items()
     }
     assert "CassetteMismatch" not in str(partial.subtasks["s1"].error)
+
+
+@tool(approval=True)
+def pay(amount: int) -> str:
+    """Pays an amount."""
+    return f"paid {amount}"
+
+
+def paying() -> FunctionModel:
+    """Each worker pays what its instruction says, then answers."""
+
+    def answer(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if isinstance(last, ToolMessage):
+            return f"done: {last.content}"
+        return call("pay", {"amount": int(request.messages[1].content or "0")})
+
+    return FunctionModel(answer)
+
+
+async def slow_to_decide_on_s2(request: ApprovalRequest) -> Decision:
+    """Approves s1's call at once; s2's is still asked about as the run's cut falls."""
+    if request.worker == "s2":
+        await asyncio.Event().wait()
+    return Decision.approved(by="ann")
+
+
+async def cut_asking(models: Model, approver: Approver | None) -> tuple[BudgetExceeded, float]:
+    policy = Policy(budgets=Budgets(wall_time_s=WALL_S))
+    payer = Role(name="payer", tools=("pay",))
+    executor = Executor([payer], models, tools=[pay], approver=approver, policy=policy)
+    started = time.monotonic()
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("pay", subtasks=[("payer", "100"), ("payer", "7")])
+    return caught.value, time.monotonic() - started
+
+
+async def test_a_run_cut_while_its_approver_was_asked_is_cut_alike_replayed(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "asked.cassette.jsonl"
+    recorded, _ = await cut_asking(cassette(paying(), record=tape), slow_to_decide_on_s2)
+    (asked,) = [d for d in Cassette(tape).decisions if d.cut]
+    assert (asked.worker, asked.arguments) == ("s2", {"amount": 7})
+
+    # Replayed, s2's call is not a mismatch (no decision on it): it waits for the cut.
+    replayed, took = await cut_asking(cassette(paying(), replay=tape), None)
+    assert took < WALL_S
+    assert alike(replayed) == alike(recorded)
