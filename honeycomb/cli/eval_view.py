@@ -134,9 +134,12 @@ def print_report(out: TextIO, report: EvalReport, store: Path | str | None) -> N
 def print_comparison(out: TextIO, comparison: Comparison) -> None:
     """Cases that changed, regressions first, and the totals' deltas."""
     console = Console(file=out, highlight=False, soft_wrap=False, width=max(100, _width(out)))
-    changed = [c for c in comparison.cases if c.change not in ("passing", "failing")]
-    steady = len(comparison.cases) - len(changed)
-    order = ("newly_failing", "newly_passing", "added", "removed")
+    steady = sum(c.change in ("passing", "failing") for c in comparison.cases)
+    # A case renamed is shown as it was renamed, even when its verdict stands.
+    changed = [
+        c for c in comparison.cases if c.change not in ("passing", "failing") or c.renamed_from
+    ]
+    order = ("newly_failing", "newly_passing", "added", "removed", "failing", "passing")
     table = Table(title=f"against {comparison.baseline}", title_justify="left")
     for name in ("case", "change", "score", "cost", "latency", "why it fails"):
         table.add_column(name, overflow="fold", no_wrap=name != "why it fails")
@@ -147,7 +150,7 @@ def print_comparison(out: TextIO, comparison: Comparison) -> None:
         elif c.change == "newly_passing":
             word = f"[green]{word}[/]"
         table.add_row(
-            _shown(c.id),
+            _shown(c.named),
             word,
             f"{c.score:+.2f}",
             dollars_delta(c.cost),

@@ -6,6 +6,7 @@ totals' deltas are over the cases both evals have: an eval of some of the cases
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 from honeycomb.evals.report import CaseReport, EvalReport, percentile
@@ -36,6 +37,8 @@ class CaseChange(Value, frozen=True, kw_only=True):
         latency_s: Its median wall time now less then.
         pass_rate: Its pass rate now less then.
         reason: Why it fails now, when it does.
+        renamed_from: Its id in the baseline, when it was renamed since: the one case
+            of the same task that only the baseline has.
     """
 
     id: str
@@ -45,6 +48,12 @@ class CaseChange(Value, frozen=True, kw_only=True):
     latency_s: float = 0.0
     pass_rate: float = 0.0
     reason: str | None = None
+    renamed_from: str | None = None
+
+    @property
+    def named(self) -> str:
+        """Its id as the reports show it: ``lisbon-porto (was two-cities)``."""
+        return self.id if self.renamed_from is None else f"{self.id} (was {self.renamed_from})"
 
 
 class Comparison(Value, frozen=True, kw_only=True):
@@ -75,16 +84,24 @@ class Comparison(Value, frozen=True, kw_only=True):
 
 
 def compare(baseline: EvalReport, current: EvalReport) -> Comparison:
-    """What changed from ``baseline`` to ``current``."""
+    """What changed from ``baseline`` to ``current``. A case renamed since (the one
+    case of its task that only the baseline has) is compared with what it was: one
+    that passed under its old id and fails now is a regression, not an added case."""
     before = {c.id: c for c in baseline.cases}
     before.update({name: CaseReport(id=name, task="") for name in baseline.not_run})
     now = {c.id: c for c in current.cases}
     now.update({name: CaseReport(id=name, task="") for name in current.not_run})
-    changes = [_change(before.get(name), case) for name, case in now.items()]
-    changes += [CaseChange(id=name, change="removed") for name in before if name not in now]
-    both = [name for name in now if name in before]
-    ran = [name for name in both if now[name].attempts and before[name].attempts]
-    then, later = [before[name] for name in ran], [now[name] for name in ran]
+    renamed = _renamed(before, now)
+    was = {name: renamed.get(name, name) for name in now if name in before or name in renamed}
+    changes = [
+        _change(before[was[name]] if name in was else None, case, renamed)
+        for name, case in now.items()
+    ]
+    gone = set(was.values())
+    changes += [CaseChange(id=name, change="removed") for name in before if name not in gone]
+    both = list(was)
+    ran = [name for name in both if now[name].attempts and before[was[name]].attempts]
+    then, later = [before[was[name]] for name in ran], [now[name] for name in ran]
     return Comparison(
         baseline=baseline.eval_id,
         current=current.eval_id,
@@ -92,11 +109,34 @@ def compare(baseline: EvalReport, current: EvalReport) -> Comparison:
         compared=len(both),
         ran=len(ran),
         pass_rate=_pass_rate([now[name] for name in both])
-        - _pass_rate([before[name] for name in both]),
+        - _pass_rate([before[was[name]] for name in both]),
         cost=sum(c.cost for c in later) - sum(c.cost for c in then),
         p50_s=_latency(later, 0.5) - _latency(then, 0.5),
         p95_s=_latency(later, 0.95) - _latency(then, 0.95),
     )
+
+
+def _renamed(before: dict[str, CaseReport], now: dict[str, CaseReport]) -> dict[str, str]:
+    """The cases only ``now`` has that were renamed from one only ``before`` has (new
+    id: old id): the one such case of each task, when that task is one such case's
+    there too (two of one task, or a case not run, whose task is not kept, are not
+    paired)."""
+    gone = _by_task(case for name, case in before.items() if name not in now)
+    new = _by_task(case for name, case in now.items() if name not in before)
+    return {
+        ids[0]: gone[task][0]
+        for task, ids in new.items()
+        if len(ids) == 1 and len(gone.get(task, ())) == 1
+    }
+
+
+def _by_task(cases: Iterable[CaseReport]) -> dict[str, list[str]]:
+    """The ids of ``cases`` by their task (those with none left out)."""
+    found: dict[str, list[str]] = {}
+    for case in cases:
+        if case.task:
+            found.setdefault(case.task, []).append(case.id)
+    return found
 
 
 def _pass_rate(cases: list[CaseReport]) -> float:
@@ -109,8 +149,9 @@ def _latency(cases: list[CaseReport], q: float) -> float:
     return percentile([a.latency_s for c in cases for a in c.attempts], q)
 
 
-def _change(before: CaseReport | None, now: CaseReport) -> CaseChange:
+def _change(before: CaseReport | None, now: CaseReport, renamed: dict[str, str]) -> CaseChange:
     reason = now.why if now.attempts else "not run"
+    was = renamed.get(now.id)
     if before is None:
         change: Change = "added"
     elif before.passed:
@@ -118,9 +159,12 @@ def _change(before: CaseReport | None, now: CaseReport) -> CaseChange:
     else:
         change = "newly_passing" if now.passed else "failing"
     if before is None or not before.attempts or not now.attempts:
-        return CaseChange(id=now.id, change=change, reason=None if now.passed else reason)
+        return CaseChange(
+            id=now.id, change=change, reason=None if now.passed else reason, renamed_from=was
+        )
     return CaseChange(
         id=now.id,
+        renamed_from=was,
         change=change,
         score=now.score - before.score,
         cost=now.cost - before.cost,

@@ -128,7 +128,7 @@ def comparison_table(comparison: Comparison) -> str:
 def _change_row(change: CaseChange) -> str:
     word, status = _WORDS[change.change]
     return (
-        f'<tr><td>{_e(change.id)}</td><td class="status {status}">{word}</td>'
+        f'<tr><td>{_e(change.named)}</td><td class="status {status}">{word}</td>'
         f"<td>{change.score:+.2f}</td><td>{change.pass_rate:+.0%}</td>"
         f"<td>{dollars_delta(change.cost)}</td><td>{change.latency_s:+.2f}s</td>"
         f'<td class="task">{_e(change.reason or "")}</td></tr>'

@@ -156,6 +156,39 @@ def test_a_baseline_shows_the_regression_and_can_gate_on_it_alone(
     assert [c["change"] for c in shown["cases"]] == ["newly_passing", "passing"]
 
 
+def test_a_case_renamed_since_the_baseline_is_compared_with_what_it_was(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _eval(capsys, "--eval-id", "ev-good")[0] == ExitStatus.OK
+    # Renamed, and broken: not an added case a gate on regressions lets through.
+    renamed = CASES.replace("id: oslo", "id: oslo-hello").replace("icontains: OSLO", "contains: X")
+    write(folder, "evals.yaml", renamed.replace("id: lisbon", "id: lisbon-hello"))
+    code, out, _ = _eval(capsys, "--baseline", "ev-good", "--gate", "regressions")
+    assert code == ExitStatus.CASES_FAILED
+    assert "│ oslo-hello (was oslo)     │ newly failing │ -1.00" in out
+    assert "│ lisbon-hello (was lisbon) │ passing" in out  # renamed, its verdict stands
+    assert "against ev-good: 1 newly failing, 0 newly passing, 1 unchanged · pass rate -50%" in out
+    assert "removed" not in out
+    code, out, _ = _eval(capsys, "--baseline", "ev-good", "--json", "--html", "r.html")
+    changes = json.loads(out)["comparison"]["cases"]
+    assert [(c["id"], c["change"], c["renamed_from"]) for c in changes] == [
+        ("lisbon-hello", "passing", "lisbon"),
+        ("oslo-hello", "newly_failing", "oslo"),
+    ]
+    assert "<td>oslo-hello (was oslo)</td>" in (folder / "r.html").read_text()
+    # A new case of the same task as another new one is no rename of the case it had.
+    twice = "\n  - id: oslo-b\n    task: Say hello to Oslo\n"
+    write(folder, "evals.yaml", CASES.replace("id: oslo", "id: oslo-a") + twice)
+    code, out, _ = _eval(capsys, "--baseline", "ev-good", "--json")
+    changes = json.loads(out)["comparison"]["cases"]
+    assert [(c["id"], c["change"]) for c in changes] == [
+        ("lisbon", "passing"),
+        ("oslo-a", "added"),
+        ("oslo-b", "added"),
+        ("oslo", "removed"),
+    ]
+
+
 def test_a_baseline_of_every_case_compares_with_the_cases_case_chose(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
