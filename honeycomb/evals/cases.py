@@ -115,15 +115,15 @@ def load_cases(path: str | Path, hive: Hive | None = None) -> Cases:
         errors.append(doc.error(("cases",), "the file has no cases"))
     builder = _Builder(spec, hive, judges, folder)
     cases = [builder.case(row, n, errors) for n, row in enumerate(rows, 1)]
-    seen: set[str] = set()
+    seen: dict[str, _Row] = {}
     for case, row in zip(cases, rows, strict=True):  # its id, even if it has errors
         named = row.case.id or (case.id if case is not None else None)
-        if named is not None and named in seen:
-            errors.append(
-                row.doc.error(row.at, f"another case is named {named!r}: give each its own id")
-            )
+        first = seen.get(named) if named is not None else None
+        if first is not None:
+            said = f"another case is named {named!r} ({_where(first, row)}): give each its own id"
+            errors.append(row.doc.error(row.at, said))
         elif named is not None:
-            seen.add(named)
+            seen[named] = row
     if errors:
         raise ConfigErrors(_in_order(errors))
     name = spec.name or file.stem
@@ -134,6 +134,15 @@ def load_cases(path: str | Path, hive: Hive | None = None) -> Cases:
         judges=judges,
         memory=spec.memory,
     )
+
+
+def _where(row: _Row, beside: _Row) -> str:
+    """Where case ``row`` is, as told beside case ``beside``: its line (``line 4``),
+    and its file when it is another (``evals.yaml:4``)."""
+    line, _ = row.doc.locate(row.at)
+    if row.doc.file != beside.doc.file:
+        return row.doc.file if line is None else f"{row.doc.file}:{line}"
+    return "above" if line is None else f"line {line}"
 
 
 class _Row(NamedTuple):

@@ -104,7 +104,7 @@ def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
         f"{file}:15:9: cases[1].assert[5].side_effects: a count is 0 or more, not -1",  # once
         f"{file}:16:9: cases[1].assert[6].python: 'checks' names no function: write "
         "module:function (python: checks:similar)",
-        f"{file}:17:5: cases[2]: another case is named 'two': give each its own id",
+        f"{file}:17:5: cases[2]: another case is named 'two' (line 5): give each its own id",
     ]
 
 
@@ -532,7 +532,7 @@ def test_mistakes_of_the_file_and_against_the_hive_are_told_together(tmp_path: P
         f"{path}:9:5: cases[1].task: no var 'thing' for {{{{thing}}}}; the case's vars: none",
         f"{path}:11:9: cases[1].assert[0].tool_called: the hive has no role 'clerks' (did you "
         "mean 'clerk'?); its roles: clerk",
-        f"{rows}:1:1: another case is named 'a': give each its own id",
+        f"{rows}:1:1: another case is named 'a' ({path}:2): give each its own id",
     ]
 
 
