@@ -12,15 +12,38 @@ no lock, and is read here.
 
 from __future__ import annotations
 
+import stat
 import struct
 from pathlib import Path
 
-__all__ = ["idle", "sidecar", "wal_application_id"]
+__all__ = ["idle", "not_a_file", "sidecar", "wal_application_id"]
 
 _WAL_MAGIC = (0x377F0682, 0x377F0683)  # checksums of little-, big-endian words
 _WAL_HEADER = 32
 _FRAME_HEADER = 24
 _APPLICATION_ID_AT = 68  # in the database header, the start of page 1
+
+
+_KINDS = ((stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISFIFO, "a pipe"))
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` can hold no store's file (None: it is one, or can be made): it is a
+    folder, a device, a pipe or a socket (SQLite writes nothing to ``/dev/null``, and
+    waits for ever on a pipe), or what would be its folder is a file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:  # missing: its folder, if it is one, is where it is made
+        above = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
+        if above is None or above.is_dir():
+            return None
+        return f"{above} is a file, not a folder: the run store cannot be made in it"
+    if stat.S_ISDIR(mode):
+        return "this is a folder, not a run store: name its file"
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((kind for test, kind in _KINDS if test(mode)), "a socket")
+    return f"this is {kind}, not a file: a run store is kept in a file of its own"
 
 
 def sidecar(path: Path, suffix: str) -> Path:

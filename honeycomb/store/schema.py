@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from honeycomb.store.files import idle, sidecar, wal_application_id
+from honeycomb.store.files import idle, not_a_file, sidecar, wal_application_id
 
 if TYPE_CHECKING:
     from honeycomb.store.database import Connection
@@ -281,7 +281,11 @@ def upgrade(db: sqlite3.Connection) -> None:
                 db.execute(statement)
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        # A COMMIT that failed for the disk (full, or a write error) was rolled back by
+        # SQLite already: a ROLLBACK then would raise, and hide why it failed.
+        with contextlib.suppress(sqlite3.Error):
+            if db.in_transaction:
+                db.execute("ROLLBACK")
         raise
 
 
@@ -432,11 +436,12 @@ def refuse_foreign(path: Path) -> None:
     application id). Reading and writing a store both pass here first.
 
     Raises:
-        StoreError: when ``path`` is a folder, or a file that is not a Honeycomb run
-            store, or one written by a newer Honeycomb.
+        StoreError: when ``path`` is a folder (or sits in a file), a device, a pipe,
+            or a file that is not a Honeycomb run store, or one a newer Honeycomb wrote.
     """
-    if path.is_dir():
-        raise StoreError("this is a folder, not a run store: name its file", path=str(path))
+    unusable = not_a_file(path)
+    if unusable is not None:
+        raise StoreError(unusable, path=str(path))
     if not path.exists():
         return  # to be created
     try:

@@ -4,6 +4,7 @@ that ended."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -107,6 +108,81 @@ def test_a_folder_is_refused_as_a_store_in_the_same_words_to_read_and_to_write(
     assert "disk I/O" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "hive.yaml"]
     assert list(folder.iterdir()) == []
+
+
+OPENED = """
+import sys
+import anyio
+from honeycomb.errors import StoreError
+from honeycomb.store import RunStore
+for use in (lambda: RunStore(sys.argv[1]).runs(), lambda: anyio.run(RunStore(sys.argv[1]).open)):
+    try:
+        use()
+    except StoreError as exc:
+        print(exc)
+"""
+"""What reading and then writing the store in ``argv[1]`` say, each a line."""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes (Windows)")
+def test_a_device_a_pipe_or_a_path_through_a_file_is_refused_to_read_and_to_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # /dev/null failed a run with "disk I/O error" and read as a store with no runs; a
+    # named pipe hung the command that read it, and the run that wrote it, for ever; a
+    # store under a file said "[Errno 17] File exists".
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    (tmp_path / "afile").write_text("notes\n")
+    own = "not a file: a run store is kept in a file of its own"
+    under = tmp_path / "afile"
+    for where, why in [
+        (pipe, f"this is a pipe, {own}"),
+        (Path(os.devnull), f"this is a device, {own}"),
+        (under / "runs.db", f"{under} is a file, not a folder: the run store cannot be made in it"),
+    ]:
+        said = subprocess.run(
+            [sys.executable, "-c", OPENED, str(where)],
+            capture_output=True, text=True, check=True, cwd=ROOT, timeout=60,
+        )  # fmt: skip
+        lines = said.stdout.splitlines()
+        if where.name == "runs.db":  # nothing there to read: no store, no error
+            assert lines == [f"{where}: {why}"]
+        else:
+            assert lines == [f"{where}: {why}"] * 2
+    assert main(["runs", "--store", os.devnull]) == 2
+    assert "this is a device" in capsys.readouterr().err
+    assert (tmp_path / "afile").read_text() == "notes\n"
+
+
+DISK_FULL = """
+import resource, signal, sys
+import anyio
+from honeycomb.store import RunStore
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, as on a full disk
+limit = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+try:
+    anyio.run(RunStore(sys.argv[1]).open)
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no limit of a file's size (Windows)")
+def test_a_store_that_cannot_be_made_on_a_full_disk_says_why(tmp_path: Path) -> None:
+    # The store's first transaction failed as it committed (its -wal could not be
+    # written), SQLite rolled it back, and the ROLLBACK after it failed in turn: the
+    # store was refused with "cannot rollback - no transaction is active".
+    db = tmp_path / "runs.db"
+    said = subprocess.run(
+        [sys.executable, "-c", DISK_FULL, str(db), "40000"],
+        capture_output=True, text=True, check=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert said.stdout.startswith(f"StoreError {db}: cannot open the run store: "), said
+    assert "rollback" not in said.stdout
+    assert said.stdout.rstrip().endswith(("disk I/O error", "database or disk is full"))
+    assert not db.exists()
 
 
 def test_a_store_url_honeycomb_does_not_know_is_refused_as_a_hive_refuses_it() -> None:
