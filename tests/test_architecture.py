@@ -312,7 +312,7 @@ BASE_MODULES = {
 EXTRA_MODULES = {  # each behind an extra
     "honeycomb/trace/otel.py": {"opentelemetry"},  # `otel`
     "runtime/memory/db.py": {"sqlite_vec"},  # `memory`
-    "runtime/tools/_mcp_sdk.py": {"mcp", "httpx2"},  # `mcp` (httpx2 comes with mcp)
+    "runtime/tools/_mcp_sdk.py": {"mcp", "httpx2", "jsonschema"},  # `mcp` (and what it brings)
     "runtime/models/llama_server.py": {"xllamacpp"},  # `local`, as a server starts
     "honeycomb/web/app.py": {"starlette"},  # `web`
     "honeycomb/web/approvals.py": {"starlette"},  # `web`

@@ -34,6 +34,7 @@ from runtime.tools.mcp import (
     pick_tools,
     taken_twice,
     unlisted_settings,
+    unusable,
 )
 from workers import Role
 from workers.role import approval_problems
@@ -127,7 +128,8 @@ async def check_servers(
         if server.name not in listed:
             continue
         tools = tools_of[server.name] = mcp_tools(server, listed[server.name])
-        for name, problem in unlisted_settings(server, tools).items():
+        unfit = unusable(listed[server.name])
+        for name, problem in unlisted_settings(server, tools, unfit).items():
             errors.append(doc.error(("mcp_servers", server.name, "tools", name), problem))
         for role in roles.values():
             for index, ref in enumerate(role.tools):
@@ -135,7 +137,7 @@ async def check_servers(
                 if found is None:
                     continue
                 try:
-                    pick_tools(server.name, tools, found[1])
+                    pick_tools(server.name, tools, found[1], unfit)
                 except ConfigError as exc:
                     errors.append(places[role.name].error(("tools", index), exc.message))
     for role in roles.values():

@@ -24,6 +24,7 @@ from runtime.tools.mcp import (
     pick_tools,
     taken_twice,
     unlisted_settings,
+    unusable,
 )
 from workers import Role
 
@@ -41,6 +42,7 @@ class McpTools:
         self.servers = {s.name: s for s in servers}
         self._host: McpServers | None = None
         self._tools: dict[str, dict[str, Tool[..., Any]]] = {}
+        self._unfit: dict[str, dict[str, str]] = {}  # tools no model can be offered, why
 
     def __repr__(self) -> str:
         return f"McpTools({list(self.servers)})"
@@ -108,7 +110,7 @@ class McpTools:
                     raise RuntimeError("MCP tools are listed in a run's block (McpTools.scope)")
                 tools = await self._listed(run, server)
             try:
-                found = pick_tools(server, tools, wanted)
+                found = pick_tools(server, tools, wanted, self._unfit.get(server))
             except ConfigError as exc:
                 raise ConfigError(f"role {role.name!r}: {exc.message}") from exc
             problem = taken_twice(servers, server, found)
@@ -126,8 +128,10 @@ class McpTools:
                 would leave its tool as its hints say).
         """
         server = self.servers[name]
-        tools = mcp_tools(server, await run.listed(name))
-        problems = unlisted_settings(server, tools)
+        listed = await run.listed(name)
+        tools, unfit = mcp_tools(server, listed), unusable(listed)
+        problems = unlisted_settings(server, tools, unfit)
         if problems:
             raise ConfigError(f"mcp_servers.{name}.tools: {'; '.join(problems.values())}")
+        self._unfit.setdefault(name, unfit)
         return self._tools.setdefault(name, tools)

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import jsonschema
 import mcp.types as types
 import pydantic
 from mcp import Client, MCPError
@@ -49,7 +50,9 @@ _STDERR_TAIL = 600
 
 
 class Listed(Value, frozen=True, kw_only=True):
-    """One tool as its server lists it, with its annotations' hints (None: no hint)."""
+    """One tool as its server lists it, with its annotations' hints (None: no hint),
+    and why a model cannot be offered it (``problem``: its input schema is no JSON
+    schema), or None."""
 
     name: str
     description: str
@@ -57,6 +60,7 @@ class Listed(Value, frozen=True, kw_only=True):
     read_only: bool | None = None
     destructive: bool | None = None
     idempotent: bool | None = None
+    problem: str | None = None
 
 
 class Session:
@@ -353,16 +357,33 @@ def _listed(tool: types.Tool) -> Listed:
     """A tool as listed, its secrets masked: the model reads its description and schema
     (whose defaults and examples a server may fill with its own configuration)."""
     hints = tool.annotations
+    schema = _arguments(masked(dict(tool.input_schema)))
     return Listed(
         name=tool.name,
         description=masked(
             tool.description or tool.title or (hints.title if hints else None) or ""
         ),
-        parameters=_arguments(masked(dict(tool.input_schema))),
+        parameters=schema,
         read_only=hints.read_only_hint if hints else None,
         destructive=hints.destructive_hint if hints else None,
         idempotent=hints.idempotent_hint if hints else None,
+        problem=_schema_problem(schema),
     )
+
+
+def _schema_problem(schema: dict[str, Any]) -> str | None:
+    """Why a tool's input schema is no JSON schema (a model's API refuses it, and no
+    call could be checked against it), or None. The SDK's client checks no more than
+    that it is an object, as MCP has it since 2026."""
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path)
+        said = exc.message if len(exc.message) <= 160 else exc.message[:157] + "..."
+        return f"its input schema is no JSON schema ({f'at {where!r}: ' if where else ''}{said})"
+    except TypeError:  # a $schema that is not text
+        return "its input schema is no JSON schema (its $schema is not a URI)"
+    return None
 
 
 def _arguments(schema: dict[str, Any]) -> dict[str, Any]:

@@ -61,6 +61,7 @@ __all__ = [
     "pick_tools",
     "taken_twice",
     "unlisted_settings",
+    "unusable",
 ]
 
 
@@ -171,7 +172,8 @@ def mcp_ref(ref: str, servers: Collection[str]) -> tuple[str, str] | None:
 
 
 def mcp_tools(server: McpServer, listed: Iterable[Listed]) -> dict[str, Tool[..., Any]]:
-    """The tools of ``server`` as it listed them, by their MCP names.
+    """The tools of ``server`` as it listed them, by their MCP names: but those a model
+    cannot be offered (:func:`unusable`).
 
     Names the model cannot call by (MCP allows ``.`` and ``/``, and more than 64
     characters) have those characters as ``_``, and are cut to 64; the call goes by the
@@ -179,7 +181,17 @@ def mcp_tools(server: McpServer, listed: Iterable[Listed]) -> dict[str, Tool[...
     """
     items = tuple(listed)
     called = _called([item.name for item in items])
-    return {item.name: _tool(server, item, called[item.name]) for item in items}
+    return {
+        item.name: _tool(server, item, called[item.name]) for item in items if item.problem is None
+    }
+
+
+def unusable(listed: Iterable[Listed]) -> dict[str, str]:
+    """The tools a server listed that a model cannot be offered, by their MCP names,
+    each with why (its input schema is no JSON schema): a role that takes one fails
+    naming it (:func:`pick_tools`), and a role that takes the server's others does
+    not."""
+    return {item.name: item.problem for item in listed if item.problem is not None}
 
 
 def _called(names: Iterable[str]) -> dict[str, str]:
@@ -197,14 +209,37 @@ def _called(names: Iterable[str]) -> dict[str, str]:
 
 
 def pick_tools(
-    server: str, tools: Mapping[str, Tool[..., Any]], wanted: str
+    server: str,
+    tools: Mapping[str, Tool[..., Any]],
+    wanted: str,
+    unfit: Mapping[str, str] | None = None,
 ) -> list[Tool[..., Any]]:
     """The tools a role's ``server:wanted`` names: all of them for ``*``.
 
+    Args:
+        server: The server's name.
+        tools: Its tools, by their MCP names.
+        wanted: A tool's MCP name, or ``*``.
+        unfit: The tools it listed that a model cannot be offered, each with why
+            (:func:`unusable`).
+
     Raises:
-        ConfigError: naming the tool the server does not have, with its tools.
+        ConfigError: naming the tool the server does not have, with its tools; or one
+            it has that a model cannot be offered, with why.
     """
+    unfit = unfit or {}
+    if wanted in unfit:
+        raise ConfigError(
+            f"MCP server {server!r} lists its tool {wanted!r} so that no model can be "
+            f"offered it: {unfit[wanted]}"
+        )
     if wanted == "*":
+        for name, why in unfit.items():  # the first, if any
+            raise ConfigError(
+                f"MCP server {server!r} lists its tool {name!r} so that no model can be "
+                f"offered it: {why}; name the tools the role is to have one by one, "
+                f"without it (not {server}:*)"
+            )
         return list(tools.values())
     found = tools.get(wanted)
     if found is None:
@@ -216,16 +251,19 @@ def pick_tools(
     return [found]
 
 
-def unlisted_settings(server: McpServer, tools: Mapping[str, Tool[..., Any]]) -> dict[str, str]:
-    """The names under ``server``'s ``tools:`` that it does not list, each with what is
-    wrong (a misspelt name would leave its tool as its hints say: one marked
-    ``approval`` would never ask)."""
+def unlisted_settings(
+    server: McpServer, tools: Mapping[str, Tool[..., Any]], unfit: Collection[str] = ()
+) -> dict[str, str]:
+    """The names under ``server``'s ``tools:`` that it does not list (in ``tools``, or
+    ``unfit``: those it lists that a model cannot be offered), each with what is wrong
+    (a misspelt name would leave its tool as its hints say: one marked ``approval``
+    would never ask)."""
     names = sorted(tools)
     return {
         name: f"MCP server {server.name!r} has no tool {name!r}{did_you_mean(name, names)}; "
         f"its tools: {', '.join(names) or 'none'}"
         for name in server.tools
-        if name not in tools
+        if name not in tools and name not in unfit
     }
 
 

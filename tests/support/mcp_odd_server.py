@@ -6,7 +6,9 @@ Its tools: ``bare``, whose input schema is ``{"type": "object"}`` alone (as the 
 lists a tool without arguments, and as MCP allows); and ``a.b`` beside ``a_b``, two
 names a model calls by one (``.`` is not a character a model calls by). A call
 answers with the tool's name and its arguments. ``--refuse-list`` answers the
-handshake, then refuses to list its tools.
+handshake, then refuses to list its tools; ``--broken-schema`` lists a tool
+``broken`` too, whose input schema is no JSON schema (its ``required`` is ``true``),
+which the SDK's client lets through as MCP has it since 2026.
 """
 
 from __future__ import annotations
@@ -29,10 +31,17 @@ TOOLS = [
 ]
 
 
+BROKEN = types.Tool(
+    name="broken",
+    input_schema={"type": "object", "properties": {"n": {"type": "number"}}, "required": True},
+    annotations=READ_ONLY,
+)
+
+
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     if "--refuse-list" in sys.argv:
         raise MCPError(code=-32000, message="the tool list is broken today")
-    return types.ListToolsResult(tools=TOOLS)
+    return types.ListToolsResult(tools=[*TOOLS, BROKEN] if "--broken-schema" in sys.argv else TOOLS)
 
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:

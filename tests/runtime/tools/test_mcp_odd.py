@@ -63,6 +63,35 @@ async def test_every_tool_is_offered_as_a_model_api_takes_it_and_called_by_its_o
     assert seen == ['a.b got {"n": 1}', 'a_b got {"n": 0}', 'bare got {"n": 2}']
 
 
+async def test_a_tool_whose_schema_is_no_json_schema_fails_the_roles_taking_it_naming_it() -> None:
+    """A model's API refuses such a schema, and no call could be checked against it:
+    the roles that take the tool fail, saying which tool of which server and why; a
+    role that takes the server's other tools goes on (the tool's list raised TypeError
+    out of the run, for every role of the server)."""
+
+    def model(request: ModelRequest) -> AssistantMessage:
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            return AssistantMessage(content="done")
+        return AssistantMessage(tool_calls=(call("bare", {}),))
+
+    roles = [Role(name="one", tools=["odd:bare"]), Role(name="named", tools=["odd:broken"]),
+             Role(name="all", tools=["odd:*"])]  # fmt: skip
+    executor = Executor(roles, FunctionModel(model), mcp_servers=[odd_server("--broken-schema")])
+    plan = [Subtask(id=role.name, role=role.name, instruction="go") for role in roles]
+    result = await executor.run("t", subtasks=plan)
+    assert result.status == "partial"
+    assert result.subtasks["one"].ok
+    why = (
+        "MCP server 'odd' lists its tool 'broken' so that no model can be offered it: its "
+        "input schema is no JSON schema (at 'required': True is not of type 'array')"
+    )
+    assert str(result.subtasks["named"].error) == f"ConfigError: role 'named': {why}"
+    assert str(result.subtasks["all"].error) == (
+        f"ConfigError: role 'all': {why}; name the tools the role is to have one by one, "
+        "without it (not odd:*)"
+    )
+
+
 async def test_a_command_that_is_no_mcp_server_shows_what_it_wrote_to_stdout() -> None:
     """A program that does not speak MCP on its stdout (one that serves HTTP, as many
     servers can) never answers the handshake: its start's error says what it wrote
