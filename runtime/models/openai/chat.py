@@ -55,6 +55,10 @@ class OpenAIModel(OpenAIEndpoint):
             grows back (see :class:`~runtime.limits.ratelimit.AdaptiveLimiter`). None: no limit.
         limiter: A limiter to share with other models of the same endpoint; replaces
             the one ``max_concurrency`` would make.
+        context_tokens: The tokens one call holds, prompt and answer together, as the
+            server serves the model (an Ollama or vLLM server's context setting, the
+            model's window); None: not said. Said, what a run hands the model is fitted
+            to it, as to a local model's.
 
     Raises:
         ConfigError: for a setting Honeycomb sets itself (``model``, ``tools`` ...),

@@ -119,8 +119,19 @@ class OpenAIEndpoint(abc.ABC):
         client: openai.AsyncOpenAI | None = None,
         max_concurrency: int | None = 32,
         limiter: AdaptiveLimiter | None = None,
+        context_tokens: int | None = None,
     ) -> None:
         self.model = model
+        if context_tokens is not None and context_tokens < 1:
+            raise ConfigError(
+                f"model {model!r}: context_tokens must be a positive number of tokens, "
+                f"got {context_tokens}"
+            )
+        self.context_tokens = context_tokens
+        """The tokens one call holds, its prompt and its answer together, as its server
+        serves the model (None: not said). Said, a run fits to it what it hands the
+        model (dependency results, an aggregator's inputs, a session's conversation)
+        and checks a compaction budget against it (:func:`runtime.model.context_of`)."""
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         if api_key is not None and api_key_env is not None:
             raise ConfigError(f"model {model!r}: give api_key or api_key_env, not both")

@@ -14,6 +14,7 @@ from honeycomb import Executor
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
 from honeycomb.hive.specs import ModelSpec
+from runtime.model import context_of
 from runtime.models.llama import LlamaModel
 from runtime.models.llama_server import bundled_gguf
 from tests.support.hives import errors_of
@@ -145,6 +146,23 @@ def test_fields_of_another_provider_are_refused(tmp_path: Path) -> None:
                                                    "    parallel: 2\n    threads: 1"))  # fmt: skip
     (error,) = errors_of(path)
     assert error.endswith("models.local: parallel, threads: for provider: llama only")
+
+
+def test_an_openai_model_may_say_its_servers_context(tmp_path: Path) -> None:
+    """``context:`` is the context an endpoint's server gives the model (an Ollama or
+    vLLM server's setting): said, the model has it; not said, it has none; the offline
+    model has no context to say."""
+    endpoint = "provider: openai\n    model: small\n    base_url: http://127.0.0.1:9/v1"
+    for fields, said in [("\n    context: 8192", 8192), ("", None)]:
+        path = tmp_path / "endpoint.yaml"
+        path.write_text(HIVE.format(fields="").replace("provider: llama", endpoint + fields))
+        model = Executor.from_hive(load_hive(path)).shared.crew.models["local"]
+        assert context_of(model) == said
+    path = tmp_path / "offline.yaml"
+    path.write_text(HIVE.format(fields="").replace("provider: llama", "provider: offline\n"
+                                                   "    context: 8192"))  # fmt: skip
+    (error,) = errors_of(path)
+    assert error.endswith("models.local: context: for provider: llama only")
 
 
 def test_validate_says_ok_for_a_llama_hive(

@@ -20,6 +20,8 @@ from honeycomb.planning import RolePlanner
 from honeycomb.run.prompts import ResultEntry, aggregator_task
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest, UserMessage, WrapperModel
+from runtime.models.openai.chat import OpenAIModel
+from tests.support.openai_server import OpenAIServer
 from workers.context import estimate_tokens
 from workers.worker import format_task
 
@@ -96,6 +98,32 @@ async def test_a_dependent_subtasks_inputs_are_fitted_to_its_models_context() ->
         ("s4", "s3", "warning"),
     ]
     assert result.subtasks["s1"].text == LONG  # the whole is kept where the note says
+
+
+async def test_an_endpoint_model_that_says_its_context_is_handed_inputs_fitted_to_it() -> None:
+    """An endpoint's model that says the context its server gives it (``context_tokens``,
+    a hive model's ``context:``) gets its inputs fitted to it as a local model does:
+    here through the openai client, over HTTP. One that says none is sent them whole."""
+    model = FunctionModel(answers)
+    roles = [Role(name="researcher"), Role(name="writer", model="small", max_output_tokens=500)]
+    for context, cut in [(2048, ["s1", "s3"]), (None, [])]:
+        with OpenAIServer() as server:
+            small = OpenAIModel(
+                "small", base_url=server.base_url, api_key="sk-test", context_tokens=context
+            )
+            executor = Executor(
+                roles,
+                {"default": model, "small": small},
+                planner=[*PLAN, WRITE_UP],
+                aggregator="concat",
+            )
+            assert (await executor.run("Study insects.")).status == "ok"
+        (sent,) = server.requests
+        task = next(m["content"] for m in sent.body["messages"] if m["role"] == "user")
+        assert task.startswith("write it up")
+        assert f"### s2 (researcher)\n{SHORT}" in task  # the short one whole
+        assert [s for _, _, s in cut_of(task)] == cut
+        assert (LONG in task) is (context is None)
 
 
 async def test_the_aggregators_results_are_fitted_to_its_compaction_budget(
