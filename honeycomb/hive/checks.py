@@ -31,7 +31,7 @@ from workers.guards import guard_problem
 from workers.nesting import nesting_problems
 from workers.role import guard_problems
 
-__all__ = ["check_across_fields", "check_called_prices", "role_error"]
+__all__ = ["check_across_fields", "check_called_prices", "models_used", "role_error"]
 
 
 def check_across_fields(
@@ -305,15 +305,29 @@ def _check_budget_prices(
 ) -> None:
     """A budget in dollars has a priced model to count, or for ``cost`` priced
     embeddings its roles' memory calls (as an Executor of the hive would refuse it)."""
-    problem = unpriced_problem(_by_models(spec.policy.budgets, spec, roles), _models_priced(spec))
+    priced = _models_priced(spec, roles)
+    problem = unpriced_problem(_by_models(spec.policy.budgets, spec, roles), priced)
     if problem is not None:
         limit, message = problem
         errors.append(doc.error(("policy", "budgets", limit), message))
 
 
-def _models_priced(spec: HiveSpec) -> bool:
-    """Whether a model of the hive has a price."""
-    return any(model.price is not None for model in spec.models.values())
+def models_used(spec: HiveSpec, roles: Mapping[str, Role]) -> list[str]:
+    """The models of the hive that a run of it may call, in their declared order: the
+    default, each role's own, the ones that write its roles' and its sessions'
+    summaries. Only those are built: a model declared for later (``model: gpt``, a
+    role's to be) costs nothing, not even its client's import."""
+    default = spec.default_model or next(iter(spec.models), None)
+    used = {default, spec.policy.sessions.context.model}
+    for role in roles.values():
+        used.add(role.model)
+        used |= {role.compaction.model} if role.compaction is not None else set()
+    return [name for name in spec.models if name in used]
+
+
+def _models_priced(spec: HiveSpec, roles: Mapping[str, Role]) -> bool:
+    """Whether a model the hive uses has a price (the others are not built)."""
+    return any(spec.models[name].price is not None for name in models_used(spec, roles))
 
 
 def _by_models(budgets: Limits, spec: HiveSpec, roles: Mapping[str, Role]) -> Limits:
@@ -375,7 +389,7 @@ def _unpriced(
     in dollars uncounted (None: none would), ``chain`` the hives that call it: none of
     its models has a price, nor, for ``cost``, its memory's embeddings."""
     chain = (*chain, hive)
-    if not _models_priced(hive.spec):
+    if not _models_priced(hive.spec, hive.roles):
         counted = _by_models(budgets, hive.spec, hive.roles)
         if unpriced_called(counted, "", False) is not None:
             return chain

@@ -16,7 +16,12 @@ from typing import Any
 
 from honeycomb.hive.backend import BackendSpec
 from honeycomb.hive.budgets import budget_warnings
-from honeycomb.hive.checks import check_across_fields, check_called_prices, role_error
+from honeycomb.hive.checks import (
+    check_across_fields,
+    check_called_prices,
+    models_used,
+    role_error,
+)
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
 from honeycomb.hive.specs import (
@@ -194,8 +199,9 @@ class Hive:
         return SQLiteMemory(path, embeddings=embeddings, max_chars=declared.max_chars)
 
     def models(self, replace: Mapping[str, Model] | None = None) -> dict[str, Model]:
-        """The hive's models by name, built as declared, except those ``replace`` gives
-        (by the hive's names for them).
+        """The models a run of the hive may call (:func:`models_used`: not one declared
+        that none of its roles uses) by name, built as declared, except those
+        ``replace`` gives (by the hive's names for them).
 
         Raises:
             ConfigErrors: for a name in ``replace`` that the hive does not declare.
@@ -217,8 +223,8 @@ class Hive:
         return {
             name: given[name]
             if name in given
-            else spec.build(self.folder, self.servers, self._key_env(name))
-            for name, spec in self.spec.models.items()
+            else self.spec.models[name].build(self.folder, self.servers, self._key_env(name))
+            for name in models_used(self.spec, self.roles)
         }
 
     def _key_env(self, model: str) -> str | None:
@@ -241,15 +247,12 @@ class Hive:
         return tuple(names)
 
     def missing_keys(self) -> list[ConfigError]:
-        """The models its roles use (and those of the hives they call as tools) whose
+        """The models a run of it may call (and those of the hives its roles call) whose
         calls need an API key that is neither given nor set, each at its declaration:
         ``honeycomb validate`` warns of them, and a run does not start without."""
-        roles = self.roles.values()
-        used = {role.model or self.default_model for role in roles}
-        used |= {r.compaction.model for r in roles if r.compaction is not None}
         found: list[ConfigError] = []
-        for name, spec in self.spec.models.items():
-            missing = spec.missing_key() if name in used else None
+        for name in models_used(self.spec, self.roles):
+            missing = self.spec.models[name].missing_key()
             if missing is not None:
                 found.append(self._doc.error(("models", name), missing.message))
         for sub in self.hives.values():

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from honeycomb import Executor, OfflineModel
+from honeycomb import OfflineModel
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
 from honeycomb.models import JsonToolModel
@@ -78,7 +78,8 @@ def test_a_hive_model_says_tool_protocol_json(tmp_path: Path) -> None:
         offline: {provider: offline, tool_protocol: json}
         """,
     )
-    models = Executor.from_hive(load_hive(path)).models
+    # Each built as declared (a hive builds only those its roles use).
+    models = {name: spec.build() for name, spec in load_hive(path).spec.models.items()}
     assert isinstance(models["local"], JsonToolModel)
     assert type(models["local"].inner) is OpenAIModel
     assert isinstance(models["offline"], JsonToolModel)

@@ -96,7 +96,8 @@ def test_a_hive_model_says_its_api_and_tool_protocol(tmp_path: Path) -> None:
         default: offline
         """,
     )
-    models = Executor.from_hive(load_hive(path)).models
+    # Each built as declared (a hive builds only those its roles use).
+    models = {name: spec.build() for name, spec in load_hive(path).spec.models.items()}
     chat, local = models["chat"], models["local"]
     assert isinstance(chat, TextToolModel)
     assert type(chat.inner) is OpenAIModel

@@ -592,7 +592,7 @@ def test_a_hive_reads_straight_into_the_runtime_values(tmp_path: Path) -> None:
         "    price: {input_per_mtok: 1, output_per_mtok: 2}\n"
         "mcp_servers:\n  s: {command: python, cwd: sub, tools: {t: {timeout: 2}}}\n"
         "policy: {budgets: {cost: 0.5}}\n"
-        "roles:\n  planner: {description: Plans.}\n"
+        "roles:\n  planner: {description: Plans., model: gpt}\n"
     )
     loaded = load_hive(hive(tmp_path, text))
     gpt = loaded.spec.models["gpt"]
