@@ -241,6 +241,16 @@ def _described(error: Exception) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
+def _waiting(result: RunResult) -> str:
+    """Which calls a run that ended ``waiting`` left waiting for a person (the eval
+    denies them as it ends: nobody decides on an eval's calls)."""
+    return "; ".join(
+        f"{p.tool} by {p.role} ({p.worker}) waits for a person's approval, which nobody "
+        f"gives in an eval: {p.tool} {json.dumps(p.arguments, ensure_ascii=False)}"
+        for p in result.pending
+    )
+
+
 def _arguments(text: str) -> dict[str, Any]:
     try:
         found = json.loads(text)
@@ -290,6 +300,8 @@ def case_run(
     said = _described(error) if error is not None else None
     if said is not None and failures:
         said = f"{said} ({failures})"
+    if result.status == "waiting" and result.pending:
+        said = _waiting(result)
     return CaseRun(
         case=case,
         task=task,

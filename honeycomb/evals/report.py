@@ -42,7 +42,11 @@ class Attempt(Value, frozen=True, kw_only=True):
         critical_path_s: The run's critical path.
         tokens: The run's tokens, in and out.
         model_calls: The run's model calls.
-        error: What went wrong in the run, if anything did.
+        error: What went wrong in the run, if anything did (for a run that waits,
+            which calls wait for a person).
+        unanswered: Its run ended with no answer its checks could score (it raised,
+            failed, went over budget or waits, and no check is about that): it failed
+            with score 0, for that reason first.
     """
 
     run_id: str
@@ -59,11 +63,19 @@ class Attempt(Value, frozen=True, kw_only=True):
     tokens: int = 0
     model_calls: int = 0
     error: str | None = None
+    unanswered: bool = False
 
     @property
     def failing(self) -> Verdict | None:
         """Its first check that failed, if one did."""
         return next((v for v in self.verdicts if not v.passed), None)
+
+    @property
+    def why(self) -> str:
+        """Why it failed, in a line: how its run ended, when it ended with no answer
+        to score, else its first failing check and reason (and how many more failed);
+        empty when it passed."""
+        return _why(self, more=True)
 
 
 class CaseReport(Value, frozen=True, kw_only=True):
@@ -130,11 +142,7 @@ class CaseReport(Value, frozen=True, kw_only=True):
         if attempt is None:
             runs = len(self.attempts) + self.not_run
             return f"{self.not_run} of its {runs} runs not made" if self.not_run else ""
-        failing = [v for v in attempt.verdicts if not v.passed]
-        if not failing or attempt.status == "error":
-            return _unscored(attempt)
-        more = f" (and {len(failing) - 1} more)" if len(failing) > 1 else ""
-        return f"{failing[0].check}: {failing[0].reason}{more}"
+        return attempt.why
 
 
 class EvalReport(Value, frozen=True, kw_only=True):
@@ -293,14 +301,9 @@ def junit(report: EvalReport) -> str:
                 f"<testcase classname={_attr(report.name)} name={_attr(name)} "
                 f'time="{attempt.latency_s:.3f}">'
             )
-            failing = attempt.failing
             body = ""
             if not attempt.passed:
-                said = (
-                    f"{failing.check}: {failing.reason}"
-                    if failing is not None and attempt.status != "error"
-                    else _unscored(attempt)
-                )
+                said = _why(attempt, more=False)
                 body = f"<failure message={_attr(said)}>{_text(_lines(attempt) or said)}</failure>"
             out = f"<system-out>run {_text(attempt.run_id)}</system-out>"
             cases.append(f"  {head}{body}{out}</testcase>")
@@ -336,11 +339,27 @@ def _skipped(report: EvalReport, name: str) -> str:
     )
 
 
+def _why(attempt: Attempt, *, more: bool) -> str:
+    """:attr:`Attempt.why`; without how many more checks failed (``more``), as a JUnit
+    failure's message says it (its text lists them all)."""
+    if attempt.passed:
+        return ""
+    failing = [v for v in attempt.verdicts if not v.passed]
+    if not failing or attempt.status == "error" or attempt.unanswered:
+        return _unscored(attempt)
+    others = f" (and {len(failing) - 1} more)" if more and len(failing) > 1 else ""
+    return f"{failing[0].check}: {failing[0].reason}{others}"
+
+
 def _unscored(attempt: Attempt) -> str:
-    """Why ``attempt`` failed when no check says so: its run raised (``error``), or
-    its score is below the case's threshold."""
+    """Why ``attempt`` failed when no check says so, or before what they say: its run
+    raised (``error``), ended with no answer (failed, over budget, waiting), or its
+    score is below the case's threshold."""
     if attempt.status == "error":
         return f"the run ended error: {attempt.error or 'it gave no result'}"
+    if attempt.unanswered:
+        error = f": {attempt.error}" if attempt.error else ""
+        return f"the run ended {attempt.status}, with no answer{error}"
     if attempt.error:
         return attempt.error
     if attempt.status in ("failed", "over_budget", "waiting") and attempt.score == 0:

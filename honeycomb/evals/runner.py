@@ -461,7 +461,8 @@ def scored(
     passed = all(v.passed for v in verdicts) if threshold is None else score >= threshold
     allowed = {*allows, *(("error",) if allows_error else ())}
     unanswered = run.answer is None and not run.answer_text
-    if run.status in UNANSWERED and unanswered and run.status not in allowed:
+    unscored = run.status in UNANSWERED and unanswered and run.status not in allowed
+    if unscored:
         passed, score = False, 0.0  # it did nothing its checks could score
     return Attempt(
         run_id=run.run_id,
@@ -478,4 +479,5 @@ def scored(
         tokens=run.usage.total_tokens,
         model_calls=run.usage.model_calls,
         error=run.error,
+        unanswered=unscored,
     )

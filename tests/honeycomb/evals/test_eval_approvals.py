@@ -5,13 +5,16 @@ no decision resumes the run into its side effect after the eval."""
 from __future__ import annotations
 
 import asyncio
+import html
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from honeycomb import Executor, Role, ToolMessage, tool
-from honeycomb.evals import Case, evaluate
+from honeycomb.evals import Case, evaluate, junit
+from honeycomb.evals.html import report_page
 from honeycomb.evals.undecided import DECIDED_BY, REASON
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, call
@@ -104,3 +107,25 @@ async def test_a_call_waiting_in_a_run_cut_off_mid_eval_is_denied(tmp_path: Path
     assert not entry.decision.approve
     assert entry.decided_by == DECIDED_BY
     assert paid == []
+
+
+async def test_a_case_left_waiting_says_so_first_and_names_the_call_that_waits(
+    tmp_path: Path,
+) -> None:
+    store = RunStore(tmp_path / "runs.db")
+    executor = _payer(store, [], planner=lambda task: [("payer", task)])
+    case = Case(id="pay", task="Pay bob.", checks=[lambda answer, run: "paid" in answer])
+    async with executor:
+        report = await evaluate(executor, [case])
+    (attempt,) = report.cases[0].attempts
+    waits = (
+        "pay by payer (s1) waits for a person's approval, which nobody gives in an eval: "
+        'pay {"to": "bob"}'
+    )
+    assert (attempt.status, attempt.error) == ("waiting", waits)
+    # Not its check's verdict on an answer it never had: how its run ended, and why.
+    said = f"the run ended waiting, with no answer: {waits}"
+    assert report.cases[0].why == said
+    (failure,) = ET.fromstring(junit(report).encode()).iter("failure")
+    assert failure.attrib["message"] == said
+    assert html.escape(said) in report_page(report)  # the page, as serve shows it
