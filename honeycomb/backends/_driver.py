@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from honeycomb.backends._channel import Channel, RelayedReport
@@ -41,9 +42,12 @@ from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import CassetteError
 from runtime.events import current_call
 from runtime.limits import CallInFlight, Limits, Slots
+from runtime.limits.cut import run_cut
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
+from runtime.models.cassette_cuts import once_taken
 from runtime.models.cassettes import Cassette, CassetteWriter, Recorded
 from runtime.models.layers.budget import spending, spent_by
+from runtime.models.layers.cassette import current_case
 from runtime.secrets import masked
 from workers import LoopState, Worker, WorkerResult
 
@@ -80,6 +84,7 @@ class Driver:
         self._stopped = asyncio.Event()  # it said it stopped, once cancelled
         self._text = Deltas(self.services.tracer)
         self._calls: dict[int, CallInFlight] = {}  # its model calls under way, when told
+        self._ended_calls: list[Callable[[], None]] = []  # run as its next call ends
         self.pinned = PinnedCalls(worker.setup.tools, worker.setup.policy.max_output_chars)
         self.told = told  # its calls' approval events, across its lives
         limited = self.services.budget.limits != Limits()
@@ -109,7 +114,8 @@ class Driver:
             if not self._finished.done():
                 # Cancelled (or the driver failed): the worker and its tool calls are
                 # cancelled there too; what it spent until it stops still counts.
-                channel.send(("cancel", key))
+                cut = run_cut.get()  # fallen, as its run's wall time ran out
+                channel.send(("cancel", key, None if cut is None else cut.used))
                 await shielded(self._until_stopped())
             raise
         finally:
@@ -199,6 +205,9 @@ class Driver:
             ended = self._calls.pop(message[1], None)
             if ended is not None:
                 budget.call_ended(ended)
+            taken, self._ended_calls = self._ended_calls, []
+            for then in taken:  # what waited for its replayed call to end (once_taken)
+                then()
         elif kind == "reserve_tools":  # no limit: it cannot refuse
             budget.reserve_tool_calls_now(message[1])
             self._tools_reserved += message[1]
@@ -217,6 +226,11 @@ class Driver:
             cast(AdaptiveLimiter, self.held[key]).observe(quota, tokens=tokens)
         elif kind == "record":  # a call of a recording model, made there
             self._record(cast(CassetteWriter, self.held[message[1]]), message[2])
+        elif kind == "cut_told":  # the run's cut tells that cassette here where it falls
+            writer, cut = cast(CassetteWriter, self.held[message[1]]), self._context.get(run_cut)
+            case = self._context.run(current_case)
+            if cut is not None:
+                cut.tell(functools.partial(writer.cut, case=case), writer)
         elif kind == "ask":
             _, number, op, args, options = message
             if op in ("reserve", "reserve_tools", "spent"):  # at once, in order: no await
@@ -317,7 +331,11 @@ class Driver:
             return await self.pinned.call(*args)
         if op == "cassette":  # a replay's answer, from the one cassette here
             key, model, request = args
-            return cast(Cassette, self.held[key]).answer(model, request, **options)
+            once_taken.set(self._ended_calls.append)  # (in this request's own task)
+            return await cast(Cassette, self.held[key]).answered(model, request, **options)
+        if op == "cassette_cut":  # held until the run's cut falls here
+            key, model, call = args
+            await cast(Cassette, self.held[key]).cut_off(model, call, **options)
         root, _, path = op.partition(".")
         found: Any = {"services": worker.services, "setup": worker.setup}.get(root)
         for name in path.split(".") if found is not None and path else ():

@@ -17,7 +17,7 @@ lives at the driver.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeAlias, cast
@@ -41,8 +41,8 @@ from runtime import (
     Tracer,
     Usage,
 )
-from runtime.errors import CassetteMismatch
 from runtime.limits import CallInFlight, Limits
+from runtime.limits.cut import RunCut
 from runtime.limits.quota import QuotaLeft
 from runtime.limits.ratelimit import AdaptiveLimiter, retry_deadline
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
@@ -143,6 +143,32 @@ class DriverCassette:
     def call(self, recorded: Recorded) -> None:
         here.get().send("record", self.key, recorded)
 
+    def cut(self, used: float, case: str | None) -> None:
+        """Nothing is sent: the run's wall time is cut at the driver, whose cut tells
+        the writer there (see :class:`CutAtDriver`)."""
+
+
+class CutAtDriver(RunCut):
+    """The cut of the run's wall time, seen from an actor: it falls at the driver,
+    which says so (:meth:`fell`, the seconds used) as it cancels the worker here, so
+    that a recording model's call it cut off is recorded ``cut``; a cassette told of
+    it here (:meth:`tell`) is the driver's, which the run's cut there tells."""
+
+    __slots__ = ("_link", "_told_there")
+
+    def __init__(self, link: Link) -> None:
+        super().__init__(self._falls_there)
+        self._link = link
+        self._told_there: set[str] = set()
+
+    def tell(self, told: Callable[[float], None], key: object) -> None:
+        if isinstance(key, DriverCassette) and key.key not in self._told_there:
+            self._told_there.add(key.key)
+            self._link.send("cut_told", key.key)
+
+    def _falls_there(self, used: float | None) -> None:
+        raise AssertionError("the run's wall time is cut at the driver, not in an actor")
+
 
 class DriverReplay:
     """A replay's cassette (a :class:`~runtime.models.cassettes.Cassette`) seen from an
@@ -163,15 +189,14 @@ class DriverReplay:
     async def cut_off(
         self, model: str, call: Recorded | None, *, worker: str | None, case: str | None
     ) -> NoReturn:
-        """A call the recorded run's wall time cut off: the run's cut is the driver's,
-        which an actor's call cannot wait for, so it fails saying so.
+        """A call the recorded run's wall time cut off: held by the driver's cassette
+        until the run's cut falls there (its worker here is cancelled then).
 
         Raises:
-            CassetteMismatch: always.
+            CassetteMismatch: when the replayed run has no wall-time budget to cut.
         """
-        why = "a replay on Ray is not cut where the recording was (replay it in one process)"
-        difference = f"the recorded run's wall time cut it off under way, and {why}"
-        raise CassetteMismatch(str(self.path), model, difference, worker=worker, case=case)
+        await at_driver("cassette_cut", self.key, model, call, worker=worker, case=case)
+        raise AssertionError("unreachable: only the run's cut ends the wait")
 
 
 StoodFor: TypeAlias = AdaptiveLimiter | CassetteWriter | Cassette

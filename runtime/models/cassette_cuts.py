@@ -16,12 +16,28 @@ too. One that asks what was not recorded before then is a mismatch, as in any re
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+import functools
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 
 from runtime.limits.cut import RunCut
 from runtime.models.cassette_lines import Cut, Decided, Line, Recorded
 
-__all__ = ["Cuts", "Pending"]
+__all__ = ["Cuts", "Pending", "once_taken"]
+
+
+def _next_turn(then: Callable[[], None]) -> None:
+    asyncio.get_running_loop().call_soon(then)
+
+
+once_taken: ContextVar[Callable[[Callable[[], None]], None]] = ContextVar(
+    "honeycomb_once_taken", default=_next_turn
+)
+"""Runs a function once the answer a replay gives now was taken, its call ended: in
+one process, on the event loop's next turn (the call returns through its layers
+first); for a call made elsewhere (in a Ray actor), as its end is told (the driver
+sets it)."""
 
 Given = Recorded | Decided
 """What a replay gives: a model call's answer, or a decision on a tool call (an ask of
@@ -82,6 +98,12 @@ class Cuts:
         return pending is not None and all(
             id(call) in given for call in pending.before if call.worker == worker
         )
+
+    def taken(self, case: str | None, given: set[int], cut: RunCut | None) -> None:
+        """:meth:`check`, once the answer just given was taken (:data:`once_taken`):
+        the cut falls with its call ended, as it had when recorded, not under way."""
+        if cut is not None:
+            once_taken.get()(functools.partial(self.check, case, given, cut))
 
     def check(self, case: str | None, given: set[int], cut: RunCut | None) -> None:
         """Cut the run off (``cut``) where the next cut of ``case`` fell, once every call

@@ -276,11 +276,8 @@ class Cassette:
         # max keeps the first of the best: file order among equals.
         chosen = max(fresh, key=lambda call: (call.case == case, call.worker == worker))
         self._given.add(id(chosen))
-        if self._cuts and not chosen.cut:
-            # The last call before a cut: it falls once its answer was taken (the call
-            # ended, as it had when recorded), not while it is under way.
-            loop = asyncio.get_running_loop()
-            loop.call_soon(self._cuts.check, case, self._given, run_cut.get())
+        if self._cuts and not chosen.cut:  # the last call before a cut: it falls then
+            self._cuts.taken(case, self._given, run_cut.get())
         encoded = msgspec.json.encode(chosen)
         run = run_of(request)
         if run is not None and RUN.encode() in encoded:  # the answer names its run
