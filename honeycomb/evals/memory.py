@@ -29,6 +29,7 @@ from runtime.memory import (
     MemoryKind,
     MemoryRecord,
 )
+from runtime.memory.tape import SearchTape, TapedMemory
 
 if TYPE_CHECKING:
     from honeycomb.executor import Executor
@@ -117,6 +118,11 @@ class EvalMemory:
         return self.beside(
             like.with_embeddings(embeddings) if isinstance(like, SQLiteMemory) else like
         )
+
+    def with_searches(self, tape: SearchTape) -> TapedMemory:
+        """This memory, whose searches are kept on ``tape`` or answered from it, as a
+        cassette records or replays them (:mod:`runtime.memory.tape`)."""
+        return TapedMemory(self, tape)
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[None]:
@@ -207,6 +213,8 @@ def memories_of(
             runs are to have their ``own``: naming them, and the fix.
     """
     held = executor.memory
+    if isinstance(held, TapedMemory):  # on a cassette: its searches kept or replayed
+        held = held.inner
     if isinstance(held, EvalMemory):
         return (held, None) if sharing == "own" else (None, held)
     users = sorted(name for name, role in executor.roles.items() if role.memory is not None)

@@ -34,6 +34,7 @@ from runtime.memory.store import (
     fts_query,
     memory_id,
 )
+from runtime.memory.tape import SearchTape, TapedMemory
 from runtime.secrets import masked
 from runtime.text import valid_text
 from runtime.tools.render import cut
@@ -95,6 +96,11 @@ class SQLiteMemory:
         return SQLiteMemory(
             self.path, embeddings=embeddings, max_chars=self.max_chars, timeout_s=self.timeout_s
         )
+
+    def with_searches(self, tape: SearchTape) -> TapedMemory:
+        """This memory, whose searches are kept on ``tape`` or answered from it, as a
+        cassette records or replays them (:mod:`runtime.memory.tape`)."""
+        return TapedMemory(self, tape)
 
     async def __aenter__(self) -> SQLiteMemory:
         return self

@@ -27,6 +27,7 @@ __all__ = [
     "Line",
     "ModelLine",
     "Recorded",
+    "Searched",
     "read_lines",
 ]
 
@@ -129,6 +130,30 @@ class Embedded(Line, frozen=True, kw_only=True, tag="embed"):
     case: str | None = None
 
 
+class Searched(Line, frozen=True, kw_only=True, tag="search"):
+    """One search of a run's memory recorded (a worker's recall at its start, its
+    ``recall`` tool): what it asked, and what it found or failed with.
+
+    Attributes:
+        namespace: The namespace searched.
+        query: What was searched for.
+        k: How many memories were asked for.
+        hits: What it found, best first, each as the memory gave it (its record and
+            score, as JSON values: :class:`runtime.memory.MemoryHit`).
+        error: What it failed with (None: it answered).
+        worker: The worker that searched (None: not known).
+        case: The eval case that asked (None: not in one).
+    """
+
+    namespace: str
+    query: str
+    k: int
+    hits: tuple[dict[str, Any], ...] = ()
+    error: RecordedFailure | None = None
+    worker: str | None = None
+    case: str | None = None
+
+
 class Decided(Line, frozen=True, kw_only=True, tag="decision"):
     """A decision on a tool call that needed approval, as the worker went on with it.
 
@@ -159,7 +184,7 @@ class Decided(Line, frozen=True, kw_only=True, tag="decision"):
 
 
 _decoder = msgspec.json.Decoder(
-    Header | ModelLine | Recorded | Cut | EmbeddingsLine | Embedded | Decided
+    Header | ModelLine | Recorded | Cut | EmbeddingsLine | Embedded | Searched | Decided
 )
 
 

@@ -11,7 +11,10 @@ streamed in, and its attempts that timed out (billed: a replay counts them). A
 memory's embeddings, recorded with the models, have an ``embeddings`` line (their
 name, as a memory file records it, and their price) and an ``embed`` line a call: the
 case that asked, the texts, the vectors (or the error it failed with), and what each
-attempt spent, so that a replayed run's usage is the recorded one's. Each decision on a
+attempt spent, so that a replayed run's usage is the recorded one's; and a ``search``
+line a search of the memory: the case and worker that asked, the namespace, query
+and ``k``, and what it found (or the error it failed with), so that a replayed run
+recalls what the recording recalled, whatever its memory holds now. Each decision on a
 tool call that needed approval, as its worker went on with it, has a ``decision`` line
 (:class:`~runtime.models.cassette_lines.Decided`), which a replay decides the call by
 (:mod:`honeycomb.run.cassette_decisions`). A run its wall time cut off has a ``cut``
@@ -47,9 +50,13 @@ naming the case, the worker and the first difference from the nearest recorded c
 (:mod:`runtime.models.request_diff`). An embeddings call is matched by the embeddings'
 name and its texts (dates, the folder and secrets as in a request), each recorded call
 given once, the case's first, as a model call is; texts not recorded are a mismatch
-naming the first text that differs. A decision is matched by the worker, the tool and
-its arguments (dates, the folder and secrets as in a request), given once each, the
-case's first; a call with none is a mismatch naming the call and its tool.
+naming the first text that differs. A memory search is matched by its namespace,
+``k`` and query (dates, the folder and secrets as in a request), each given once, the
+case's and worker's first; one not recorded (a cassette recorded before searches were
+kept, a search its caller's timeout cut off) is searched in the memory. A decision is
+matched by the worker, the tool and its arguments (dates, the folder and secrets as in
+a request), given once each, the case's first; a call with none is a mismatch naming
+the call and its tool.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ from runtime.model import ModelRequest
 from runtime.models.cassette_cuts import Cuts
 from runtime.models.cassette_keys import (
     CWD,
+    MIN_RUN_ID,
     RUN,
     canonical,
     canonical_arguments,
@@ -92,6 +100,7 @@ from runtime.models.cassette_lines import (
     Line,
     ModelLine,
     Recorded,
+    Searched,
     read_lines,
 )
 from runtime.models.pricing import Price
@@ -114,6 +123,7 @@ __all__ = [
     "Decided",
     "Embedded",
     "Recorded",
+    "Searched",
     "canonical",
     "request_key",
     "worker_of",
@@ -161,6 +171,15 @@ class CassetteWriter:
     def embedded(self, embedded: Embedded) -> None:
         """Record one embeddings call."""
         self._append(masked(embedded))
+
+    def searched(self, searched: Searched, run: str | None) -> None:
+        """Record one search of a memory, made by run ``run`` (its id written
+        :data:`RUN`: a memory that run kept names it)."""
+        line = masked(searched)
+        if run is None or len(run) < MIN_RUN_ID:
+            self._append(line)
+        else:
+            self._append(renamed(msgspec.to_builtins(line), run, RUN))
 
     def call(self, recorded: Recorded) -> None:
         """Record one call (the id of its run written :data:`RUN`)."""
@@ -217,6 +236,7 @@ class Cassette:
         prices: The price of each model recorded (None: none).
         embeddings: The price of each memory's embeddings recorded (None: none).
         embedded: Its recorded embeddings calls, in file order.
+        searches: Its recorded searches of a memory, in file order.
         decisions: Its recorded decisions on calls that needed approval, in file
             order.
 
@@ -233,6 +253,8 @@ class Cassette:
         self._by_texts: dict[tuple[str, str], list[Embedded]] = {}
         self.embeddings: dict[str, Price | None] = {}
         self.embedded: list[Embedded] = []
+        self.searches: list[Searched] = []
+        self._by_search: dict[str, list[Searched]] = {}
         self.decisions: list[Decided] = []
         self._by_call: dict[tuple[str, str], list[Decided]] = {}
         self._given: set[int] = set()
@@ -250,6 +272,10 @@ class Cassette:
             elif isinstance(line, Embedded):
                 self.embedded.append(line)
                 self._by_texts.setdefault((line.embeddings, texts_key(line.texts)), []).append(line)
+            elif isinstance(line, Searched):
+                self.searches.append(line)
+                by = _search_key(line.namespace, line.query, line.k)
+                self._by_search.setdefault(by, []).append(line)
             elif isinstance(line, Decided):
                 self.decisions.append(line)
                 key = (line.worker, decision_key(line.tool, line.arguments))
@@ -302,6 +328,32 @@ class Cassette:
         chosen = max(fresh, key=lambda call: call.case == case)
         self._given.add(id(chosen))
         return chosen
+
+    def search(
+        self,
+        namespace: str,
+        query: str,
+        k: int,
+        *,
+        worker: str | None,
+        case: str | None,
+        run: str | None,
+    ) -> Searched | None:
+        """The recorded search of ``namespace`` for ``query`` (``k`` memories): each
+        given once, the case's and worker's first, in file order (once all were given,
+        again in that order); what names the recorded run names ``run``. None when
+        none was recorded (the memory is searched then).
+        """
+        found = self._by_search.get(_search_key(namespace, query, k))
+        if not found:
+            return None
+        fresh = [search for search in found if id(search) not in self._given] or found
+        chosen = max(fresh, key=lambda search: (search.case == case, search.worker == worker))
+        self._given.add(id(chosen))
+        encoded = there(msgspec.json.encode(chosen))
+        if run is not None and RUN.encode() in encoded:
+            return msgspec.convert(renamed(msgspec.json.decode(encoded), RUN, run), Searched)
+        return msgspec.json.decode(encoded, type=Searched)
 
     def decision(
         self, worker: str, tool: str, arguments: dict[str, Any], *, asked: str, case: str | None
@@ -451,6 +503,11 @@ def _names(lines: Iterable[Line]) -> Iterator[str | tuple[str, str]]:
             yield line.name
         elif isinstance(line, EmbeddingsLine):
             yield "embeddings", line.name
+
+
+def _search_key(namespace: str, query: str, k: int) -> str:
+    """The key a memory search is matched by."""
+    return f"{namespace}\0{k}\0{texts_key([query])}"
 
 
 def _call(tool: str, arguments: dict[str, Any]) -> str:

@@ -1,26 +1,41 @@
-"""A memory's embeddings in a cassette: :class:`RecordingEmbeddings` records each
-call (its texts, its vectors or its error, what each attempt spent), and
-:class:`ReplayEmbeddings` answers it from the cassette with no endpoint, paying again
-what each attempt spent, so that a replayed run whose roles recall and remember calls
-no embeddings endpoint either and spends what the recorded run spent.
-:func:`cassette_memory` gives a memory them, as an Executor whose models are a
+"""A memory in a cassette: its embeddings and its searches.
+
+:class:`RecordingEmbeddings` records each embeddings call (its texts, its vectors or
+its error, what each attempt spent), and :class:`ReplayEmbeddings` answers it from the
+cassette with no endpoint, paying again what each attempt spent, so that a replayed
+run whose roles recall and remember calls no embeddings endpoint either and spends
+what the recorded run spent. :class:`RecordingSearches` keeps what each search of the
+memory found, and :class:`ReplaySearches` gives it back, so that a replayed run
+recalls what the recorded one did, whatever the memory holds by then.
+:func:`cassette_memory` puts a memory on a cassette, as an Executor whose models are a
 cassette's (:mod:`runtime.models.layers.cassette`) does.
 """
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
+from runtime import errors
 from runtime.errors import CassetteError, ModelError
 from runtime.limits.spending import Payer, paid_by, payer
 from runtime.messages import Usage
 from runtime.model import Model
-from runtime.models.cassettes import AttemptSpent, Cassette, CassetteWriter, Embedded
+from runtime.models.cassette_errors import RecordedFailure
+from runtime.models.cassettes import AttemptSpent, Cassette, CassetteWriter, Embedded, Searched
 from runtime.models.layers.cassette import RecordingModel, ReplayModel, current_case
 from runtime.models.pricing import Price
 
-__all__ = ["RecordingEmbeddings", "ReplayEmbeddings", "cassette_memory"]
+__all__ = [
+    "RecordingEmbeddings",
+    "RecordingSearches",
+    "ReplayEmbeddings",
+    "ReplaySearches",
+    "cassette_memory",
+]
 
 
 class _Attempts:
@@ -151,28 +166,129 @@ class ReplayEmbeddings:
         return [list(vector) for vector in recorded.vectors]
 
 
+class RecordingSearches:
+    """Keeps each search of a memory in a cassette, with the case and worker that
+    asked (the tape of :class:`runtime.memory.tape.TapedMemory`)."""
+
+    def __init__(self, cassette: CassetteWriter) -> None:
+        self.writer = cassette
+
+    def recorded(self, namespace: str, query: str, k: int) -> None:
+        """None: a recording searches the memory."""
+
+    def searched(
+        self, namespace: str, query: str, k: int, hits: Sequence[Any], error: Exception | None
+    ) -> None:
+        run, worker = _asking()
+        line = Searched(
+            namespace=namespace,
+            query=query,
+            k=k,
+            hits=tuple(msgspec.to_builtins(list(hits))),
+            error=None if error is None else _failure(error),
+            worker=worker,
+            case=current_case(),
+        )
+        self.writer.searched(line, run)
+
+
+class ReplaySearches:
+    """Gives each search of a memory what the cassette recorded for it (the tape of
+    :class:`runtime.memory.tape.TapedMemory`): its hits, the memories the recorded
+    run kept naming the replaying run, or its error, made again."""
+
+    def __init__(self, cassette: Cassette) -> None:
+        self.cassette = cassette
+
+    def recorded(
+        self, namespace: str, query: str, k: int
+    ) -> tuple[Sequence[Any], Exception | None] | None:
+        run, worker = _asking()
+        found = self.cassette.search(
+            namespace, query, k, worker=worker, case=current_case(), run=run
+        )
+        if found is None:
+            return None
+        return found.hits, None if found.error is None else _raised(found.error)
+
+    def searched(
+        self, namespace: str, query: str, k: int, hits: Sequence[Any], error: Exception | None
+    ) -> None:
+        """A search the cassette did not record, made in the memory: nothing is kept."""
+
+
+def _asking() -> tuple[str | None, str | None]:
+    """The run and the worker whose memory call the current task makes: the caller of
+    the payer a worker with memory sets (:mod:`runtime.limits.spending`), if any."""
+    caller = getattr(payer(), "caller", None)
+    return getattr(caller, "run_id", None), getattr(caller, "worker", None)
+
+
+def _failure(error: Exception) -> RecordedFailure:
+    """A memory's failure as a cassette keeps it: its class, message and fields."""
+    fields: dict[str, Any] = {}
+    if isinstance(error, errors.HoneycombError):
+        for name, value in vars(error).items():
+            try:
+                fields[name] = msgspec.to_builtins(value)
+            except TypeError:
+                continue
+    try:
+        args = tuple(msgspec.to_builtins(list(error.args)))
+    except TypeError:
+        args = (str(error),)
+    return RecordedFailure(type=type(error).__name__, args=args, fields=fields)
+
+
+def _raised(failure: RecordedFailure) -> Exception:
+    """The error a memory failed with, made again: of its class (Honeycomb's, or
+    Python's: ``ConnectionError`` ...), with its message and fields, so that a worker
+    is told what it was told when recorded; a class of another library is a
+    :class:`~runtime.errors.MemoryStoreError` that names it."""
+    cls = getattr(errors, failure.type, None) or getattr(builtins, failure.type, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        text = failure.args[0] if failure.args else ""
+        return errors.MemoryStoreError(f"(as recorded) {failure.type}: {text}", path="memory")
+    if issubclass(cls, errors.HoneycombError):
+        error: Exception = cls.__new__(cls, *failure.args)
+        error.args = failure.args
+        vars(error).update(failure.fields)
+        return error
+    return cls(*failure.args)
+
+
 def cassette_memory(memory: Any, models: Model | Mapping[str, Model] | None) -> Any:
-    """``memory`` with its embeddings recorded in, or answered from, the cassette of
-    ``models`` (what :func:`cassette` made); as it is when none of them is a
-    cassette's, or it embeds with nothing. A memory that can be made again with other
-    embeddings (``with_embeddings``: an ``SQLiteMemory``, an eval's memory) is; the
-    one given is left as it is.
+    """``memory`` on the cassette of ``models`` (what :func:`cassette` made): its
+    embeddings recorded in it, or answered from it, and its searches kept in it, or
+    answered from it; as it is when none of them is a cassette's, or it is on one
+    already. A memory that can be made again so (``with_embeddings``,
+    ``with_searches``: an ``SQLiteMemory``, an eval's memory) is; the one given is
+    left as it is.
 
     Raises:
         CassetteError: replaying, when the cassette recorded none of its embeddings.
     """
+    if memory is None or hasattr(memory, "tape"):
+        return memory
+    named = models.values() if isinstance(models, Mapping) else (models,)
+    on = next((m for m in named if isinstance(m, ReplayModel | RecordingModel)), None)
+    if on is None:
+        return memory
     embeddings = getattr(memory, "embeddings", None)
     again = getattr(memory, "with_embeddings", None)
     if (
-        embeddings is None
-        or again is None
-        or isinstance(embeddings, RecordingEmbeddings | ReplayEmbeddings)
+        embeddings is not None
+        and again is not None
+        and not isinstance(embeddings, RecordingEmbeddings | ReplayEmbeddings)
     ):
+        memory = again(
+            ReplayEmbeddings(on.cassette, embeddings.name)
+            if isinstance(on, ReplayModel)
+            else RecordingEmbeddings(embeddings, on.writer)
+        )
+    taped = getattr(memory, "with_searches", None)
+    if taped is None:
         return memory
-    named = models.values() if isinstance(models, Mapping) else (models,)
-    for model in named:
-        if isinstance(model, ReplayModel):
-            return again(ReplayEmbeddings(model.cassette, embeddings.name))
-        if isinstance(model, RecordingModel):
-            return again(RecordingEmbeddings(embeddings, model.writer))
-    return memory
+    return taped(
+        ReplaySearches(on.cassette) if isinstance(on, ReplayModel) else RecordingSearches(on.writer)
+    )
