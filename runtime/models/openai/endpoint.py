@@ -392,6 +392,7 @@ class OpenAIEndpoint(abc.ABC):
             # error bodies: mask the secrets, and drop the SDK's error that holds them.
             if not shows_secret(_all_text(exc)):
                 raise
+            exc.__context__ = None  # not only hidden from a traceback: gone
             raise mask_error(exc) from None
 
     async def _complete_raw(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
@@ -565,11 +566,13 @@ def _not_served(url: str, base_url: str | None) -> str:
 
 
 def _all_text(exc: BaseException) -> str:
-    """Everything an error and the errors behind it would show."""
+    """Everything an error and the errors behind it would show: their text, and the
+    fields an error tracker shows (the SDK's errors keep the request they sent, whose
+    URL holds a key an endpoint takes as ``?key=``)."""
     parts: list[str] = []
     current: BaseException | None = exc
     while current is not None:
-        parts += [str(current), repr(current.args), repr(getattr(current, "body", None))]
+        parts += [str(current), repr(current.args), repr(vars(current))]
         current = current.__cause__ or current.__context__
     return "\n".join(parts)
 

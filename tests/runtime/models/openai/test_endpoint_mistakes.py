@@ -119,6 +119,29 @@ async def test_a_refused_connection_says_why() -> None:
     assert str(port) in error.reason
 
 
+@pytest.mark.parametrize("refusal", ["a status", "no connection"])
+async def test_no_error_behind_a_models_error_keeps_a_key_in_its_url(
+    openai_server: OpenAIServer, refusal: str
+) -> None:
+    """The SDK's error behind a model's error keeps the request it sent, whose URL
+    holds a key given as ``?key=`` (an error tracker that shows an error's fields
+    shows it): such an error is not chained, whatever its text says."""
+    key = "AIzaSyChainedKey0123456789"
+    base_url = openai_server.base_url
+    if refusal == "no connection":
+        with socket.socket() as unused:
+            unused.bind(("127.0.0.1", 0))
+            base_url = f"http://127.0.0.1:{unused.getsockname()[1]}/v1"
+    else:
+        openai_server.enqueue(Raw(400, "bad request"))
+    error = await failed(OpenAIModel("gpt-test", base_url=f"{base_url}?key={key}", retry=ONCE))
+
+    behind: BaseException | None = error
+    while behind is not None:
+        assert key not in f"{behind!s} {behind.args!r} {vars(behind)!r}"
+        behind = behind.__cause__ or behind.__context__
+
+
 @pytest.mark.parametrize("api", ADAPTERS)
 async def test_a_key_given_as_a_query_parameter_is_a_secret(
     openai_server: OpenAIServer, api: str
