@@ -10,6 +10,7 @@ from pathlib import Path
 
 from honeycomb.store import RunStore
 from honeycomb.store.database import is_url
+from honeycomb.store.schema import refuse_foreign
 from runtime import ConfigError, StoreError
 from runtime.secrets import masked_with, url_secrets
 
@@ -55,11 +56,13 @@ def opened_store(where: Path | str, *, make: bool = False) -> RunStore:
     if make:
         asyncio.run(store.open())  # made, or refused, as a run makes or refuses it
         store.close()
-    elif path is not None and not path.exists():
-        raise StoreError(
-            "no run store: no run was kept there (--store FILE names another)",
-            path=str(path),
-        )
+    elif path is not None:
+        refuse_foreign(path)  # in a folder this user cannot enter: said, not a traceback
+        if not path.exists():
+            raise StoreError(
+                "no run store: no run was kept there (--store FILE names another)",
+                path=str(path),
+            )
     store.runs(1)  # read once: a file that is not a run store is refused now
     if path is None and not make and not store.read_now(lambda _: True, False):
         raise StoreError(  # a schema not made: a misspelt ?schema= reads as no runs

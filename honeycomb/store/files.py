@@ -12,11 +12,12 @@ no lock, and is read here.
 
 from __future__ import annotations
 
+import os
 import stat
 import struct
 from pathlib import Path
 
-__all__ = ["idle", "not_a_file", "sidecar", "wal_application_id"]
+__all__ = ["idle", "not_a_file", "sidecar", "unwritable", "wal_application_id"]
 
 _WAL_MAGIC = (0x377F0682, 0x377F0683)  # checksums of little-, big-endian words
 _WAL_HEADER = 32
@@ -30,20 +31,54 @@ _KINDS = ((stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISFIFO
 def not_a_file(path: Path) -> str | None:
     """Why ``path`` can hold no store's file (None: it is one, or can be made): it is a
     folder, a device, a pipe or a socket (SQLite writes nothing to ``/dev/null``, and
-    waits for ever on a pipe), or what would be its folder is a file."""
+    waits for ever on a pipe), what would be its folder is a file, or this user may
+    not look (a folder above it it cannot enter)."""
     try:
         mode = path.stat().st_mode
-    except OSError:  # missing: its folder, if it is one, is where it is made
-        above = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
-        if above is None or above.is_dir():
+    except (FileNotFoundError, NotADirectoryError):  # missing: made in its folder
+        above = _nearest(path)
+        if above is None or stat.S_ISDIR(above[1]):
             return None
-        return f"{above} is a file, not a folder: the run store cannot be made in it"
+        return f"{above[0]} is a file, not a folder: no run store can be in it"
+    except OSError as exc:
+        return f"cannot be looked at: {exc.strerror or exc}"
     if stat.S_ISDIR(mode):
         return "this is a folder, not a run store: name its file"
     if stat.S_ISREG(mode):
         return None
     kind = next((kind for test, kind in _KINDS if test(mode)), "a socket")
     return f"this is {kind}, not a file: a run store is kept in a file of its own"
+
+
+def unwritable(path: Path) -> str | None:
+    """Why this user cannot write the store at ``path``, as far as the file system
+    tells (None: nothing it tells): the file is read-only, or the folder it is (or is
+    to be) in is not writable, where SQLite writes the ``-wal`` and ``-shm``."""
+    above = _nearest(path)
+    if above is None:
+        return None
+    if above[0] == path and not os.access(path, os.W_OK):
+        return "the file is read-only for this user"
+    folder = path.parent if above[0] == path else above[0]
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return (
+            f"this user cannot write in the folder {folder}, where SQLite keeps the "
+            "store's -wal and -shm beside its file"
+        )
+    return None
+
+
+def _nearest(path: Path) -> tuple[Path, int] | None:
+    """``path``, or the nearest folder above it, that is there, with its mode (None:
+    none can be looked at)."""
+    for there in (path, *path.parents):
+        try:
+            return there, there.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return None
+    return None
 
 
 def sidecar(path: Path, suffix: str) -> Path:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from honeycomb.store.files import idle, not_a_file, sidecar, wal_application_id
+from honeycomb.store.files import idle, not_a_file, sidecar, unwritable, wal_application_id
 
 if TYPE_CHECKING:
     from honeycomb.store.database import Connection
@@ -343,7 +343,7 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
             _create(path)
         db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
     except (OSError, sqlite3.Error) as exc:
-        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+        raise _unusable(path, exc) from exc
     try:
         version = _checked(db, path)
         db.execute("PRAGMA journal_mode=WAL")
@@ -355,11 +355,19 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
             upgrade(db)
     except sqlite3.Error as exc:
         db.close()
-        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+        raise _unusable(path, exc) from exc
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _unusable(path: Path, exc: Exception) -> StoreError:
+    """A store SQLite cannot open or use, in its words, and why, if the file system
+    tells (a read-only file or folder: SQLite says only that it cannot)."""
+    why = unwritable(path)
+    said = f"cannot open the run store: {exc}" + (f" ({why})" if why else "")
+    return StoreError(said, path=str(path))
 
 
 def _create(path: Path) -> None:
@@ -405,9 +413,9 @@ def reader(path: Path, *, shared: bool) -> tuple[sqlite3.Connection, Unchanged |
     Raises:
         StoreError: as :func:`connect` does.
     """
+    refuse_foreign(path)
     if not path.exists():
         return None
-    refuse_foreign(path)
     seen = None if shared else idle(path)
     db = _read_only(path, immutable=seen is not None)
     try:
@@ -482,7 +490,7 @@ def _read_only(path: Path, *, immutable: bool) -> sqlite3.Connection:
             timeout=30.0,
         )
     except (OSError, sqlite3.Error) as exc:
-        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+        raise _unusable(path, exc) from exc
 
 
 def _checked(db: sqlite3.Connection, path: Path) -> int:
@@ -490,6 +498,8 @@ def _checked(db: sqlite3.Connection, path: Path) -> int:
     can use."""
     try:
         version = schema_of(db)
+    except sqlite3.OperationalError as exc:  # of the file (locked, read-only), not its rows
+        raise _unusable(path, exc) from exc
     except sqlite3.DatabaseError as exc:  # not an SQLite file at all
         version, why = None, f"{exc}"
     else:

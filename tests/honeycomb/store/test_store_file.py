@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import anyio
@@ -139,17 +140,13 @@ def test_a_device_a_pipe_or_a_path_through_a_file_is_refused_to_read_and_to_writ
     for where, why in [
         (pipe, f"this is a pipe, {own}"),
         (Path(os.devnull), f"this is a device, {own}"),
-        (under / "runs.db", f"{under} is a file, not a folder: the run store cannot be made in it"),
+        (under / "runs.db", f"{under} is a file, not a folder: no run store can be in it"),
     ]:
         said = subprocess.run(
             [sys.executable, "-c", OPENED, str(where)],
             capture_output=True, text=True, check=True, cwd=ROOT, timeout=60,
         )  # fmt: skip
-        lines = said.stdout.splitlines()
-        if where.name == "runs.db":  # nothing there to read: no store, no error
-            assert lines == [f"{where}: {why}"]
-        else:
-            assert lines == [f"{where}: {why}"] * 2
+        assert said.stdout.splitlines() == [f"{where}: {why}"] * 2
     assert main(["runs", "--store", os.devnull]) == 2
     assert "this is a device" in capsys.readouterr().err
     assert (tmp_path / "afile").read_text() == "notes\n"
@@ -183,6 +180,80 @@ def test_a_store_that_cannot_be_made_on_a_full_disk_says_why(tmp_path: Path) -> 
     assert "rollback" not in said.stdout
     assert said.stdout.rstrip().endswith(("disk I/O error", "database or disk is full"))
     assert not db.exists()
+
+
+AS_ANOTHER_USER = """
+import os, sys
+import anyio, anyio.to_thread
+from honeycomb.cli.main import main
+from honeycomb.errors import StoreError
+from honeycomb.store import RunStore
+if os.geteuid() == 0:  # root may write anything: the test is that of a user who may not
+    os.setgid(65534)
+    os.setuid(65534)
+for where in sys.argv[1:]:
+    for use in (lambda: RunStore(where).runs(), lambda: anyio.run(RunStore(where).open)):
+        try:
+            print(len(use() or ()))
+        except StoreError as exc:
+            print(exc)
+print(main(["runs", "--store", sys.argv[-1]]))
+"""
+"""What reading and then writing each store named in ``argv`` say, each a line, and
+``honeycomb runs`` of the last, as a user who is not root (root's own processes: as the
+user ``nobody``)."""
+
+
+def one_run(db: Path, folder: Path) -> Path:
+    """A store at ``db`` holding one finished run, closed (no -wal, no -shm)."""
+    executor = Setup(folder / "e", folder / "c").executor(db)
+    anyio.run(lambda: executor.run(TASK, subtasks=plan(1), run_id="r1"))
+    executor.store.close()  # type: ignore[union-attr]
+    return db
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_a_store_this_user_cannot_write_or_reach_says_so(tmp_path: Path) -> None:
+    # A store in a folder this user cannot write (SQLite keeps its -wal and -shm
+    # there) was refused as "not a Honeycomb run store ... give the run store a file of
+    # its own"; a new store there failed with "unable to open database file"; one in a
+    # folder this user cannot enter raised PermissionError, no StoreError, to read and
+    # to write.
+    base = Path(tempfile.mkdtemp(prefix="honeycomb-permissions-"))  # reached by any user
+    shut, closed = base / "shut", base / "closed"
+    stores = [
+        one_run(shut / "runs.db", tmp_path),
+        shut / "new.db",
+        one_run(closed / "runs.db", tmp_path),
+    ]
+    try:
+        base.chmod(0o755)
+        if os.geteuid() == 0:
+            os.chown(stores[0], 65534, 65534)  # the user's own file, in a folder not its own
+        shut.chmod(0o555)
+        closed.chmod(0o700 if os.geteuid() == 0 else 0o000)
+        said = subprocess.run(
+            [sys.executable, "-c", AS_ANOTHER_USER, *map(str, stores)],
+            capture_output=True, text=True, check=True, cwd=ROOT, timeout=60,
+        )  # fmt: skip
+    finally:
+        for folder in (shut, closed):
+            folder.chmod(0o755)
+        shutil.rmtree(base)
+    cannot = (
+        f"(this user cannot write in the folder {shut}, where SQLite keeps the store's -wal "
+        "and -shm beside its file)"
+    )
+    read, wrote, read_new, made, read_closed, wrote_closed, listed = said.stdout.splitlines()
+    assert read == "1"  # read as it is
+    assert wrote.startswith(f"{stores[0]}: cannot open the run store: ")
+    assert wrote.endswith(cannot)
+    assert read_new == "0"
+    assert made.startswith(f"{stores[1]}: cannot open the run store: ")
+    assert made.endswith(cannot)
+    denied = f"{stores[2]}: cannot be looked at: Permission denied"
+    assert read_closed == wrote_closed == denied
+    assert (listed, said.stderr) == ("2", denied + "\n")  # honeycomb runs: no traceback
 
 
 def test_a_store_url_honeycomb_does_not_know_is_refused_as_a_hive_refuses_it() -> None:
