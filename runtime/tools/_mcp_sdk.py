@@ -138,6 +138,12 @@ class Session:
                 self.server,
                 f"answered the call to {tool!r} with an invalid result: " + masked(str(exc)),
             ) from exc
+        except RuntimeError as exc:  # the SDK's checks of a result (its output schema)
+            raise McpServerError(
+                self.server,
+                f"answered the call to {tool!r} with a result that cannot be taken: "
+                + masked(_refused(exc)),
+            ) from exc
         text = masked(observation_text(result))  # as it arrives: no tool or model sees one
         if result.is_error:
             raise ModelRetry(
@@ -253,6 +259,17 @@ async def _end_session(
         return
     with suppress(httpx2.HTTPError, TimedOut), within(_END_S):
         await http.delete(url, headers=bound.session)
+
+
+def _refused(exc: RuntimeError) -> str:
+    """What was wrong with a result the SDK refused, in one line: where its structured
+    content breaks its tool's output schema, or the SDK's word."""
+    cause = exc.__cause__
+    if isinstance(cause, jsonschema.ValidationError):
+        where = "/".join(str(part) for part in cause.absolute_path)
+        at = f" at {where!r}" if where else ""
+        return f"its structured content breaks its tool's output schema ({cause.message}{at})"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _not_started(

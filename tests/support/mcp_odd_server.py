@@ -8,7 +8,9 @@ names a model calls by one (``.`` is not a character a model calls by). A call
 answers with the tool's name and its arguments. ``--refuse-list`` answers the
 handshake, then refuses to list its tools; ``--broken-schema`` lists a tool
 ``broken`` too, whose input schema is no JSON schema (its ``required`` is ``true``),
-which the SDK's client lets through as MCP has it since 2026.
+which the SDK's client lets through as MCP has it since 2026; ``--off-its-schema``
+lists a tool ``count`` too, whose output schema says a number where its answer has a
+text.
 """
 
 from __future__ import annotations
@@ -38,15 +40,27 @@ BROKEN = types.Tool(
 )
 
 
+COUNT = types.Tool(
+    name="count",
+    input_schema={"type": "object"},
+    output_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+    annotations=READ_ONLY,
+)
+
+
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     if "--refuse-list" in sys.argv:
         raise MCPError(code=-32000, message="the tool list is broken today")
-    return types.ListToolsResult(tools=[*TOOLS, BROKEN] if "--broken-schema" in sys.argv else TOOLS)
+    tools = [*TOOLS, *([BROKEN] if "--broken-schema" in sys.argv else [])]
+    return types.ListToolsResult(tools=tools + ([COUNT] if "--off-its-schema" in sys.argv else []))
 
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     said = f"{params.name} got {json.dumps(params.arguments)}"
-    return types.CallToolResult(content=[types.TextContent(type="text", text=said)])
+    counted = {"n": "many"} if params.name == "count" else None  # not the number it said
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=said)], structured_content=counted
+    )
 
 
 server = Server("honeycomb-odd", on_list_tools=list_tools, on_call_tool=call_tool)

@@ -1,7 +1,8 @@
 """MCP servers whose tool list is odd, as MCP allows it (``tests/support/mcp_odd_server.py``,
 written with the SDK's low-level server, run as a real subprocess): a tool whose input
-schema is ``{"type": "object"}`` alone, two tool names a model calls by one, and a
-server that answers the handshake but refuses its list."""
+schema is ``{"type": "object"}`` alone, two tool names a model calls by one, a server
+that answers the handshake but refuses its list, a tool whose input schema is no JSON
+schema, and one that answers against its own output schema."""
 
 from __future__ import annotations
 
@@ -11,8 +12,18 @@ import pytest
 
 from honeycomb import Executor, Role, Subtask
 from honeycomb.testing import FunctionModel
-from runtime import AssistantMessage, McpServer, McpServerError, ModelRequest, ToolMessage
+from runtime import (
+    AssistantMessage,
+    McpServer,
+    McpServerError,
+    ModelRequest,
+    ToolCall,
+    ToolMessage,
+    ToolRegistry,
+)
 from runtime.testing import call
+from runtime.tools.mcp import mcp_tools
+from tests.support.dispatching import layered
 from tests.support.mcp_servers import ROOT, child_pids, http_test_server, running
 
 pytestmark = pytest.mark.timeout(60)
@@ -89,6 +100,20 @@ async def test_a_tool_whose_schema_is_no_json_schema_fails_the_roles_taking_it_n
     assert str(result.subtasks["all"].error) == (
         f"ConfigError: role 'all': {why}; name the tools the role is to have one by one, "
         "without it (not odd:*)"
+    )
+
+
+async def test_an_answer_that_breaks_its_tools_output_schema_is_the_servers_error() -> None:
+    """The SDK refuses it (RuntimeError, its schema's error over lines): the model read
+    that the tool raised, not which server answered what."""
+    async with running(odd_server("--off-its-schema")) as run:
+        tools = mcp_tools(odd_server(), await run.listed("odd"))
+        dispatcher = layered(ToolRegistry(tools.values()))
+        (seen,) = await dispatcher.dispatch([ToolCall(id="c", name="count", arguments="{}")])
+    assert seen.content == (
+        "Error: MCP server 'odd' answered the call to 'count' with a result that cannot be "
+        "taken: its structured content breaks its tool's output schema ('many' is not of "
+        "type 'integer' at 'n')"
     )
 
 
