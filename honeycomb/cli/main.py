@@ -153,27 +153,31 @@ def _parser() -> Parser:
         metavar="S",
         help="offline model seconds per call (0 or more)",
     )
-    demo.add_argument(
+    example = demo.add_mutually_exclusive_group()  # each runs another example: one at most
+    example.add_argument(
         "--compact",
         action="store_true",
         help="run the logbook example instead: a long read whose context is kept within "
         "its budget by rolling summaries (compaction)",
     )
-    demo.add_argument(
+    example.add_argument(
         "--memory",
         action="store_true",
         help="the example with long-term memory (examples/trip/memory.yaml): a second run "
         "recalls what the first kept",
     )
-    demo.add_argument(
-        "--approve", action="store_true", help="the outbox tool asks for approval before it sends"
-    )
-    demo.add_argument(
+    example.add_argument(
         "--rounds",
         action="store_true",
         help="run the research example in rounds instead (examples/research/rounds.yaml): "
         "a lead reads what its researchers found and sends out more where a finding "
         "needs more",
+    )
+    demo.add_argument(
+        "--approve",
+        action="store_true",
+        help="the outbox tool asks for approval before it sends (the trip's, with or "
+        "without --memory)",
     )
     _run_options(demo)
     demo.set_defaults(handler=demo_command)

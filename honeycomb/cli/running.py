@@ -196,14 +196,18 @@ OUTBOX_TOOL = "send_to_outbox"
 """The demo hive's side effect, which ``honeycomb demo --approve`` asks about."""
 
 
-def _asking(hive: Hive, tool: str) -> None:
-    """The roles of ``hive`` that use ``tool`` ask for approval of it (too)."""
+def _asking(hive: Hive, tool: str) -> bool:
+    """The roles of ``hive`` that use ``tool`` ask for approval of it (too); False when
+    none uses it."""
+    used = False
     for name, role in hive.roles.items():
         own = role.approvals or Approvals()
         uses = any(ref == tool or ref.endswith(f":{tool}") for ref in role.tools)
+        used = used or uses
         if uses and tool not in own.tools:
             asking = own.model_copy(update={"tools": (*own.tools, tool)})
             hive.roles[name] = role.model_copy(update={"approvals": asking})
+    return used
 
 
 def run_command(args: argparse.Namespace) -> ExitStatus:
@@ -269,8 +273,14 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     except ConfigErrors as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
-    if getattr(args, "approve", False):
-        _asking(hive, OUTBOX_TOOL)
+    if getattr(args, "approve", False) and not _asking(hive, OUTBOX_TOOL):
+        print(
+            f"honeycomb demo: --approve asks before the trip's {OUTBOX_TOOL} sends, and this "
+            "example has no such tool: give it to the trip (honeycomb demo --approve, or "
+            "with --memory)",
+            file=sys.stderr,
+        )
+        return ExitStatus.UNUSABLE
     if task is None:  # no TASK given: the hive's own
         task = hive.spec.example_task
         if task is None or not task.strip():

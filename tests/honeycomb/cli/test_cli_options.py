@@ -281,6 +281,49 @@ def test_an_endpoint_from_the_environment_alone_needs_no_model(
     assert "[offline simulation]" in capsys.readouterr().out
 
 
+# --- demo: one example at a time -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--compact", "--rounds"], ["--memory", "--compact"], ["--rounds", "--memory"]],
+    ids=" ".join,
+)
+def test_the_demo_runs_one_example_and_refuses_two(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    # Each option runs another example "instead": given two, the demo ran the first
+    # it looked at and said nothing of the other.
+    monkeypatch.chdir(tmp_path)
+    err = refused(capsys, ["demo", *argv])
+    assert f"argument {argv[1]}: not allowed with argument {argv[0]}" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("example", ["--compact", "--rounds"])
+def test_approve_with_an_example_that_has_no_outbox_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    example: str,
+) -> None:
+    # --approve asked about the trip's outbox tool, which the logbook and the research
+    # examples lack: their runs went on with nothing to approve, and said nothing.
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--approve", example, "--no-store"]) == ExitStatus.UNUSABLE
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "honeycomb demo: --approve asks before the trip's send_to_outbox sends, and this "
+        "example has no such tool: give it to the trip (honeycomb demo --approve, or "
+        "with --memory)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- init: a folder it cannot make ----------------------------------------------------
 
 
