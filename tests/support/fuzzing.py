@@ -33,16 +33,18 @@ json_values = st.recursive(
 
 
 class Client:
-    """One model (``gpt-test``, no retries) and one event loop for a whole module:
-    making an ``openai`` client costs about 0.1s (its SSL context), too much to make one
-    per example."""
+    """One model (``gpt-test``, no retries, no rate limiter) and one event loop for a
+    whole module: making an ``openai`` client costs about 0.1s (its SSL context), too
+    much to make one per example. (A limiter would hold the call after each 429 half a
+    second, as it holds every caller of a model an endpoint slows down.)"""
 
     def __init__(
         self, server: OpenAIServer, model: type[OpenAIModel] | type[OpenAIResponsesModel]
     ) -> None:
         self.server = server
         self.runner = asyncio.Runner()
-        self.model = model("gpt-test", base_url=server.base_url, retry=RetryPolicy(attempts=1))
+        once = RetryPolicy(attempts=1)
+        self.model = model("gpt-test", base_url=server.base_url, retry=once, max_concurrency=None)
 
     def outcome(self, behaviour: Raw) -> ModelResponse | ModelError:
         """What ``complete`` makes of one answer: a response, or the ModelError it
