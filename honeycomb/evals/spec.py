@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -53,6 +53,9 @@ class Texts(BaseModel):
     a list (all of it), or ``{any: [...]}`` / ``{all: [...]}``."""
 
     model_config = _STRICT
+    # What a mistake's message says it takes besides its mapping (``contains: 240``,
+    # a number, is one: read as a number, 0240 would be 160).
+    shorthand: ClassVar[str] = "a text (a number in quotes: '240'), or a list of texts"
 
     all: tuple[str, ...] = ()
     any: tuple[str, ...] = ()
@@ -79,6 +82,7 @@ class Count(BaseModel):
     """How many times: ``at_least`` and/or ``at_most`` (a bare number: exactly)."""
 
     model_config = _STRICT
+    shorthand: ClassVar[str] = "a number (exactly so many)"
 
     at_least: int | None = Field(default=None, ge=0)
     at_most: int | None = Field(default=None, ge=0)
@@ -106,6 +110,7 @@ class Amount(BaseModel):
     (a bare number: at most)."""
 
     model_config = _STRICT
+    shorthand: ClassVar[str] = "a number (at most so much)"
 
     at_most: float | None = Field(default=None, ge=0)
     at_least: float | None = Field(default=None, ge=0)
@@ -127,6 +132,8 @@ class Amount(BaseModel):
 class Latency(Amount):
     """A bound on a run's time in seconds: its wall time, or its critical path
     (``of: critical_path``: what no schedule could beat)."""
+
+    shorthand: ClassVar[str] = "a number of seconds (at most so long)"
 
     of: Literal["wall", "critical_path"] = "wall"
 

@@ -421,6 +421,37 @@ def test_a_task_that_is_empty_once_its_vars_are_put_in_is_a_mistake(tmp_path: Pa
     ]
 
 
+def test_a_check_of_a_number_or_a_word_says_what_it_takes_besides_a_mapping(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - id: a
+            task: What do 2 nights at 120 euros cost?
+            assert:
+              - contains: 240
+              - latency: fast
+              - side_effects: many
+              - cost: cheap
+        """,
+    )
+    file = str(path)
+    # Not only "should be a mapping of all, any": a number, written so, is none of it.
+    assert _errors(path) == [
+        f"{file}:5:9: cases[0].assert[0].contains: should be a mapping of all, any, or a text "
+        "(a number in quotes: '240'), or a list of texts (got 240)",
+        f"{file}:6:9: cases[0].assert[1].latency: should be a mapping of at_least, at_most, "
+        "of, or a number of seconds (at most so long) (got 'fast')",
+        f"{file}:7:9: cases[0].assert[2].side_effects: should be a mapping of at_least, "
+        "at_most, or a number (exactly so many) (got 'many')",
+        f"{file}:8:9: cases[0].assert[3].cost: should be a mapping of at_least, at_most, or a "
+        "number (at most so much) (got 'cheap')",
+    ]
+
+
 def test_a_misspelt_status_is_refused_with_what_it_may_be(tmp_path: Path) -> None:
     path = write(
         tmp_path,
