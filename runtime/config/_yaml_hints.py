@@ -17,7 +17,7 @@ import yaml
 
 from runtime.errors import did_you_mean
 
-__all__ = ["odd_space", "plain_words", "typed"]
+__all__ = ["odd_space", "pattern_words", "plain_words", "typed"]
 
 _QUOTES = "put the whole value in quotes"
 _LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")  # YAML's, as PyYAML counts lines
@@ -244,7 +244,41 @@ def typed(
     if kind in ("literal_error", "enum") and isinstance(given, str):
         choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         return "", did_you_mean(given, choices)
+    if kind == "string_pattern_mismatch":
+        return pattern_words(str(ctx.get("pattern", ""))), ""
     return "", ""
+
+
+_PATTERN = re.compile(r"\^\[(\^?)((?:\\.|[^\]])+)\](\+|\{(\d+),(\d+)\})\$")
+r"""A pattern of one character class, repeated: ``^[A-Za-z0-9_-]{1,64}$``, ``^[^\s/]+$``."""
+_CLASS_PART = re.compile(r"\\[ws]|[A-Za-z0-9]-[A-Za-z0-9]|\\?.")
+_CLASS_WORDS = {
+    "\\w": ("letters", "digits", "'_'"),
+    "\\s": ("spaces",),
+    "A-Z": ("letters",),
+    "a-z": ("letters",),
+    "0-9": ("digits",),
+}
+
+
+def pattern_words(pattern: str) -> str:
+    """What a text matching ``pattern`` (a regular expression, which a newcomer may not
+    read) holds, in words, when the pattern is one character class repeated; empty
+    otherwise (pydantic's words are kept)."""
+    found = _PATTERN.fullmatch(pattern)
+    if found is None:
+        return ""
+    negated, chars, _, least, most = found.groups()
+    words: dict[str, None] = {}  # in order, once each
+    for part in _CLASS_PART.findall(chars):
+        words.update(dict.fromkeys(_CLASS_WORDS.get(part, (repr(part.lstrip("\\")),))))
+    listed = list(words)
+    said = ", ".join(listed[:-1]) + f" or {listed[-1]}" if len(listed) > 1 else listed[0]
+    if negated:
+        return f"should hold no {said}"
+    if least is None:
+        return f"should hold only {said}"
+    return f"should be {least} to {most} characters: {said}"
 
 
 def _as_mapping(given: Any, fields: bool) -> str:

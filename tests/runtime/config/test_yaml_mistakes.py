@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from runtime import ConfigError, parse_yaml
 
@@ -116,6 +116,9 @@ class Root(BaseModel):
     roles: dict[str, Any] = {}
     failure: Literal["fail_fast", "best_effort"] = "fail_fast"
     endpoint: Endpoint | None = None
+    name: str = Field(default="w", pattern=r"^[A-Za-z0-9_-]{1,64}$")  # a role's
+    namespace: str = Field(default="n", pattern=r"^[\w.:/@-]+$")  # a memory's
+    case: str = Field(default="c", pattern=r"^[^\s/]+$")  # an eval case's id
 
 
 def told(text: str) -> str:
@@ -174,6 +177,18 @@ def told(text: str) -> str:
             "h.yaml:1:12: endpoint.temperature: unknown field 'temperature' (a parameter goes "
             "under settings: {temperature: ...}); allowed: model, retry, settings",
         ),
+        # A pattern is said in words, not as the regular expression it is.
+        (
+            "name: my worker\n",
+            "h.yaml:1:1: name: should be 1 to 64 characters: letters, digits, '_' or '-' "
+            "(got 'my worker')",
+        ),
+        (
+            "namespace: my notes\n",
+            "h.yaml:1:1: namespace: should hold only letters, digits, '_', '.', ':', '/', '@' "
+            "or '-' (got 'my notes')",
+        ),
+        ("case: a/b\n", "h.yaml:1:1: case: should hold no spaces or '/' (got 'a/b')"),
     ],
 )
 def test_a_value_of_the_wrong_shape_says_what_to_write_instead(text: str, said: str) -> None:
