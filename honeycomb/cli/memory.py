@@ -69,7 +69,10 @@ def demo_with_memory(
     on stderr says that the next one will recall what this one kept."""
     if getattr(args, "record", None) or getattr(args, "replay", None):
         return execute(hive, task, args)  # on a memory of its own: it keeps nothing here
-    memory = load_hive(hive).memory()
+    try:
+        memory = load_hive(hive).memory()
+    except HoneycombError:  # the run says what is wrong with the hive or its memory
+        return execute(hive, task, args)
     assert isinstance(memory, SQLiteMemory), f"{hive} declares a memory file"
     empty = True
     if memory.path.exists():

@@ -23,6 +23,7 @@ from honeycomb.run.conversation import sessions_within, shown_the_conversation
 from honeycomb.run.policy import FailurePolicy, Policy, priced_by_models, quorum_problem
 from runtime import ConfigError, Limits, YamlDocument, did_you_mean
 from runtime.config.yaml_config import YamlPath, YamlPlace
+from runtime.errors import MemoryFeatureMissing
 from runtime.models.layers.cost_cap import unpriced_called, unpriced_problem
 from runtime.models.openai.request import Api, settings_problems
 from workers import Role
@@ -65,7 +66,8 @@ def _check_references(
     errors: list[ConfigError],
 ) -> None:
     # The roles' own model references are checked with their fields (check_role).
-    if not models:
+    # (A models: written as no mapping has its own error, which says what to write.)
+    if not models and isinstance(doc.data.get("models", {}), Mapping):
         errors.append(doc.error(("models",), "the hive defines no models (add 'default: offline')"))
     if spec.default_model is not None and spec.default_model not in models:
         errors.append(
@@ -219,7 +221,8 @@ def _check_memory(
     places: Mapping[str, YamlPlace],
     errors: list[ConfigError],
 ) -> None:
-    """Roles that use a memory the hive does not declare; embeddings without sqlite-vec."""
+    """Roles that use a memory the hive does not declare; a memory this Python's SQLite
+    cannot keep: embeddings without sqlite-vec, or one it cannot load; no FTS5."""
     if "memory" in doc.data:
         embeddings = spec.memory.embeddings if spec.memory is not None else None
         if embeddings is not None and importlib.util.find_spec("sqlite_vec") is None:
@@ -230,6 +233,11 @@ def _check_memory(
                     "'honeycomb-agents[memory]' (or remove embeddings: to search by words)",
                 )
             )
+        elif spec.memory is not None:
+            lacking = _sqlite_lacks(vectors=embeddings is not None)
+            if lacking is not None:
+                field = ("memory", "embeddings") if lacking.feature == "sqlite-vec" else ("memory",)
+                errors.append(doc.error(field, str(lacking).removeprefix(f"{lacking.path}: ")))
         return
     for name, role in roles.items():
         if role.memory is not None:
@@ -238,6 +246,18 @@ def _check_memory(
                 "top-level 'memory: {path: memory.db}'"
             )
             errors.append(role_error(doc, places, name, ("memory",), message))
+
+
+def _sqlite_lacks(*, vectors: bool) -> MemoryFeatureMissing | None:
+    """What a memory needs that this Python's SQLite lacks (FTS5; with ``vectors``, one
+    that loads sqlite-vec), as a memory made now would say it; None: nothing."""
+    from runtime.memory.db import driver  # sqlite3 loads with a hive that has a memory
+
+    try:
+        driver(Path("memory.db"), vectors=vectors)
+    except MemoryFeatureMissing as exc:
+        return exc
+    return None
 
 
 def _check_local_models(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> None:

@@ -61,6 +61,9 @@ class SQLiteMemory:
 
     Raises:
         ValueError: for a ``max_chars`` or ``timeout_s`` that is not positive.
+        MemoryFeatureMissing: when this Python's SQLite lacks FTS5, or, with
+            ``embeddings``, sqlite-vec is not installed or cannot be loaded: as it is
+            made, not as each worker's recall fails on it.
     """
 
     def __init__(
@@ -81,7 +84,8 @@ class SQLiteMemory:
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._idle: list[Any] = []  # connections not in use
-        self._driver: ModuleType | None = None  # chosen with the first connection
+        # Which SQLite, chosen now: what is missing is said before anything uses it.
+        self._driver: ModuleType = db.driver(self.path, vectors=embeddings is not None)
         self._checked = False  # the first connection checked (or made) the file
         self._adds: dict[str, tuple[anyio.Lock, int]] = {}  # memory id: its lock, its adds
 
@@ -278,7 +282,6 @@ class SQLiteMemory:
         check = anyio.from_thread.check_cancelled
         connection = self._take(until, check)
         module = self._driver
-        assert module is not None
         try:
             return busy_retry(
                 lambda: work(connection), errors=module.OperationalError, until=until, check=check
@@ -310,8 +313,6 @@ class SQLiteMemory:
             if self._idle:
                 return self._idle.pop()
             vectors = self.embeddings is not None
-            if self._driver is None:
-                self._driver = db.driver(self.path, vectors=vectors)
             first = not self._checked
             connection = db.open_connection(
                 self._driver, self.path, vectors=vectors, until=until, check=check, first=first

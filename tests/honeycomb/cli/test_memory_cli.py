@@ -212,6 +212,17 @@ def test_demo_with_memory_recalls_in_its_second_run_what_its_first_kept(
         assert not rest[:1].isalnum(), f"cut inside a word: {shown!r}"
 
 
+def test_demo_with_memory_on_an_sqlite_without_fts5_says_so_not_a_traceback(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(db, "_has_fts5", lambda module: False)
+    assert main(["demo", "--memory", "--plain", "--latency", "0", "--no-store"]) == 2
+    err = capsys.readouterr().err
+    assert "memory.yaml:" in err  # the hive file, its line
+    assert "memory search needs SQLite's FTS5 full-text search" in err
+    assert not (fast_demo.parent / ".honeycomb" / "memory.db").exists()
+
+
 def test_demo_with_memory_recorded_replays_and_keeps_nothing_in_the_memory_file(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

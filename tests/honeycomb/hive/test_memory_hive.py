@@ -14,6 +14,7 @@ from honeycomb import ConfigErrors, Executor, ModelRequest, Policy, Role, RoleMe
 from honeycomb.errors import MemoryStoreError
 from honeycomb.hive import DEFAULT_MEMORY, load_hive
 from honeycomb.testing import FunctionModel
+from runtime.memory import db
 from tests.support.hives import hive
 
 
@@ -181,6 +182,28 @@ def test_embeddings_without_sqlite_vec_say_what_to_install(
     assert "pip install 'honeycomb-agents[memory]'" in str(error)
     assert error.line == 5  # embeddings:
     assert "sk-secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("lacking", "line", "said"),
+    [
+        ("_has_fts5", 2, "memory: memory search needs SQLite's FTS5"),
+        ("_loads_extensions", 5, "memory.embeddings: semantic search loads sqlite-vec"),
+    ],
+)
+def test_a_memory_this_sqlite_cannot_keep_is_named_at_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lacking: str, line: int, said: str
+) -> None:
+    """An SQLite without FTS5, or one that cannot load sqlite-vec (pyenv's builds): the
+    hive does not load, naming the line, rather than each worker's recall failing."""
+    pytest.importorskip("sqlite_vec")
+    monkeypatch.setattr(db, lacking, lambda module: False)
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(hive(tmp_path, HIVE))
+    [error] = caught.value.errors
+    assert error.line == line
+    assert said in str(error)
+    assert "pip install 'honeycomb-agents[memory]'" in str(error)
 
 
 async def test_a_hive_memory_file_that_is_not_one_is_refused_at_first_use(

@@ -228,17 +228,19 @@ def test_no_fts5_names_what_to_install(tmp_path: Path, monkeypatch: pytest.Monke
     assert "pip install 'honeycomb-agents[memory]'" in str(caught.value)
     assert "FTS5" in str(caught.value)
     with pytest.raises(MemoryFeatureMissing, match="FTS5 full-text search"):
-        asyncio.run(SQLiteMemory(tmp_path / "m.db").add("x"))
+        SQLiteMemory(tmp_path / "m.db")  # as it is made, not as a worker first uses it
     assert not (tmp_path / "m.db").exists()  # refused before the file was made
 
 
-def test_no_sqlite_vec_names_what_to_install(tmp_path: Path) -> None:
-    # In a process of its own, where sqlite_vec cannot be imported.
+def test_no_sqlite_vec_names_what_to_install_as_the_memory_is_made(tmp_path: Path) -> None:
+    # In a process of its own, where sqlite_vec cannot be imported. Made, the memory
+    # raises: given to an Executor, its workers' recalls would each fail on it, and the
+    # run go on as if nothing were remembered.
     code = (
-        "import asyncio, sys; sys.modules['sqlite_vec'] = None\n"
+        "import sys; sys.modules['sqlite_vec'] = None\n"
         "from runtime import MemoryFeatureMissing, OpenAIEmbeddings, SQLiteMemory\n"
-        f"memory = SQLiteMemory({str(tmp_path / 'm.db')!r}, embeddings=OpenAIEmbeddings('e'))\n"
-        "try:\n    asyncio.run(memory.add('x'))\n"
+        "try:\n"
+        f"    SQLiteMemory({str(tmp_path / 'm.db')!r}, embeddings=OpenAIEmbeddings('e'))\n"
         "except MemoryFeatureMissing as exc:\n    print(exc.feature, '|', exc)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
