@@ -20,6 +20,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from honeycomb.cli.stores import DEFAULT_STORE
 from honeycomb.evals import Attempt, EvalReport
 from honeycomb.evals.compare import Comparison, dollars_delta, over, run_over
 from honeycomb.trace.format import printable
@@ -122,7 +123,7 @@ def print_report(out: TextIO, report: EvalReport, store: Path | str | None) -> N
         # A run that raised before it started has no id, and no trace to show.
         failed = [a.run_id for c in report.cases for a in c.attempts if a.run_id and not a.passed]
         words = ["honeycomb", "trace", failed[0]] if failed else []
-        if words and Path(store).name != "runs.db":
+        if words and Path(store) != DEFAULT_STORE:  # where trace looks with no --store
             words += ["--store", str(store)]
         example = f" (a failing run: {shlex.join(words)}; " if words else " ("
         console.print(

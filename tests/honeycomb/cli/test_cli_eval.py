@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -91,6 +92,20 @@ def test_a_failing_case_exits_4_naming_its_check_and_reason(
     (verdict,) = oslo["attempts"][0]["verdicts"]
     assert verdict["check"] == "contains 'Bergen'"
     assert verdict["reason"].startswith("the answer lacks 'Bergen': ")
+
+
+@pytest.mark.parametrize("store", [".honeycomb/runs.db", "elsewhere/runs.db"])
+def test_the_command_that_shows_a_failing_run_finds_it_in_its_store(
+    folder: Path, capsys: pytest.CaptureFixture[str], store: str
+) -> None:
+    write(folder, "evals.yaml", CASES.replace("icontains: OSLO", "contains: Bergen"))
+    code, out, _ = _eval(capsys, "--store", store)
+    assert code == ExitStatus.CASES_FAILED
+    shown = re.search(r"a failing run: (honeycomb trace .*?);", " ".join(out.split()))
+    assert shown is not None, out
+    # The command as printed, pasted: it finds the run, a store named runs.db or not.
+    assert main(shlex.split(shown[1])[1:]) == ExitStatus.OK
+    assert "oslo" in capsys.readouterr().out.lower()
 
 
 def test_a_bad_cases_file_exits_2_with_every_error_at_its_line(
