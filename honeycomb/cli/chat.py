@@ -33,7 +33,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.running import DEFAULT_STORE, hive_store, missing_keys, model_of, store_of
 from honeycomb.cli.sessions import new_session_note, print_turn, short
-from honeycomb.cli.view import JsonView, LiveView, View, live, summary
+from honeycomb.cli.view import JsonView, LiveView, View, found, live, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.backend import BackendSpec
@@ -273,6 +273,7 @@ class Chat:
                 result = await answer([view.handle, recall_failed])
         except HoneycombError as exc:
             out.write(f"\n{type(exc).__name__}: {exc}\n")
+            self._stopped(exc, out)
             self._not_recalled(unrecalled, out)
             return
         if result is None:
@@ -295,6 +296,17 @@ class Chat:
             out.write(f"\n{said}\n")
         out.write("\n" + workers_table(result) + "\n")
         self._not_recalled(unrecalled, out)
+
+    def _stopped(self, exc: HoneycombError, out: TextIO) -> None:
+        """What a turn that ended without an answer (over its budget, failed, its answer
+        refused) had found and spent, from its error's partial result, as ``honeycomb
+        run`` prints it: what it spent counts in ``/cost`` too."""
+        partial: RunResult | None = getattr(exc, "partial", None)
+        if partial is None:
+            return
+        self.results.append(partial)
+        if self.shown != "json":  # its run.finished line holds it all
+            out.write("\n".join(found(partial)) + "\n" + workers_table(partial) + "\n")
 
     def _not_recalled(self, events: Sequence[MemoryRecalled], out: TextIO) -> None:
         """Say why the memory could not be searched (a file that is not a memory file,

@@ -210,3 +210,19 @@ def test_a_session_id_no_store_keeps_exits_2_in_one_line(
     assert "is 600 bytes long (UTF-8): an id is at most 512; pass a shorter one" in err
     assert len(err.strip().splitlines()) == 1  # no traceback
     assert "you>" not in out
+
+
+def test_a_turn_over_its_budget_shows_what_it_found_and_spent(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It printed the error alone, and /cost counted none of its tokens, where `honeycomb
+    # run` prints what the run found and spent before it stopped.
+    hive.write_text(CHATTY + "policy:\n  budgets: {model_calls: 2}\n")  # no aggregator call
+    assert chat(monkeypatch, hive, ["Find the weather in Rome.", "/cost"], "--no-store") == 0
+    out = capsys.readouterr().out
+    stopped = out[out.index("BudgetExceeded: budget exceeded: model_calls used 2 of 2") :]
+    assert "Found before it stopped:\n## s1 (researcher)\n[offline simulation]" in stopped
+    assert "\n  s1               researcher       ok  " in stopped
+    assert "\n  calls                2 model, 0 tool\n" in stopped
+    assert "over_budget Find the weather in Rome." in stopped  # /cost
+    assert " 0 tokens in this chat" not in stopped
