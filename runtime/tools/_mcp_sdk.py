@@ -136,7 +136,8 @@ class Session:
         except pydantic.ValidationError as exc:
             raise McpServerError(
                 self.server,
-                f"answered the call to {tool!r} with an invalid result: " + masked(str(exc)),
+                f"answered the call to {tool!r} with a result that is not as MCP has it: "
+                + masked(_invalid(exc)),
             ) from exc
         except RuntimeError as exc:  # the SDK's checks of a result (its output schema)
             raise McpServerError(
@@ -432,7 +433,25 @@ def _reason(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError):
         return exc.message
+    if isinstance(exc, pydantic.ValidationError):  # an answer MCP does not allow
+        return f"its answer is not as MCP has it: {_invalid(exc)}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _invalid(exc: pydantic.ValidationError) -> str:
+    """Where an answer breaks MCP, in one line: ``its tool 2's inputSchema.type: Input
+    should be 'object'`` (a tool by its place in the list: its name may be what is
+    wrong)."""
+    said = []
+    for error in exc.errors(include_url=False)[:3]:
+        loc = [str(part) for part in error["loc"]]
+        if loc[:1] == ["tools"] and len(loc) > 1 and loc[1].isdigit():
+            where = f"its tool {int(loc[1]) + 1}" + (f"'s {'.'.join(loc[2:])}" if loc[2:] else "")
+        else:
+            where = ".".join(loc) or "it"
+        said.append(f"{where}: {error['msg']}")
+    more = exc.error_count() - len(said)
+    return "; ".join(said) + (f" (and {more} more)" if more > 0 else "")
 
 
 def _size(base64: str) -> str:

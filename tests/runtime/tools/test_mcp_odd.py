@@ -6,7 +6,9 @@ schema, and one that answers against its own output schema."""
 
 from __future__ import annotations
 
+import json
 import sys
+from typing import Any
 
 import pytest
 
@@ -114,6 +116,46 @@ async def test_an_answer_that_breaks_its_tools_output_schema_is_the_servers_erro
         "Error: MCP server 'odd' answered the call to 'count' with a result that cannot be "
         "taken: its structured content breaks its tool's output schema ('many' is not of "
         "type 'integer' at 'n')"
+    )
+
+
+def raw_server(*tools: dict[str, Any]) -> McpServer:
+    return McpServer(
+        name="raw",
+        command=sys.executable,
+        args=("-m", "tests.support.mcp_raw_server", json.dumps(tools)),
+        env={"PYTHONPATH": str(ROOT)},
+    )
+
+
+GARBLED = {"name": "garbled", "inputSchema": {"type": "object"}}
+
+
+async def test_a_list_mcp_does_not_allow_says_where_in_one_line_and_leaves_nothing() -> None:
+    """The SDK refuses the whole list (it said so over lines, with a link, and named
+    the tool by its index from 0: 'ValidationError: 1 validation error for
+    ListToolsResult tools.1.inputSchema.type ...')."""
+    before = child_pids()
+    with pytest.raises(McpServerError) as raised:
+        async with running(
+            raw_server(GARBLED, {"name": "s", "inputSchema": {"type": "string"}})
+        ) as run:
+            await run.listed("raw")
+    assert str(raised.value) == (
+        "MCP server 'raw' could not be started: its answer is not as MCP has it: its tool "
+        "2's inputSchema.type: Input should be 'object'"
+    )
+    assert child_pids() - before == set()
+
+
+async def test_a_result_mcp_does_not_allow_is_the_servers_error_in_one_line() -> None:
+    async with running(raw_server(GARBLED)) as run:
+        tools = mcp_tools(raw_server(GARBLED), await run.listed("raw"))
+        dispatcher = layered(ToolRegistry(tools.values()))
+        (seen,) = await dispatcher.dispatch([ToolCall(id="c", name="garbled", arguments="{}")])
+    assert seen.content == (
+        "Error: MCP server 'raw' answered the call to 'garbled' with a result that is not as "
+        "MCP has it: content: Input should be a valid list"
     )
 
 
