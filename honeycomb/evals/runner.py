@@ -377,8 +377,9 @@ class _Session:
 
     async def _deny_undecided(self, run_id: str, *, cut_off: bool = False) -> None:
         """Deny the calls run ``run_id`` left waiting for a person (nobody decides for
-        an eval: approved later, one would resume the run into its side effect). A
-        store that fails as a run is ``cut_off`` does not stop the cancellation.
+        an eval: approved later, one would resume the run into its side effect), to
+        the end even when the eval is cancelled meanwhile. A store that fails as a run
+        is ``cut_off`` does not stop the cancellation.
 
         Raises:
             StoreError: when the store cannot be read or written (not ``cut_off``).
@@ -387,7 +388,7 @@ class _Session:
         if store is None or not run_id:
             return
         if not cut_off:
-            await deny_undecided(store, run_id)
+            await shielded(deny_undecided(store, run_id))
             return
         with contextlib.suppress(StoreError):
             await shielded(deny_undecided(store, run_id))

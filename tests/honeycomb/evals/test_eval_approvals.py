@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from honeycomb import Executor, Role, ToolMessage, tool
-from honeycomb.evals import Case, evaluate, junit
+from honeycomb.evals import Case, evaluate, junit, runner
 from honeycomb.evals.html import report_page
-from honeycomb.evals.undecided import DECIDED_BY, REASON
+from honeycomb.evals.undecided import DECIDED_BY, REASON, deny_undecided
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, call
 from runtime import ModelRequest
@@ -129,3 +129,29 @@ async def test_a_case_left_waiting_says_so_first_and_names_the_call_that_waits(
     (failure,) = ET.fromstring(junit(report).encode()).iter("failure")
     assert failure.attrib["message"] == said
     assert html.escape(said) in report_page(report)  # the page, as serve shows it
+
+
+async def test_an_eval_cancelled_as_it_denies_a_runs_waiting_calls_denies_them_still(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = RunStore(tmp_path / "runs.db")
+    denying, go_on = asyncio.Event(), asyncio.Event()
+
+    async def slow_deny(kept: RunStore, run_id: str) -> int:
+        denying.set()  # the run ended waiting: Ctrl-C comes now
+        await go_on.wait()
+        return await deny_undecided(kept, run_id)
+
+    monkeypatch.setattr(runner, "deny_undecided", slow_deny)
+    executor = _payer(store, [], planner=lambda task: [("payer", task)])
+    async with executor:
+        eval_task = asyncio.create_task(evaluate(executor, [Case(id="pay", task="Pay bob.")]))
+        await asyncio.wait_for(denying.wait(), 30)
+        eval_task.cancel()  # its wait for go_on is cancelled, whatever comes after
+        go_on.set()
+        with pytest.raises(asyncio.CancelledError):
+            await eval_task
+        (run,) = store.runs()
+        (entry,) = await store.approvals_of(run.run_id)
+    assert entry.decision is not None  # not left for a person to approve after the eval
+    assert entry.decided_by == DECIDED_BY
