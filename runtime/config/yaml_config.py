@@ -157,7 +157,10 @@ class YamlDocument(Value, frozen=True, kw_only=True):
                 what = "a secret" if is_secret(where, self.secrets) else "it holds a secret"
                 message += f" (got {kind_of(err['input'])}; {what}, not shown)"
             else:
-                shown = self.hide(repr(err["input"]))  # before it is cut: no part of a secret
+                # Hidden before it is cut: no part of a secret. A key written with nothing
+                # after it is None, a word the file does not hold.
+                given = err["input"]
+                shown = "no value" if given is None else self.hide(repr(given))
                 message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
             message += tail
         elif err["type"] == "value_error":

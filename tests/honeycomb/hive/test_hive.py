@@ -147,6 +147,16 @@ def test_an_evals_cases_file_given_for_a_hive_is_told_so(
     assert out[2].startswith("myhive/hive.yaml: OK")
 
 
+@pytest.mark.parametrize("written", ["models:\n", "models: offline\n"])
+def test_models_written_as_no_mapping_is_one_error(tmp_path: Path, written: str) -> None:
+    # It was two at one place: what to write, and "the hive defines no models".
+    path = hive(tmp_path, written + "roles:\n  planner: {description: Plans.}\n")
+    given = "no value" if written == "models:\n" else "'offline'"
+    assert one_error(path) == (
+        f"{path}:1:1: models: should be a mapping (got {given}): write 'key: value' lines under it"
+    )
+
+
 def test_duplicate_key(tmp_path: Path) -> None:
     path = hive(tmp_path, GOOD + "roles:\n  x: {}\n")
     assert one_error(path).startswith(f"{path}:21:1: roles: key 'roles' appears twice")

@@ -189,6 +189,11 @@ def told(text: str) -> str:
             "or '-' (got 'my notes')",
         ),
         ("case: a/b\n", "h.yaml:1:1: case: should hold no spaces or '/' (got 'a/b')"),
+        # A key with nothing after it has no value, not Python's None.
+        (
+            "description:\n",
+            "h.yaml:1:1: description: Input should be a valid string (got no value)",
+        ),
     ],
 )
 def test_a_value_of_the_wrong_shape_says_what_to_write_instead(text: str, said: str) -> None:
