@@ -14,7 +14,9 @@ first, with the start and end times they were recorded with. A run reaches the t
 provider's processors only when it ends; a process that dies mid-run exports nothing
 of it (the run store, if any, still has its spans). The run span is the root of the
 run's trace, or the child of the span that was current when the run started (a web
-request's span, say).
+request's span, say). Each life of a resumed run is a trace of its own (the SDK picks
+its trace id): its run span links to the run span of the life before, which the
+exporter keeps for the run once it exported it.
 
 How Honeycomb spans map to the conventions (which are still in development status):
 
@@ -82,6 +84,8 @@ class OpenTelemetryExporter:
         self._tracer = trace.get_tracer("honeycomb", tracer_provider=tracer_provider)
         self._workflow = workflow
         self._runs: dict[str, tuple[SpanRecorder, otel_context.Context]] = {}
+        # The run span of each run's last life exported, which its next life links to.
+        self._lives: dict[str, trace.SpanContext] = {}
 
     def __call__(self, event: Event) -> None:
         run_id = event.run_id
@@ -117,7 +121,8 @@ class OpenTelemetryExporter:
         """Emit finished spans of one run, such as a run store's, parents first.
 
         Each span without a parent among ``spans`` starts a tree of its own (each life
-        of a resumed run, read back from a store, is one).
+        of a resumed run, read back from a store, is one). The run span of a life links
+        to that of the run's life before it, exported here or by this exporter before.
 
         Args:
             spans: The run's spans, in any order.
@@ -135,23 +140,53 @@ class OpenTelemetryExporter:
         opened: list[tuple[trace.Span, Span]] = []
         while stack:  # depth first, so a parent always starts before its children
             span, context = stack.pop()
-            started = self._start(span, run_id, context)
+            life = bool(run_id) and span.kind == "run"  # a life's (a sub-run has none)
+            started = self._start(span, run_id, context, self._lives.get(run_id) if life else None)
+            if life:
+                self._lived(run_id, started.get_span_context())
             opened.append((started, span))
             inner = trace.set_span_in_context(started, context)
             stack.extend((child, inner) for child in reversed(children.get(span.span_id, [])))
         for started, span in reversed(opened):  # children end before their parents
             started.end(end_time=_ns(span.end))
 
-    def _start(self, span: Span, run_id: str, context: otel_context.Context) -> trace.Span:
+    def _start(
+        self,
+        span: Span,
+        run_id: str,
+        context: otel_context.Context,
+        earlier: trace.SpanContext | None = None,
+    ) -> trace.Span:
+        """``span`` started in ``context``; linked to ``earlier``, the run span of its
+        run's life before, if given."""
         name, kind, attributes = _describe(span, self._workflow)
         attributes.update(_honeycomb_attributes(span, run_id))
+        links = [trace.Link(earlier, {"honeycomb.link": "earlier life"})] if earlier else []
         started = self._tracer.start_span(
-            name, context=context, kind=kind, attributes=attributes, start_time=_ns(span.start)
+            name,
+            context=context,
+            kind=kind,
+            attributes=attributes,
+            links=links,
+            start_time=_ns(span.start),
         )
         if span.status in FAILURES:
             started.set_attribute("error.type", span.status)
             started.set_status(trace.StatusCode.ERROR, span.error or span.status)
         return started
+
+    def _lived(self, run_id: str, run_span: trace.SpanContext) -> None:
+        """Keep ``run_span`` as run ``run_id``'s last life's, the runs exported longest
+        ago forgotten past :data:`LIVES_KEPT`."""
+        self._lives.pop(run_id, None)
+        self._lives[run_id] = run_span
+        if len(self._lives) > LIVES_KEPT:
+            del self._lives[next(iter(self._lives))]
+
+
+LIVES_KEPT = 10_000
+"""Runs whose last life an exporter keeps, to link a life resumed later to it (a
+service's exporter sees runs without end; one resumed after 10,000 others has no link)."""
 
 
 def _describe(span: Span, workflow: str) -> tuple[str, trace.SpanKind, Attributes]:

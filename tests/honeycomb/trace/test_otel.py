@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,8 +17,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from honeycomb import Executor, Policy, Role, RunFailed, tool
-from honeycomb.testing import ScriptedModel
+from honeycomb import (
+    Approvals,
+    AssistantMessage,
+    Executor,
+    ModelRequest,
+    Policy,
+    Role,
+    RunFailed,
+    tool,
+)
+from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.trace.otel import OpenTelemetryExporter
 from honeycomb.trace.spans import Span
 from runtime import Model, ModelHTTPError
@@ -25,6 +35,12 @@ from runtime.testing import call
 
 ROLES = [Role(name="researcher", tools=("lookup",)), Role(name="aggregator")]
 WRITERS = [Role(name="writer")]
+
+
+@tool(side_effects=True)
+async def pay(to: str) -> str:
+    """Pay someone."""
+    return f"paid {to}"
 
 
 @tool
@@ -230,6 +246,50 @@ async def test_concurrent_runs_are_separate_traces(
         assert span.context is not None
         traces.setdefault(span.context.trace_id, set()).add(attr(span, "honeycomb.run_id"))
     assert sorted(traces.values(), key=str) == [{"a"}, {"b"}]
+
+
+async def test_a_resumed_runs_later_life_links_to_the_earlier_one(
+    exported: tuple[TracerProvider, InMemorySpanExporter], tmp_path: Path
+) -> None:
+    """Each life of a run is a trace of its own (it is exported as it ends); the run
+    span of a later life links to the earlier life's, whether exported as it ran or
+    read back from the store."""
+    provider, memory = exported
+    exporter = OpenTelemetryExporter(tracer_provider=provider)
+
+    def answer(request: ModelRequest) -> str | AssistantMessage:
+        return "done" if request.messages[-1].role == "tool" else call("pay", {"to": "ann"})
+
+    payer = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    executor = Executor(
+        [payer], FunctionModel(answer), tools=[pay], store=tmp_path / "runs.db", on_event=[exporter]
+    )
+    assert (await executor.run("t", subtasks=[("payer", "pay")], run_id="r1")).status == "waiting"
+    (pending,) = await executor.pending("r1")
+    await executor.decide("r1", pending.call_id, approve=True)
+    assert (await executor.resume("r1")).status == "ok"
+
+    def lives() -> list[ReadableSpan]:
+        found = sorted(named(memory.get_finished_spans(), "invoke_workflow honeycomb"),
+                       key=lambda s: s.start_time or 0)  # fmt: skip
+        assert all(not s.links for s in memory.get_finished_spans() if s not in found)
+        return found
+
+    first, second = lives()
+    assert first.context is not None
+    assert second.context is not None
+    assert first.context.trace_id != second.context.trace_id  # a trace a life
+    assert not first.links
+    (link,) = second.links
+    assert link.context == first.context
+    assert link.attributes == {"honeycomb.link": "earlier life"}
+
+    memory.clear()  # read back from the store, by an exporter that saw neither life
+    assert executor.store is not None
+    OpenTelemetryExporter(tracer_provider=provider).export(executor.store.spans("r1"), run_id="r1")
+    first, second = lives()
+    assert not first.links
+    assert [link.context for link in second.links] == [first.context]
 
 
 def test_export_keeps_recorded_times_and_links(
