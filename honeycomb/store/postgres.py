@@ -25,7 +25,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from honeycomb.store.database import Connection, Rows
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
@@ -82,13 +82,22 @@ def split_url(url: str) -> tuple[str, str, str]:
     # ``+`` or ``%20`` would not be the one libpq reads.
     params = [(pair, unquote(pair.partition("=")[0])) for pair in parts.query.split("&") if pair]
     schema = url_schema(url)
-    libpq = urlunsplit(parts._replace(query="&".join(p for p, name in params if name != "schema")))
+    libpq = _joined(parts, parts.netloc, "&".join(p for p, name in params if name != "schema"))
     shown_query = "&".join(p for p, name in params if name not in PASSWORD_PARAMETERS)
     host = parts.netloc.rsplit("@", 1)[-1]
     user = parts.username
-    shown_netloc = f"{user}@{host}" if user else host
-    shown = urlunsplit(parts._replace(netloc=shown_netloc, query=shown_query))
+    shown = _joined(parts, f"{user}@{host}" if user else host, shown_query)
     return libpq, schema, shown
+
+
+def _joined(parts: SplitResult, netloc: str, query: str) -> str:
+    """The URL of ``parts`` with ``netloc`` and ``query``, its ``//`` kept when
+    ``netloc`` is empty (``postgresql:///db?host=/run/postgresql``, a Unix socket's),
+    which ``urlunsplit`` drops for a scheme it does not know."""
+    joined = f"{parts.scheme}://{netloc}{parts.path}"
+    return (
+        joined + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    )
 
 
 @functools.lru_cache(maxsize=512)

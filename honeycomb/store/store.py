@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
@@ -52,6 +53,7 @@ from honeycomb.store.sqlite import SQLiteDatabase
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import ConfigError, StoreError
+from runtime.config.stores import url_schema
 from runtime.tools.approvals import ApprovalEntry
 
 __all__ = [
@@ -138,7 +140,10 @@ class RunStore:
     @property
     def name(self) -> str:
         """A short name of the store: its file's, or its database's and schema's."""
-        return self.path.name if self.path is not None else self._database.where.rsplit("/", 1)[-1]
+        if self.path is not None:
+            return self.path.name
+        database = urlsplit(self.where).path.rsplit("/", 1)[-1]  # its query may hold a "/"
+        return f"{database}?schema={url_schema(self.where)}"
 
     # --- writing ------------------------------------------------------------------------
 

@@ -164,6 +164,33 @@ def test_the_command_line_never_prints_the_password(
     assert "hidden" not in resume
 
 
+def test_a_url_without_a_host_before_its_path_connects_and_is_shown_as_given(
+    postgres: PostgresServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # libpq's way to a Unix socket, postgresql:///DB?host=/socket/folder, lost its "//"
+    # on the way to libpq ("invalid connection option"), and in every URL shown (the
+    # "kept in" line, the resume command): such a store could not be used at all.
+    name = f"socket_{uuid.uuid4().hex[:8]}"
+    url = (
+        f"postgresql:///postgres?host={postgres.folder}&port={postgres.port}&user=postgres"
+        f"&schema={name}"
+    )
+    assert split_url(url) == (url.rsplit("&", 1)[0], name, url)
+    store = RunStore(url)
+    assert (store.where, store.name) == (url, f"postgres?schema={name}")
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(
+        "models: {default: offline}\nroles:\n  planner: {description: Plans.}\n"
+        "  helper: {description: Answers questions.}\n"
+    )
+    assert main(["run", str(hive), "a task", "--plain", "--store", url, "--run-id", "r1"]) == 0
+    assert main(["runs", "--store", url]) == 0
+    shown = capsys.readouterr()
+    assert f"run r1 · kept in {url} (honeycomb resume r1 --store {shlex.quote(url)}" in shown.err
+    assert f"1 run in {url}, newest first" in shown.out
+    assert [run.run_id for run in store.runs()] == ["r1"]
+
+
 def test_a_password_in_the_urls_query_is_a_secret_and_never_shown(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
