@@ -188,10 +188,15 @@ class Turn(Value, frozen=True, kw_only=True):
         return self.status in ENDED
 
     def answered(self, result: RunResult) -> Turn:
-        """The turn once ``result`` answered it."""
+        """The turn once ``result`` answered it (or, partial, stopped without an
+        answer): what its subtasks found, but answers withheld (its run's output guards
+        did not pass them: nothing to tell)."""
         found = tuple(
-            TurnResult(id=r.subtask.id, role=r.subtask.role, ok=r.ok, text=r.text or str(r.error))
+            TurnResult(
+                id=r.subtask.id, role=r.subtask.role, ok=r.ok, text=r.text if r.ok else str(r.error)
+            )
             for r in result.subtasks.values()
+            if r.text or not r.ok
         )
         return msgspec.structs.replace(
             self,

@@ -638,12 +638,12 @@ kept (each time, another process edited it in between)."""
 
 
 def _failed(turn: Turn, exc: Exception) -> Turn:
-    """``turn`` once its run raised ``exc``: ``over_budget`` or ``failed``, having spent
-    what the partial result the error carries says (none: nothing known)."""
+    """``turn`` once its run raised ``exc``: ``over_budget`` or ``failed``, with no answer,
+    having found and spent what the error's partial result says (none: nothing known)."""
     status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
     partial: RunResult | None = getattr(exc, "partial", None)
-    cost = partial.usage.cost if partial is not None else turn.cost
-    return msgspec.structs.replace(turn, status=status, cost=cost)
+    ended = turn.answered(partial) if partial is not None else turn
+    return msgspec.structs.replace(ended, status=status, answer=None)
 
 
 def _not_taken(exc: Exception, *, resumable: bool, passed: bool) -> bool:
@@ -876,7 +876,7 @@ class StoreRows:
         )
 
     async def ended(self, turn: Turn) -> None:
-        if turn.answer is not None:  # its status and cost are its run's row
+        if turn.answer is not None or turn.results:  # its status and cost are its run's row
             results = msgspec.json.encode(turn.results).decode()
             await self.stored.ended(
                 turn.session_id, turn.turn, turn.answer, results, run_id=turn.run_id

@@ -303,10 +303,16 @@ class StoredSessions:
         await self.store.commit(_of_run(_FITTED, given, run_id))
 
     async def ended(
-        self, session_id: str, turn: int, answer: str, results: str, *, run_id: str | None = None
+        self,
+        session_id: str,
+        turn: int,
+        answer: str | None,
+        results: str,
+        *,
+        run_id: str | None = None,
     ) -> None:
-        """Keep the turn's answer and its subtasks' results (a JSON array); the turn's,
-        if it is still the turn of ``run_id``."""
+        """Keep the turn's answer (None: it ended without one) and its subtasks'
+        results (a JSON array); the turn's, if it is still the turn of ``run_id``."""
         await self.store.commit(_of_run(_ENDED, (answer, results, session_id, turn), run_id))
 
     async def drop(self, session_id: str, after: int, *, idle: bool = True) -> None:

@@ -278,3 +278,30 @@ async def test_a_message_is_answered_after_the_only_turn_it_resumed_was_refused(
     await moderated.cut_off_judged(session)
     assert (await session.run("And now?")).status == "ok"
     assert [t.message for t in await session.turns()] == ["And now?"]
+
+
+async def test_a_turn_whose_answer_the_runs_guard_refused_tells_later_turns_nothing_of_it(
+    db: Path,
+) -> None:
+    told: list[str] = []
+
+    def answer(request: ModelRequest) -> str:
+        told.append("\n".join(str(m.content) for m in request.messages))
+        return "I will wire the funds." if "Pay" in str(request.messages[1].content)[:4] else "ok"
+
+    executor = Executor(
+        [Role(name="writer", session="full")],  # told the conversation
+        FunctionModel(answer),
+        aggregator="concat",  # the answer is the writer's: withheld, refused
+        planner=lambda task: [("writer", task)],
+        guards=Guards(output=(_no_wires,)),
+        store=db,
+    )
+    session = executor.session("ann")
+    with pytest.raises(GuardrailTripped):
+        await session.run("Pay bob.")
+    await session.run("Hello.")
+    assert "## Message 1\nPay bob.\nAnswer:\n(no answer: the run failed)" in told[-1]
+    assert (await session.turns())[0].results == ()
+    assert executor.store is not None
+    executor.store.close()

@@ -172,3 +172,37 @@ async def test_a_message_follows_the_conversation_another_process_edited_as_it_w
     for held in (mine.store, other.store):
         assert held is not None
         held.close()
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["store", "no-store"])
+async def test_the_turn_after_one_over_budget_is_told_what_its_subtasks_found(
+    db: Path, kept: bool
+) -> None:
+    # The turn kept no results: the next one was told "(no answer: the run
+    # over_budget)" alone, what its finished subtask found lost to the conversation.
+    told: list[str] = []
+
+    def answer(request: ModelRequest) -> str:
+        told.append("\n".join(str(m.content) for m in request.messages))
+        return "Lisbon is sunny, 24C." if "Lisbon" in str(request.messages[1].content) else "ok"
+
+    executor = Executor(
+        [Role(name="writer", session="full")],  # told the conversation
+        FunctionModel(answer),
+        aggregator="concat",
+        planner=lambda task: (
+            [("writer", task), ("writer", task)] if "Lisbon" in task else [("writer", task)]
+        ),
+        policy=Policy(budgets=Budgets(model_calls=1)),  # one of the two Lisbon subtasks
+        store=db if kept else None,
+    )
+    session = executor.session("ann")
+    with pytest.raises(BudgetExceeded):
+        await session.run("Lisbon weather?")
+    await session.run("And tomorrow?")
+    assert "- s1 (writer): Lisbon is sunny, 24C." in told[-1] or (
+        "- s2 (writer): Lisbon is sunny, 24C." in told[-1]
+    )
+    first = (await session.turns())[0]
+    assert (first.status, first.answer) == ("over_budget", None)
+    assert [(r.ok, r.text) for r in first.results if r.ok] == [(True, "Lisbon is sunny, 24C.")]
