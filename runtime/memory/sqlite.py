@@ -344,15 +344,20 @@ def _kept_as(text: str) -> str:
 
 
 def _record(row: Row) -> MemoryRecord:
-    return MemoryRecord(
-        id=row[0],
-        namespace=row[1],
-        text=row[2],
-        kind=row[3],
-        run_id=row[4],
-        role=row[5],
-        worker=row[6],
-        created_at=row[7],
+    """A memory as it is given back: its secrets masked, as they are when it is kept
+    (one kept before this process knew a secret, by another process or an earlier
+    Honeycomb, is recalled masked all the same)."""
+    return masked(
+        MemoryRecord(
+            id=row[0],
+            namespace=row[1],
+            text=row[2],
+            kind=row[3],
+            run_id=row[4],
+            role=row[5],
+            worker=row[6],
+            created_at=row[7],
+        )
     )
 
 

@@ -125,3 +125,25 @@ async def test_a_secret_never_reaches_the_file_or_the_embeddings_endpoint(
 def holding(folder: Path, text: str) -> list[str]:
     """The files of ``folder`` (the memory file, its WAL) whose bytes hold ``text``."""
     return [f.name for f in folder.iterdir() if text.encode() in f.read_bytes()]
+
+
+async def test_a_memory_kept_before_its_secret_was_known_is_given_back_masked(
+    tmp_path: Path,
+) -> None:
+    """Kept by a process that did not know the secret (another one, an earlier
+    Honeycomb, an add before the key was configured), a memory is masked as it is
+    read: a worker's recall would put it in its model's context, ``honeycomb memory``
+    on a screen."""
+    secret = "pw-deploy-0123456789abcdef"
+    memory = SQLiteMemory(tmp_path / "memory.db")
+    kept = await memory.add(f"the deploy key is {secret}", namespace="ops", role=secret)
+    assert secret in kept.text  # not a secret yet
+    add_secret(secret, "deploy key")
+    [hit] = await memory.search("deploy key", namespace="ops")
+    [listed] = await memory.list("ops")
+    found = await memory.get(kept.id)
+    for record in (hit.record, listed, found):
+        assert record is not None
+        assert record.text == "the deploy key is [deploy key hidden]"
+        assert record.role == "[deploy key hidden]"
+        assert record.id == kept.id
