@@ -41,6 +41,33 @@ def test_the_example_runs(tmp_path: Path) -> None:
     assert "speedup" in done.stdout
 
 
+def _shape(timeline: str) -> tuple[list[str], list[str]]:
+    """A timeline's row names, and the names of its footer's lines, in their order."""
+    rows = re.findall(r"^[★ ] (\S+) .* \d+\.\d+s \w+$", timeline, flags=re.M)
+    footer = timeline.split("\n\n", 1)[1].splitlines()
+    names = [re.split(r"\s{2,}", line)[0] for line in footer if not line.startswith(("█", "★"))]
+    return rows, names  # (not the legend, which a narrow terminal draws on two lines)
+
+
+def test_the_readme_draws_the_timeline_honeycomb_trace_draws(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its rows were named as the workers once were (meteorologist-1), not as the
+    demo's trace names them (s1), and half its footer was missing."""
+    from honeycomb.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
+    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
+    assert main(["demo", "--latency", "0", "--plain", "--run-id", "readme"]) == 0
+    capsys.readouterr()
+    assert main(["trace", "readme"]) == 0
+    drawn = capsys.readouterr().out
+    shown = next(block for block in blocks("text") if block.startswith("run "))
+    assert _shape(shown) == _shape(drawn)
+    assert _shape(shown)[0] == ["plan", "s1", "s2", "s3", "s4", "aggregate"]
+
+
 def test_the_readme_says_how_to_activate_the_environment_before_it_says_honeycomb() -> None:
     """The setup runs ``.venv/bin/honeycomb``; what follows says ``honeycomb``, which a
     shell finds only with the environment active."""
