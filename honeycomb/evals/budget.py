@@ -115,6 +115,9 @@ class Starts:
         self._most: Usage | None = None  # the most one run spent, in each count
         self._running = 0
         self._ended = asyncio.Event()  # set as a run ends, then made anew
+        # Runs start in the order they were asked for: a case taken later (by a worker
+        # whose run just ended) never starts before one that waits for room.
+        self._turns = asyncio.Lock()
 
     def spent(self, usage: Usage) -> None:
         """A run (its judges included) spent ``usage``."""
@@ -128,8 +131,14 @@ class Starts:
         )
 
     async def start(self) -> bool:
-        """Whether a run may start, once it may: False when none may any more (then
-        :attr:`stopped` says why)."""
+        """Whether a run may start, once it may (and the runs asked for before it
+        started): False when none may any more (then :attr:`stopped` says why)."""
+        if self.budget is None:
+            return True
+        async with self._turns:
+            return await self._may_start()
+
+    async def _may_start(self) -> bool:
         while self.stopped is None:
             budget = self.budget
             if budget is None:

@@ -484,6 +484,23 @@ async def test_an_evals_budget_starts_no_run_it_cannot_cover_however_many_may_ru
     )
 
 
+async def test_an_evals_budget_starts_its_runs_in_the_order_of_the_cases() -> None:
+    price = Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)  # a dollar a token
+    executor = Executor(
+        [Role(name="writer")],
+        PricedModel(FunctionModel(lambda request: "hello"), price),
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+    )
+    cases = [Case(id=f"c{n}", task="Say hello.") for n in range(8)]
+    one = (await evaluate(executor, cases[:1])).cost
+    cut = await evaluate(executor, cases, concurrency=4, budget=EvalBudget(cost=one * 3.5))
+    # The worker whose first run ended takes the fifth case: it waits behind the cases
+    # that waited for room before it, and the cases left unrun are the last ones.
+    assert [c.id for c in cut.cases] == ["c0", "c1", "c2"]
+    assert cut.not_run == ("c3", "c4", "c5", "c6", "c7")
+
+
 async def test_an_evals_budget_in_dollars_with_no_priced_model_is_refused() -> None:
     executor = Executor(
         [Role(name="writer")],
