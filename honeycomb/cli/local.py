@@ -103,8 +103,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         type=integer(CONTEXT_STEP, 1 << 20),
         default=None,
         metavar="TOKENS",
-        help=f"tokens of one call of --model local, its prompt and its answer together (a "
-        f"multiple of 256; default {CONTEXT})",
+        help=f"tokens of one call of --model, its prompt and its answer together: of "
+        f"local (a multiple of 256; default {CONTEXT}), or of an endpoint's model as its "
+        "server gives it (default: not said)",
     )
     parser.add_argument(
         "--gguf",
@@ -124,12 +125,11 @@ def local_model(args: argparse.Namespace, hive: Hive) -> Model:
 
     Raises:
         ConfigError: when xllamacpp is not installed, there is no GGUF file to run,
-            ``--base-url`` is given too, ``--gguf`` or ``--context`` with another model,
-            or a ``--context`` llama.cpp would round up.
+            ``--base-url`` is given too, ``--gguf`` with another model, or a
+            ``--context`` llama.cpp would round up.
     """
     if args.model != LOCAL:
-        given = "--gguf" if args.gguf is not None else "--context"
-        raise ConfigError(f"{given} is for --model local, not --model {args.model}")
+        raise ConfigError(f"--gguf is for --model local, not --model {args.model}")
     if args.base_url_given:
         raise ConfigError(
             "--model local runs llama.cpp in this process: --base-url is for a model "

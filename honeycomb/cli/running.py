@@ -368,15 +368,17 @@ def _for_no_model(args: argparse.Namespace) -> tuple[str, str] | None:
 def _named_model(args: argparse.Namespace, hive: Hive) -> Model | None:
     if args.model is None:
         return None
-    local = (getattr(args, name, None) is not None for name in ("gguf", "context"))
-    if args.model == LOCAL or any(local):
+    context = getattr(args, "context", None)
+    if args.model == LOCAL or getattr(args, "gguf", None) is not None:
         return local_model(args, hive)
     if args.model == "offline":
+        if context is not None:
+            raise ConfigError("--context is for --model local or an endpoint's model, not offline")
         latency = getattr(args, "latency", None)
         return OfflineModel(latency=latency) if latency is not None else OfflineModel()
     from runtime.models.openai.chat import OpenAIModel  # openai loads only when it is used
 
-    return OpenAIModel(args.model, base_url=args.base_url)
+    return OpenAIModel(args.model, base_url=args.base_url, context_tokens=context)
 
 
 def missing_keys(hive: Hive, model: Model | None, args: argparse.Namespace) -> list[ConfigError]:

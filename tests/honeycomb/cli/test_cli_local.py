@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from honeycomb.cli.local import ANSWER_TOKENS, short_answers
-from honeycomb.cli.main import main
+from honeycomb.cli.main import _parser, main
+from honeycomb.cli.running import model_of
 from honeycomb.hive import Hive, load_hive
+from runtime.model import context_of
 
 
 @pytest.fixture
@@ -187,4 +189,18 @@ def test_the_context_of_the_local_model_is_given_by_context(
         "--context: context (1000) must be a multiple of 256 tokens"
     )
     assert main(["run", "hive.yaml", "t", "--model", "offline", "--context", "8192"]) == 2
-    assert "--context is for --model local, not --model offline" in capsys.readouterr().err
+    said = "--context is for --model local or an endpoint's model, not offline"
+    assert said in capsys.readouterr().err
+
+
+def test_the_context_of_an_endpoints_model_is_given_by_context(tmp_path: Path) -> None:
+    """``--context`` of an endpoint's model (``--model NAME``) is its server's, which
+    what the run hands the model is fitted to; without it, the model says none."""
+    hive = tmp_path / "hive.yaml"
+    hive.write_text("models: {default: offline}\nroles: {planner: {}, w: {}}\n")
+    endpoint = ["--model", "llama3.1", "--base-url", "http://127.0.0.1:9/v1"]
+    for given, said in [(["--context", "8192"], 8192), ([], None)]:
+        args = _parser().parse_args(["run", str(hive), "t", *endpoint, *given])
+        model = model_of(args, load_hive(hive))
+        assert model is not None
+        assert context_of(model) == said
