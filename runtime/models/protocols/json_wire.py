@@ -31,6 +31,7 @@ import contextlib
 import copy
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -159,27 +160,44 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
 def _hoisted(schema: dict[str, Any], prefix: str, defs: dict[str, Any]) -> dict[str, Any]:
     """``schema`` to be embedded in another: its own definitions (``$defs``,
     ``definitions``) moved into ``defs`` under ``prefix``, its references to them
-    rewritten, so that two tools' definitions of one name do not meet."""
+    rewritten, so that two tools' definitions of one name do not meet. Its other
+    references within itself (``#/properties/a``, as zod-to-json-schema writes a part
+    used twice; ``#``, a recursive one) point at a copy of it in ``defs``
+    (``prefix-schema``): where it is embedded is not the root they name."""
     found = copy.deepcopy(schema)
     own: dict[str, Any] = {**found.pop("definitions", {}), **found.pop("$defs", {})}
     renamed = {name: f"{prefix}.{name}" for name in own}
+    whole = f"{prefix}-schema"
+    rooted: list[str] = []  # the references to its root, as found
+
+    def moved(ref: str) -> str:
+        for root in ("#/$defs/", "#/definitions/"):
+            if ref.startswith(root):
+                name, slash, rest = ref[len(root) :].partition("/")
+                if name in renamed:
+                    return f"#/$defs/{renamed[name]}{slash}{rest}"
+        if ref != "#" and not ref.startswith("#/"):
+            return ref  # another document's
+        rooted.append(ref)
+        return f"#/$defs/{whole}{ref[1:]}"
+
     for name, body in own.items():
-        defs[renamed[name]] = _rewritten(body, renamed)
-    result: dict[str, Any] = _rewritten(found, renamed)
+        defs[renamed[name]] = _rewritten(body, moved)
+    result: dict[str, Any] = _rewritten(found, moved)
+    if rooted:
+        defs[whole] = copy.deepcopy(result)
     return result
 
 
-def _rewritten(node: Any, renamed: dict[str, str]) -> Any:
+def _rewritten(node: Any, moved: Callable[[str], str]) -> Any:
     if isinstance(node, list):
-        return [_rewritten(v, renamed) for v in node]
+        return [_rewritten(v, moved) for v in node]
     if not isinstance(node, dict):
         return node
-    out = {k: _rewritten(v, renamed) for k, v in node.items()}
+    out = {k: _rewritten(v, moved) for k, v in node.items()}
     ref = out.get("$ref")
     if isinstance(ref, str):
-        for root in ("#/$defs/", "#/definitions/"):
-            if ref.startswith(root) and ref[len(root) :] in renamed:
-                out["$ref"] = f"#/$defs/{renamed[ref[len(root) :]]}"
+        out["$ref"] = moved(ref)
     return out
 
 

@@ -109,6 +109,44 @@ def test_tools_with_definitions_of_one_name_keep_their_own() -> None:
     assert not valid(schema, {"tool": "order", "arguments": {"item": {"nom": "tea"}, "count": 2}})
 
 
+def test_a_tools_references_to_parts_of_itself_hold_where_it_is_embedded() -> None:
+    """``#/properties/...`` (as zod-to-json-schema writes a part used twice, in many MCP
+    servers' schemas) and ``#`` named the turn's schema, where the tool's is not the
+    root: the references led nowhere, and llama.cpp refused the turn ('cannot resolve
+    $ref #/properties/to')."""
+    person = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    mail = ToolSchema(
+        name="mail",
+        parameters={
+            "type": "object",
+            "properties": {"to": person, "cc": {"$ref": "#/properties/to"}},
+            "required": ["to"],
+        },
+    )
+    tree = ToolSchema(
+        name="tree",
+        parameters={
+            "type": "object",
+            "properties": {
+                "leaf": {"type": "string"},
+                "kids": {"type": "array", "items": {"$ref": "#"}},
+            },
+        },
+    )
+    # The call object the root (one tool, required), or one of several.
+    for tools, choice in [((mail,), "required"), ((mail, tree, CLOCK), "auto")]:
+        request = ModelRequest(
+            messages=ASK, tools=tools, tool_choice=choice, parallel_tool_calls=False
+        )
+        schema = turn_schema(request)
+        ann = {"name": "Ann"}
+        assert valid(schema, {"tool": "mail", "arguments": {"to": ann, "cc": ann}})
+        assert not valid(schema, {"tool": "mail", "arguments": {"to": ann, "cc": {"nom": "x"}}})
+    kids = {"leaf": "a", "kids": [{"leaf": "b", "kids": []}]}
+    assert valid(schema, {"tool": "tree", "arguments": kids})
+    assert not valid(schema, {"tool": "tree", "arguments": {"kids": [{"leaf": 3}]}})
+
+
 class Verdict(BaseModel):
     city: str
     warm: bool
