@@ -126,14 +126,14 @@ class Crew:
                 and registered.model_copy(update={"instructions": role.instructions}) == role
             )
             own = self._setups.get((role.name, None)) if retold else None
-            if own is None:
+            # No output type given: the role's own (its output_schema), as of() takes it.
+            typed = own if own is None or output_type is None else own.retyped(output_type)
+            if typed is None:
                 found = WorkerSetup.of(role, None, output_type, memory)
             elif key[0] == role.name:
-                found = own.retyped(output_type)
+                found = typed
             else:
-                found = msgspec.structs.replace(
-                    own.retyped(output_type), role=role, system_prompt=role.system_prompt
-                )
+                found = msgspec.structs.replace(typed, role=role, system_prompt=role.system_prompt)
             self._setups[key] = found
         return found
 
