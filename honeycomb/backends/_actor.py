@@ -57,7 +57,7 @@ class Hive:
         self._setups: dict[str, WorkerSetup] = {}
         self._models: dict[str, Model] = {}
         self._outboxes: dict[str, Outbox] = {}
-        self._workers: dict[str, tuple[Link, asyncio.Task[None], CutAtDriver | None]] = {}
+        self._workers: dict[str, tuple[Link, asyncio.Task[None], CutAtDriver]] = {}
         started = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -114,9 +114,10 @@ class Hive:
     async def deliver(self, channel: str, messages: list[Message]) -> None:
         """A driver's messages, in order: ``("start", key, spec)`` runs a worker,
         ``("answer", key, answers)`` answers its requests, ``("cancel", key, used)``
-        cancels it and its tool calls (``used``: the seconds its run had used as its
-        wall time cut it off, else None), ``("retrying", key, number, status, error, wait_s)``
-        tells it that the model call its request ``number`` made there is retried."""
+        cancels it and its tool calls (``used``: the seconds used as its run's wall
+        time, or its own time limit, cut it off, else None), ``("retrying", key,
+        number, status, error, wait_s)`` tells it that the model call its request
+        ``number`` made there is retried."""
         await self._there(self._deliver(channel, messages))
 
     async def _deliver(self, channel: str, messages: list[Message]) -> None:
@@ -124,9 +125,8 @@ class Hive:
         for kind, key, *payload in messages:
             if kind == "start":
                 link = Link(key, outbox)
-                # Its run's wall-time cut, which falls at the driver (None: none).
-                has_wall = payload[0].services.wall_left_s is not None
-                cut = CutAtDriver(link) if has_wall else None
+                # Its run's wall-time cut and its own time limit's, which fall there.
+                cut = CutAtDriver(link)
                 task = asyncio.ensure_future(self._work(link, payload[0], cut))
                 task.add_done_callback(functools.partial(self._ended, key, link))
                 self._workers[key] = (link, task, cut)
@@ -138,8 +138,8 @@ class Hive:
                 for number, ok, value in payload[0]:
                     found[0].answer(number, ok, value)
             elif kind == "cancel":
-                if payload and payload[0] is not None and found[2] is not None:
-                    found[2].fell(payload[0])  # cut off by its run's wall time
+                if payload and payload[0] is not None:  # cut off by its (run's) time
+                    found[2].fell(payload[0])
                 found[1].cancel()
             elif kind == "retrying":  # a call it asked the driver for is retried there
                 found[0].retrying(*payload)
@@ -152,7 +152,7 @@ class Hive:
     async def _take(self, channel: str, wait_s: float) -> list[tuple[str, Message]]:
         return await self._outboxes.setdefault(channel, Outbox()).take(wait_s)
 
-    async def _work(self, link: Link, spec: WorkerSpec, cut: CutAtDriver | None) -> None:
+    async def _work(self, link: Link, spec: WorkerSpec, cut: CutAtDriver) -> None:
         here.set(link)  # in this worker's task (and the tasks it starts) only
         run_cut.set(cut)
         left = spec.services.wall_left_s

@@ -42,9 +42,8 @@ from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import CassetteError
 from runtime.events import current_call
 from runtime.limits import CallInFlight, Limits, Slots
-from runtime.limits.cut import run_cut
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
-from runtime.models.cassette_cuts import once_taken
+from runtime.models.cassette_cuts import cutting, once_taken
 from runtime.models.cassettes import Cassette, CassetteWriter, Recorded
 from runtime.models.layers.budget import spending, spent_by
 from runtime.models.layers.cassette import current_case
@@ -85,6 +84,8 @@ class Driver:
         self._text = Deltas(self.services.tracer)
         self._calls: dict[int, CallInFlight] = {}  # its model calls under way, when told
         self._ended_calls: list[Callable[[], None]] = []  # run as its next call ends
+        # Its calls' starts and ends are told under a wall time (call_started).
+        self._calls_told = self.services.budget.limits.wall_time_s is not None
         self.pinned = PinnedCalls(worker.setup.tools, worker.setup.policy.max_output_chars)
         self.told = told  # its calls' approval events, across its lives
         limited = self.services.budget.limits != Limits()
@@ -114,8 +115,9 @@ class Driver:
             if not self._finished.done():
                 # Cancelled (or the driver failed): the worker and its tool calls are
                 # cancelled there too; what it spent until it stops still counts.
-                cut = run_cut.get()  # fallen, as its run's wall time ran out
-                channel.send(("cancel", key, None if cut is None else cut.used))
+                # The seconds used, as its run's wall time (its own limit) cut it off.
+                used = next((c.used for c in cutting() if c and c.used is not None), None)
+                channel.send(("cancel", key, used))
                 await shielded(self._until_stopped())
             raise
         finally:
@@ -226,11 +228,14 @@ class Driver:
             cast(AdaptiveLimiter, self.held[key]).observe(quota, tokens=tokens)
         elif kind == "record":  # a call of a recording model, made there
             self._record(cast(CassetteWriter, self.held[message[1]]), message[2])
-        elif kind == "cut_told":  # the run's cut tells that cassette here where it falls
-            writer, cut = cast(CassetteWriter, self.held[message[1]]), self._context.get(run_cut)
-            case = self._context.run(current_case)
-            if cut is not None:
-                cut.tell(functools.partial(writer.cut, case=case), writer)
+        elif kind == "cut_told":  # the cuts here tell that cassette here where they fall
+            writer = cast(CassetteWriter, self.held[message[1]])
+            run, own = self._context.run(cutting)
+            told = functools.partial(writer.cut, case=self._context.run(current_case))
+            if run is not None:
+                run.tell(told, writer)
+            if own is not None:
+                own.tell(functools.partial(told, worker=self.worker.name), writer)
         elif kind == "ask":
             _, number, op, args, options = message
             if op in ("reserve", "reserve_tools", "spent"):  # at once, in order: no await
@@ -331,7 +336,8 @@ class Driver:
             return await self.pinned.call(*args)
         if op == "cassette":  # a replay's answer, from the one cassette here
             key, model, request = args
-            once_taken.set(self._ended_calls.append)  # (in this request's own task)
+            if self._calls_told:  # (in this request's own task)
+                once_taken.set(self._ended_calls.append)
             return await cast(Cassette, self.held[key]).answered(model, request, **options)
         if op == "cassette_cut":  # held until the run's cut falls here
             key, model, call = args

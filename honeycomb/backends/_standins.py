@@ -143,16 +143,17 @@ class DriverCassette:
     def call(self, recorded: Recorded) -> None:
         here.get().send("record", self.key, recorded)
 
-    def cut(self, used: float, case: str | None) -> None:
-        """Nothing is sent: the run's wall time is cut at the driver, whose cut tells
-        the writer there (see :class:`CutAtDriver`)."""
+    def cut(self, used: float, case: str | None, worker: str | None = None) -> None:
+        """Nothing is sent: the run's wall time (the worker's limit) is cut at the
+        driver, whose cut tells the writer there (see :class:`CutAtDriver`)."""
 
 
 class CutAtDriver(RunCut):
-    """The cut of the run's wall time, seen from an actor: it falls at the driver,
-    which says so (:meth:`fell`, the seconds used) as it cancels the worker here, so
-    that a recording model's call it cut off is recorded ``cut``; a cassette told of
-    it here (:meth:`tell`) is the driver's, which the run's cut there tells."""
+    """The cuts of the run's wall time and of the worker's time limit, seen from an
+    actor: they fall at the driver, which says so (:meth:`fell`, the seconds used) as
+    it cancels the worker here, so that a recording model's call cut off is recorded
+    ``cut``; a cassette told of them here (:meth:`tell`) is the driver's, which the
+    cuts there tell."""
 
     __slots__ = ("_link", "_told_there")
 

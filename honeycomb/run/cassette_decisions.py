@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from honeycomb.run.events import WorkerFinished, WorkerStarted
 from runtime.events import ApprovalDecided, ApprovalRequested, EventHandler
 from runtime.model import Model
 from runtime.models.cassettes import Cassette, CassetteWriter, Decided
 from runtime.models.layers.cassette import RecordingModel, ReplayModel, current_case
 from runtime.tools.approvals import ApprovalRequest, Approver, Decision
 
-__all__ = ["CassetteApprover", "DecisionsKept", "cassette_approvals"]
+__all__ = ["CassetteApprover", "DecisionsKept", "WorkersFollowed", "cassette_approvals"]
 
 
 class DecisionsKept:
@@ -43,10 +44,18 @@ class DecisionsKept:
             handler(event)
 
     def handler_for(self, kind: str) -> Callable[[Any], None] | None:
-        """What takes the events of ``kind``: the asks and decisions alone."""
+        """What takes the events of ``kind``: the asks and decisions, and the workers'
+        starts and ends (a cut of the run records which had ended)."""
+        if kind in (WorkerStarted.kind, WorkerFinished.kind):
+            return self._ran
         if kind == ApprovalDecided.kind:
             return self._decided
         return self._asked if kind == ApprovalRequested.kind else None
+
+    def _ran(self, event: WorkerStarted | WorkerFinished) -> None:
+        if event.worker is not None:
+            ended = isinstance(event, WorkerFinished)
+            self.writer.ran(event.worker, current_case(), ended=ended)
 
     def _asked(self, event: ApprovalRequested) -> None:
         if event.worker is None:
@@ -77,6 +86,24 @@ class DecisionsKept:
             case=current_case(),
         )
         self.writer.decided(decided, (event.run_id, event.worker, event.turn, event.call_id))
+
+
+class WorkersFollowed:
+    """Tells a replay's cassette as the run's workers start and end (its
+    ``worker.started`` and ``worker.finished`` events): a cut of the recorded run falls
+    replayed once the workers that had ended as it fell have ended.
+
+    Args:
+        cassette: The cassette replayed (its models').
+    """
+
+    def __init__(self, cassette: Cassette) -> None:
+        self.cassette = cassette
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, WorkerStarted | WorkerFinished) and event.worker is not None:
+            ended = isinstance(event, WorkerFinished)
+            self.cassette.ran(event.worker, current_case(), ended=ended)
 
 
 class CassetteApprover:
@@ -115,13 +142,14 @@ def cassette_approvals(
     approver: Approver | None, models: Model | Mapping[str, Model]
 ) -> tuple[Approver | None, tuple[EventHandler, ...]]:
     """Who decides a run's calls on ``models``, and what keeps the decisions: when
-    they are a cassette's replay, the cassette (``approver`` is never asked); when a
-    recording's, ``approver``, each decision kept in the cassette by the handler of
-    the run's events returned; else ``approver``, and no handler."""
+    they are a cassette's replay, the cassette (``approver`` is never asked), told of
+    the run's workers by the handler of its events returned; when a recording's,
+    ``approver``, each decision kept in the cassette by the handler returned; else
+    ``approver``, and no handler."""
     named = models.values() if isinstance(models, Mapping) else (models,)
     for model in named:
         if isinstance(model, ReplayModel):
-            return CassetteApprover(model.cassette), ()
+            return CassetteApprover(model.cassette), (WorkersFollowed(model.cassette),)
         if isinstance(model, RecordingModel):
             return approver, (DecisionsKept(model.writer),)
     return approver, ()

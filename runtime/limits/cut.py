@@ -1,26 +1,28 @@
-"""Where a run's wall time cut it off: the run that has a wall-time budget sets a
-:class:`RunCut` for the tasks it starts (:data:`run_cut`), so that what works inside
-it can be told when the cut falls (a recording keeps where it fell), or make it fall
-now (a replay cuts its run where the recording's was cut, having been answered at
-once: its own clock would let it run further)."""
+"""Where a run's wall time cut it off, or a worker's own time limit cut the worker off:
+the run that has a wall-time budget sets a :class:`RunCut` for the tasks it starts
+(:data:`run_cut`), and a worker under its policy's ``worker_timeout_s`` one for its own
+(:data:`worker_cut`), so that what works inside them can be told when the cut falls (a
+recording keeps where it fell), or make it fall now (a replay cuts its run or worker
+where the recording's was cut, having been answered at once: its own clock would let
+it run further)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
 
-__all__ = ["RunCut", "run_cut"]
+__all__ = ["RunCut", "run_cut", "worker_cut"]
 
 
 class RunCut:
-    """The cut of one run's wall time.
+    """The cut of one run's wall time (or of one worker's time limit).
 
     Args:
-        expire: Cuts the run off now, naming the seconds it used (None: its own
-            elapsed time); what the run's deadline calls as it passes.
+        expire: Cuts the run (the worker) off now, naming the seconds it used (None:
+            its own elapsed time); what its deadline calls as it passes.
 
     Attributes:
-        used: The seconds the run had used when the cut fell (None: it has not).
+        used: The seconds it had used when the cut fell (None: it has not).
     """
 
     __slots__ = ("_expire", "_told", "used")
@@ -54,3 +56,7 @@ class RunCut:
 run_cut: ContextVar[RunCut | None] = ContextVar("honeycomb_run_cut", default=None)
 """The cut of the wall time of the run the current task works in (None: it has no
 wall-time budget)."""
+
+worker_cut: ContextVar[RunCut | None] = ContextVar("honeycomb_worker_cut", default=None)
+"""The cut of the time limit of the worker the current task works for (its policy's
+``worker_timeout_s``; None: it has none)."""

@@ -27,6 +27,7 @@ from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
 
 from runtime.concurrency import within
+from runtime.limits.cut import RunCut, worker_cut
 
 __all__ = [
     "OwnTime",
@@ -185,7 +186,8 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
     within_own_time(5) as deadline: await work``. Yields the block's
     :class:`~runtime.concurrency.within`, whose ``expired`` says whether the limit
     passed. ``own``: the work's time so far, when the block is one stretch of it (see
-    :class:`OwnTime`), which the block's own time is added to.
+    :class:`OwnTime`), which the block's own time is added to; the block is then a
+    worker's, and its cut is :data:`~runtime.limits.cut.worker_cut` in it.
 
     Raises:
         TimedOut: when the limit passed (the block was cancelled).
@@ -200,6 +202,14 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
     started = loop.time() - (own.worked_s if own is not None else 0.0)
     timer: asyncio.TimerHandle | None = None
 
+    def expire(used: float | None = None) -> None:
+        deadline.expire()
+        if cut is not None:
+            cut.fell(limit if used is None else used)
+
+    # A worker's limit (``own``) is a cut that a recording keeps and a replay makes fall.
+    cut = RunCut(expire) if own is not None else None
+
     def check() -> None:
         nonlocal timer
         timer = None
@@ -208,17 +218,20 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
             return
         left = limit - (loop.time() - started - clock.waited_s)
         if left <= 0:
-            deadline.expire()
+            expire()
         else:
             timer = loop.call_at(loop.time() + left, check)
 
     timer = loop.call_at(started + limit, check)
     # Its work is a strand of the clock of the work it is part of, if any.
     token = _nest(caller, clock) if caller is not None else _strand.set(clock)
+    cutting = worker_cut.set(cut) if cut is not None else None
     try:
         with deadline:
             yield deadline
     finally:
+        if cutting is not None:
+            worker_cut.reset(cutting)
         if caller is not None:
             _unnest(caller, clock, token)
         else:

@@ -89,10 +89,16 @@ class Cut(Line, frozen=True, kw_only=True, tag="cut"):
     Attributes:
         used: The seconds the run had used.
         case: The eval case the run was of (None: not in one).
+        worker: The worker its own time limit (``worker_timeout_s``) cut off, after
+            its calls recorded before this line (None: the run's wall time cut the
+            run off).
+        ended: The run's workers that had ended as its wall time cut it off.
     """
 
     used: float
     case: str | None = None
+    worker: str | None = None
+    ended: tuple[str, ...] = ()
 
 
 class EmbeddingsLine(Line, frozen=True, kw_only=True, tag="embeddings"):

@@ -17,10 +17,10 @@ and ``k``, and what it found (or the error it failed with), so that a replayed r
 recalls what the recording recalled, whatever its memory holds now. Each decision on a
 tool call that needed approval, as its worker went on with it, has a ``decision`` line
 (:class:`~runtime.models.cassette_lines.Decided`), which a replay decides the call by
-(:mod:`honeycomb.run.cassette_decisions`). A run its wall time cut off has a ``cut``
-line where the cut fell, and the calls it cut under way (and the asks of its approver
-it cut off) recorded ``cut`` after it, which a replay holds until it is cut there too
-(:mod:`runtime.models.cassette_cuts`).
+(:mod:`honeycomb.run.cassette_decisions`). A run its wall time cut off (a worker its
+own time limit cut off) has a ``cut`` line where the cut fell, and the calls it cut
+under way (and the asks of its approver it cut off) recorded ``cut`` after it, which
+a replay holds until it is cut there too (:mod:`runtime.models.cassette_cuts`).
 Secrets are masked (:func:`runtime.secrets.masked`) before a line is written, and
 the folder the run worked in is written ``<cwd>`` (a tool that answers with a path
 under it, replayed in another clone, answers alike; a replayed answer that names
@@ -70,9 +70,8 @@ from typing import Any, NoReturn
 import msgspec
 
 from runtime.errors import CassetteError, CassetteMismatch
-from runtime.limits.cut import run_cut
 from runtime.model import ModelRequest
-from runtime.models.cassette_cuts import Cuts
+from runtime.models.cassette_cuts import Cuts, cutting
 from runtime.models.cassette_keys import (
     CWD,
     MIN_RUN_ID,
@@ -146,6 +145,7 @@ class CassetteWriter:
         self._models: set[str | tuple[str, str]] = set()
         self._decided: set[tuple[str | None, str, int, str]] = set()
         self._asked: dict[tuple[str | None, str, int, str], Decided] = {}
+        self._ended: dict[str | None, dict[str, None]] = {}  # by case, as they ended
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -205,16 +205,30 @@ class CassetteWriter:
             if call not in self._decided:
                 self._asked[call] = asked
 
-    def cut(self, used: float, case: str | None) -> None:
-        """Record where a run's wall time cut it off, having used ``used`` seconds, and
-        the calls of its case still asked about (the model calls it cut are recorded
-        after, as they end)."""
+    def ran(self, worker: str, case: str | None, *, ended: bool) -> None:
+        """``worker`` (of ``case``) started, or ``ended``: a cut of its run's wall time
+        records the workers that had ended."""
         with self._lock:
-            waiting = {k: a for k, a in self._asked.items() if a.case == case}
+            running = self._ended.setdefault(case, {})
+            running.pop(worker, None)
+            if ended:
+                running[worker] = None
+
+    def cut(self, used: float, case: str | None, worker: str | None = None) -> None:
+        """Record where a run's wall time cut it off (or its ``worker``'s time limit
+        cut that worker off), having used ``used`` seconds, and its calls still asked
+        about (the model calls it cut are recorded after, as they end)."""
+        with self._lock:
+            waiting = {
+                k: a
+                for k, a in self._asked.items()
+                if a.case == case and worker in (None, a.worker)
+            }
             for call in waiting:
                 del self._asked[call]
                 self._decided.add(call)
-        self._append(Cut(used=used, case=case))
+            ended = tuple(self._ended.get(case, ())) if worker is None else ()
+        self._append(Cut(used=used, case=case, worker=worker, ended=ended))
         for asked in waiting.values():
             self._append(masked(asked))
 
@@ -303,7 +317,7 @@ class Cassette:
         chosen = max(fresh, key=lambda call: (call.case == case, call.worker == worker))
         self._given.add(id(chosen))
         if self._cuts and not chosen.cut:  # the last call before a cut: it falls then
-            self._cuts.taken(case, self._given, run_cut.get())
+            self._cuts.taken(chosen, case, worker, cutting())
         encoded = msgspec.json.encode(chosen)
         run = run_of(request)
         if run is not None and RUN.encode() in encoded:  # the answer names its run
@@ -376,6 +390,8 @@ class Cassette:
         fresh = [decided for decided in found if id(decided) not in self._given] or found
         chosen = max(fresh, key=lambda decided: decided.case == case)
         self._given.add(id(chosen))
+        if self._cuts and not chosen.cut:
+            self._cuts.taken(chosen, case, worker, cutting())
         return chosen
 
     async def decided(
@@ -387,7 +403,7 @@ class Cassette:
         try:
             found = self.decision(worker, tool, arguments, asked=asked, case=case)
         except CassetteMismatch:
-            if not (self._cuts and self._cuts.past(worker, case, self._given)):
+            if not (self._cuts and self._cuts.past(worker, case)):
                 raise
             await self.cut_off(tool, None, worker=worker, case=case, kind="decision")
         if found.cut:
@@ -413,9 +429,15 @@ class Cassette:
         try:
             return self.answer(model, request, worker=worker, case=case)
         except CassetteMismatch:
-            if not (self._cuts and self._cuts.past(worker, case, self._given)):
+            if not (self._cuts and self._cuts.past(worker, case)):
                 raise
         return await self.cut_off(model, None, worker=worker, case=case)
+
+    def ran(self, worker: str, case: str | None, *, ended: bool) -> None:
+        """A replayed run's ``worker`` (of ``case``) started, or ``ended``: a cut of
+        the recorded run after that worker ended falls once it ended replayed too."""
+        if self._cuts:
+            self._cuts.ran(worker, case, ended=ended, cuts=cutting())
 
     async def cut_off(
         self,
@@ -426,23 +448,29 @@ class Cassette:
         case: str | None,
         kind: str = "model",
     ) -> NoReturn:
-        """Hold ``call``, which the recorded run's wall time cut off under way (None: a
-        call asked past that cut), until the replayed run is cut where the recording
-        was (:mod:`runtime.models.cassette_cuts`): it is cancelled then, as it was.
+        """Hold ``call``, which the recorded run's wall time (or its worker's time
+        limit) cut off under way (None: a call asked past that cut), until the replayed
+        run (worker) is cut where the recording was
+        (:mod:`runtime.models.cassette_cuts`): it is cancelled then, as it was.
         ``kind``: what it is (``model``, or ``decision``: an ask of the approver).
 
         Raises:
-            CassetteMismatch: when the replayed run has no wall-time budget to cut.
+            CassetteMismatch: when the replayed run (worker) has no such limit to cut.
         """
-        cut, pending = run_cut.get(), self._cuts.next(case)
-        if cut is None or pending is None:
-            why = "the replayed run has no wall-time budget (budgets: wall_time_s)"
-            difference = f"the recorded run's wall time cut it off under way, and {why}"
+        cuts, pending = cutting(), self._cuts.holding(call, worker, case)
+        whose = pending is not None and pending.line.worker is not None
+        if pending is None or cuts[whose] is None:
+            why = (
+                "its worker has no time limit (policy: worker_timeout_s)"
+                if whose
+                else "the replayed run has no wall-time budget (budgets: wall_time_s)"
+            )
+            limit = "its worker's time limit" if whose else "the recorded run's wall time"
+            difference = f"{limit} cut it off under way, and {why}"
             raise CassetteMismatch(
                 str(self.path), model, difference, worker=worker, case=case, kind=kind
             )
-        pending.waiting += call is not None
-        self._cuts.check(case, self._given, cut)
+        self._cuts.check(case, worker, cuts)
         await asyncio.get_running_loop().create_future()  # never set: the cut cancels it
         raise AssertionError("unreachable: only the run's cut ends the wait")
 

@@ -31,7 +31,7 @@ from typing import NoReturn, overload
 
 from runtime.errors import BudgetExceeded, ModelError
 from runtime.limits.budget import attempting, retried, timed_out
-from runtime.limits.cut import RunCut, run_cut
+from runtime.limits.cut import RunCut, run_cut, worker_cut
 from runtime.messages import AssistantMessage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.models.cassette_errors import failure_of, raised
@@ -102,7 +102,7 @@ class RecordingModel(WrapperModel):
         its pieces kept), recorded as the call ends: answered, failed, or cut off by
         its run's wall time."""
         pieces: list[str] = []
-        call, cut = attempting.get(), self._told_of_cut()
+        call, cuts = attempting.get(), self._told_of_cuts(request)
         before = call.timeouts if call is not None else 0
         try:
             if on_text is None:
@@ -113,19 +113,22 @@ class RecordingModel(WrapperModel):
             self._keep(request, None, _streamed(pieces, on_text), before, exc)
             raise
         except asyncio.CancelledError:
-            if cut is not None and cut.used is not None:  # its run's wall time ran out
+            if any(cut.used is not None for cut in cuts):  # its run's (worker's) time ran out
                 self._keep(request, None, _streamed(pieces, on_text), before, cut=True)
             raise
         self._keep(request, response, _streamed(pieces, on_text), before)
         return response
 
-    def _told_of_cut(self) -> RunCut | None:
-        """The cut of the wall time of the run calling (None: it has none), which tells
-        the cassette where it falls."""
-        cut = run_cut.get()
-        if cut is not None:
-            cut.tell(functools.partial(self.writer.cut, case=_case.get()), self.writer)
-        return cut
+    def _told_of_cuts(self, request: ModelRequest) -> tuple[RunCut, ...]:
+        """The cuts of the run calling's wall time and of its worker's time limit (none
+        when it has neither), which tell the cassette where they fall."""
+        run, worker = run_cut.get(), worker_cut.get()
+        if run is not None:
+            run.tell(functools.partial(self.writer.cut, case=_case.get()), self.writer)
+        if worker is not None:
+            told = functools.partial(self.writer.cut, case=_case.get(), worker=worker_of(request))
+            worker.tell(told, self.writer)
+        return tuple(cut for cut in (run, worker) if cut is not None)
 
     def _keep(
         self,

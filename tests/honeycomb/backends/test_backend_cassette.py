@@ -161,3 +161,29 @@ async def test_an_evals_decisions_are_recorded_as_its_cases_wherever_its_workers
     assert [c.attempts[0].status for c in report.cases] == ["ok"] * len(amounts)
     decided = {d.case: d.edited for d in Cassette(tape).decisions}
     assert decided == {name: {"amount": amount} for name, amount in amounts.items()}
+
+
+async def timed_out_on(models: Model, backend: RayBackend | None) -> dict[str, object]:
+    policy = Policy(worker_timeout_s=3.0, failure="best_effort")
+    executor = Executor(
+        [Role(name="r")], models, aggregator="concat", policy=policy, backend=backend
+    )
+    result = await executor.run("t", subtasks=[("r", "one"), ("r", "two")])
+    return {n: (s.status, s.error and s.error.type) for n, s in result.subtasks.items()}
+
+
+async def test_a_worker_cut_by_its_own_time_limit_is_cut_alike_replayed_wherever_it_runs(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    if backend is not None:
+        await backend.start()
+    tape = tmp_path / "timed_out.jsonl"
+    recorded = await timed_out_on(cassette(cut_short(), record=tape), backend)
+    assert recorded == {"s1": ("ok", None), "s2": ("failed", "WorkerTimeout")}
+    (kept,) = [call for call in Cassette(tape).calls if call.cut]  # none was kept
+    assert kept.worker == "s2"
+
+    started = time.monotonic()
+    # Not kept, s2's call was not on the cassette: it failed on a CassetteMismatch.
+    assert await timed_out_on(cassette(cut_short(), replay=tape), backend) == recorded
+    assert time.monotonic() - started < 3.0

@@ -1,7 +1,7 @@
 """A run its wall time cut off, recorded on a cassette, replays alike: answered at once,
 it is cut where the recorded one was (the same calls answered, the same under way),
 and stops over its budget as it did, having used what it had, without waiting for its
-own clock."""
+own clock; so is a worker its own time limit cut off."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from honeycomb import (
     Executor,
     Policy,
     Role,
+    RunResult,
     ToolContext,
     tool,
 )
@@ -161,3 +162,30 @@ async def test_a_run_cut_while_its_approver_was_asked_is_cut_alike_replayed(
     replayed, took = await cut_asking(cassette(paying(), replay=tape), None)
     assert took < WALL_S
     assert alike(replayed) == alike(recorded)
+
+
+async def timed_out(models: Model, never: set[str]) -> tuple[RunResult, float]:
+    NEVER.clear()
+    NEVER.update(never)
+    policy = Policy(worker_timeout_s=WALL_S, failure="best_effort")
+    executor = Executor([Role(name="writer", tools=("note",))], models, tools=[note], policy=policy)
+    started = time.monotonic()
+    result = await executor.run("notes", subtasks=[("writer", "one"), ("writer", "two")])
+    return result, time.monotonic() - started
+
+
+def ended(result: RunResult) -> dict[str, tuple[str, str | None]]:
+    return {n: (s.status, s.error and s.error.type) for n, s in result.subtasks.items()}
+
+
+async def test_a_worker_cut_by_its_own_time_limit_in_a_tool_is_cut_alike_replayed(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "timed_out.cassette.jsonl"
+    # Recorded, s2's note ran past its worker's limit; replayed, it ends at once and s2
+    # asks what the recording never asked: past its worker's cut, it waits for it.
+    recorded, _ = await timed_out(cassette(noting(), record=tape), never={"s2"})
+    assert ended(recorded) == {"s1": ("ok", None), "s2": ("failed", "WorkerTimeout")}
+    replayed, took = await timed_out(cassette(noting(), replay=tape), never=set())
+    assert took < WALL_S
+    assert ended(replayed) == ended(recorded)
