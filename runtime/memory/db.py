@@ -339,25 +339,31 @@ def delete(db: Any, ids: Sequence[str], namespace: str | None, vectors: bool) ->
     are zeroed (``secure_delete``, set as the connection opens), and the write-ahead
     log is moved into the file and emptied, as far as other connections' reads allow:
     once for all of them, however many (each is a rewrite of the index)."""
+    wheres: list[tuple[str, tuple[str, ...]]]
+    if namespace is not None:
+        wheres = [("namespace = ?", (namespace,))]
+    else:  # in slices: SQLite takes at most 32,766 values in one statement
+        slices = [tuple(ids[at : at + _AT_ONCE]) for at in range(0, len(ids), _AT_ONCE)]
+        wheres = [(f"id IN ({', '.join('?' * len(some))})", some) for some in slices]
+    found: list[str] = []
     with _transaction(db):
-        params: tuple[str, ...]
-        if namespace is not None:
-            where, params = "namespace = ?", (namespace,)
-        else:
-            where, params = f"id IN ({', '.join('?' * len(ids))})", tuple(ids)
-        found = [
-            memory_id
-            for (memory_id,) in db.execute(f"SELECT id FROM memories WHERE {where}", params)
-        ]
-        if found and vectors and _has_vectors(db):
-            rows = f"SELECT seq FROM memories WHERE {where}"
-            db.execute(f"DELETE FROM memory_vectors WHERE rowid IN ({rows})", params)
-        if found:
+        swept = vectors and _has_vectors(db)
+        for where, params in wheres:
+            rows = db.execute(f"SELECT id FROM memories WHERE {where}", params)
+            found += [memory_id for (memory_id,) in rows]
+            if swept:
+                seqs = f"SELECT seq FROM memories WHERE {where}"
+                db.execute(f"DELETE FROM memory_vectors WHERE rowid IN ({seqs})", params)
             db.execute(f"DELETE FROM memories WHERE {where}", params)
+        if found:
             db.execute("INSERT INTO memory_text (memory_text) VALUES ('optimize')")
     if found:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return found
+
+
+_AT_ONCE = 500
+"""Ids one statement of :func:`delete` forgets."""
 
 
 def listed(db: Any, namespace: str | None, limit: int) -> list[Row]:

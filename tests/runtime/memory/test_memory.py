@@ -259,6 +259,17 @@ def test_an_sqlite_that_cannot_load_extensions_says_so(
     assert "pysqlite3-binary" in caught.value.install
 
 
+async def test_forgetting_more_ids_than_a_statement_takes_forgets_them_all(
+    memory: SQLiteMemory,
+) -> None:
+    kept = [await memory.add(f"note {n} of lisbon", namespace="n") for n in range(3)]
+    absent = [f"{n:016x}" for n in range(300_000)]  # past SQLite's most values (32,766; 250,000)
+    ids = [kept[0].id, *absent, kept[2].id]
+    assert set(await memory.forget(ids)) == {kept[0].id, kept[2].id}
+    assert [r.id for r in await memory.list("n")] == [kept[1].id]
+    assert await memory.search("lisbon", namespace="n") != ()
+
+
 async def test_many_tasks_write_at_once_and_nothing_is_lost(memory: SQLiteMemory) -> None:
     async with asyncio.TaskGroup() as group:
         for index in range(200):
