@@ -86,8 +86,7 @@ def _check_references(
                 f"models: {', '.join(models)}",
             )
         )
-    # Roles declared but invalid count too: their own errors are reported.
-    declared = list(roles) + [str(k) for k in _written_roles(doc) if k not in roles]
+    declared = _declared(doc, roles)
     # Guards: import paths (the roles' are checked with their fields), then judges.
     errors.extend(guard_problems(doc.data.get("guards"), doc, ()))
     for field, problem in _unknown_judges(doc.data.get("guards"), declared):
@@ -149,6 +148,13 @@ def role_error(
     return place.error(field, message)
 
 
+def _declared(doc: YamlDocument, roles: Mapping[str, Role]) -> list[str]:
+    """The names of the hive's roles, its valid ``roles`` and those the file writes
+    that are not valid: a reference to one is no mistake of its own (the role's errors
+    are reported)."""
+    return list(roles) + [str(k) for k in _written_roles(doc) if k not in roles]
+
+
 def _written_roles(doc: YamlDocument) -> Mapping[Any, Any]:
     """The roles the hive file writes under ``roles:``, as written (invalid ones too)."""
     raw = doc.data.get("roles")
@@ -196,7 +202,8 @@ def _check_nesting(
 ) -> None:
     """Agent tools (``agent:ROLE``) that name no role, make a cycle, or nest past
     ``policy: max_nesting``: each at the tool that starts it."""
-    tools = {name: role.tools for name, role in roles.items()}
+    # A role written but not valid has no tools to follow: a reference to it is known.
+    tools = {name: roles[name].tools if name in roles else () for name in _declared(doc, roles)}
     for problem in nesting_problems(tools, spec.policy.max_nesting):
         where = ("tools", problem.index)
         errors.append(role_error(doc, places, problem.role, where, problem.message))
@@ -310,12 +317,19 @@ def _check_compaction_contexts(
 def _check_session_readers(
     doc: YamlDocument, spec: HiveSpec, roles: Mapping[str, Role], errors: list[ConfigError]
 ) -> None:
-    """The sessions' conversation budget given fits the compaction budgets of the roles
-    shown it (as an Executor of the hive would refuse it)."""
+    """The sessions' conversation budget given fits the context of the models it uses
+    that say theirs, and the compaction budgets of the roles shown it (as an Executor
+    of the hive would refuse it)."""
     planner = spec.planner.role if spec.planner is not None else "planner"
     leads = (planner, spec.aggregator or "aggregator")
+    contexts = [
+        (model.context, f"model {name!r}")
+        for name in models_used(spec, roles)
+        if (model := spec.models[name]).provider == "llama" or "context" in model.model_fields_set
+    ]
+    readers = shown_the_conversation(roles.values(), leads)
     try:
-        sessions_within(spec.policy.sessions, (), shown_the_conversation(roles.values(), leads))
+        sessions_within(spec.policy.sessions, (), readers, contexts=contexts)
     except ConfigError as exc:
         errors.append(doc.error(("policy", "sessions", "context", "budget_tokens"), exc.message))
 

@@ -97,10 +97,15 @@ def shown_the_conversation(roles: Iterable[Role], leads: Collection[str]) -> lis
 
 
 def sessions_within(
-    policy: SessionPolicy, models: Iterable[Model], readers: Iterable[Role] = ()
+    policy: SessionPolicy,
+    models: Iterable[Model],
+    readers: Iterable[Role] = (),
+    *,
+    contexts: Iterable[tuple[int, str]] = (),
 ) -> SessionPolicy:
     """``policy`` with a conversation that fits the smallest context among ``models``
-    (a local model's; one that does not say its context is not counted) and the
+    (a local model's; one that does not say its context is not counted), ``contexts``
+    (those of models not made yet, a hive's: tokens, and what holds them) and the
     compaction budgets of ``readers``, the roles shown it
     (:func:`shown_the_conversation`): the default budget is lowered to half that
     context, so that a request keeps room for its prompt and its answer beside the
@@ -114,6 +119,7 @@ def sessions_within(
         for model in models
         if (tokens := context_of(model)) is not None
     ]
+    sizes += [(tokens, f"a call of {held}, which holds {tokens}") for tokens, held in contexts]
     sizes += [
         (
             role.compaction.budget_tokens,

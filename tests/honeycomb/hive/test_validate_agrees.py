@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from honeycomb import Executor
 from honeycomb.hive import load_hive
 from runtime import ToolRegistry
@@ -236,4 +238,39 @@ def test_a_conversation_budget_a_compacting_role_shown_it_cannot_hold_is_refused
     ]
 
     path.write_text(path.read_text().replace("budget_tokens: 1000}}", "budget_tokens: 500}}"))
+    assert builds(path).policy.sessions.context.budget_tokens == 500
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "{provider: llama, context: 1024}",
+        "{model: m, base_url: 'http://127.0.0.1:9/v1', context: 1024}",
+    ],
+    ids=["llama", "endpoint"],
+)
+def test_a_conversation_budget_its_models_context_cannot_hold_is_refused_located(
+    tmp_path: Path, model: str
+) -> None:
+    # Loaded (honeycomb validate said OK), the hive was refused as it was built, by
+    # `honeycomb chat` and `run`, without its file and line.
+    path = hive(
+        tmp_path,
+        f"""\
+        models:
+          small: {model}
+        roles:
+          planner: {{description: Plans.}}
+          writer: {{description: Writes the reply.}}
+        policy:
+          sessions: {{context: {{budget_tokens: 1024}}}}
+        """,
+    )
+    assert errors_of(path) == [
+        f"{path}:7:24: policy.sessions.context.budget_tokens: 1024 tokens of conversation "
+        "leave no room in a call of model 'small', which holds 1024: give a budget below "
+        "it (half of it leaves room for the prompt and the answer)"
+    ]
+
+    path.write_text(path.read_text().replace("budget_tokens: 1024}", "budget_tokens: 500}"))
     assert builds(path).policy.sessions.context.budget_tokens == 500
