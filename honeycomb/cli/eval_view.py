@@ -136,9 +136,11 @@ def print_comparison(out: TextIO, comparison: Comparison) -> None:
     """Cases that changed, regressions first, and the totals' deltas."""
     console = Console(file=out, highlight=False, soft_wrap=False, width=max(100, _width(out)))
     steady = sum(c.change in ("passing", "failing") for c in comparison.cases)
-    # A case renamed is shown as it was renamed, even when its verdict stands.
+    # A case renamed, or whose task changed, is shown so, even when its verdict stands.
     changed = [
-        c for c in comparison.cases if c.change not in ("passing", "failing") or c.renamed_from
+        c
+        for c in comparison.cases
+        if c.change not in ("passing", "failing") or c.renamed_from or c.task_changed
     ]
     order = ("newly_failing", "newly_passing", "added", "removed", "failing", "passing")
     table = Table(title=f"against {comparison.baseline}", title_justify="left")

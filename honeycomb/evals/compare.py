@@ -39,6 +39,7 @@ class CaseChange(Value, frozen=True, kw_only=True):
         reason: Why it fails now, when it does.
         renamed_from: Its id in the baseline, when it was renamed since: the one case
             of the same task that only the baseline has.
+        task_changed: Its task is not the baseline's: what it ran differs.
     """
 
     id: str
@@ -49,11 +50,14 @@ class CaseChange(Value, frozen=True, kw_only=True):
     pass_rate: float = 0.0
     reason: str | None = None
     renamed_from: str | None = None
+    task_changed: bool = False
 
     @property
     def named(self) -> str:
-        """Its id as the reports show it: ``lisbon-porto (was two-cities)``."""
-        return self.id if self.renamed_from is None else f"{self.id} (was {self.renamed_from})"
+        """Its id as the reports show it: ``lisbon-porto (was two-cities)``, ``oslo
+        (its task changed)``."""
+        was = f" (was {self.renamed_from})" if self.renamed_from is not None else ""
+        return self.id + was + (" (its task changed)" if self.task_changed else "")
 
 
 class Comparison(Value, frozen=True, kw_only=True):
@@ -158,13 +162,20 @@ def _change(before: CaseReport | None, now: CaseReport, renamed: dict[str, str])
         change = "passing" if now.passed else "newly_failing"
     else:
         change = "newly_passing" if now.passed else "failing"
+    # Kept masked alike; a case not run keeps no task, which is no change of it.
+    edited = before is not None and bool(before.task and now.task) and before.task != now.task
     if before is None or not before.attempts or not now.attempts:
         return CaseChange(
-            id=now.id, change=change, reason=None if now.passed else reason, renamed_from=was
+            id=now.id,
+            change=change,
+            reason=None if now.passed else reason,
+            renamed_from=was,
+            task_changed=edited,
         )
     return CaseChange(
         id=now.id,
         renamed_from=was,
+        task_changed=edited,
         change=change,
         score=now.score - before.score,
         cost=now.cost - before.cost,

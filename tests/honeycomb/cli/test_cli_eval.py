@@ -204,6 +204,25 @@ def test_a_case_renamed_since_the_baseline_is_compared_with_what_it_was(
     ]
 
 
+def test_a_case_whose_task_changed_since_the_baseline_says_so(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _eval(capsys, "--eval-id", "ev-good")[0] == ExitStatus.OK
+    # The same id, another task: what newly fails ran something else.
+    edited = CASES.replace("Say hello to Oslo", "Say goodbye to Oslo")
+    write(folder, "evals.yaml", edited.replace('{{city}}"', 'Paris"'))
+    code, out, _ = _eval(capsys, "--baseline", "ev-good", "--json", "--html", "r.html")
+    assert code == ExitStatus.CASES_FAILED
+    changes = json.loads(out)["comparison"]["cases"]
+    assert [(c["id"], c["change"], c["task_changed"]) for c in changes] == [
+        ("lisbon", "newly_failing", False),
+        ("oslo", "passing", True),
+    ]
+    assert "<td>oslo (its task changed)</td>" in (folder / "r.html").read_text()
+    code, out, _ = _eval(capsys, "--baseline", "ev-good")
+    assert "│ oslo (its task changed) │ passing" in out  # shown, though its verdict stands
+
+
 def test_a_baseline_of_every_case_compares_with_the_cases_case_chose(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
