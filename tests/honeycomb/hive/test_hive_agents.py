@@ -37,6 +37,29 @@ def test_validate_names_a_cycle_of_agent_tools_with_its_line(
     assert f"{path}:5:13: roles.a.tools[0]: agent tools make a cycle: a → b → a" in out
 
 
+def test_an_agent_tool_of_a_role_with_mistakes_is_told_once_at_the_role(
+    tmp_path: Path,
+) -> None:
+    # 'agent:w' of a role w whose field was misspelt was also told as a role that does
+    # not exist ('agent:w' names no role: roles are planner, lead).
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        "models: {default: offline}\n"
+        "roles:\n"
+        "  planner: {description: Plans.}\n"
+        "  w: {description: Works., max_turn: 3}\n"
+        "  lead: {description: Leads., tools: [agent:w, agent:x]}\n"
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    told = [str(error) for error in caught.value.errors]
+    assert len(told) == 2
+    assert told[0].startswith(f"{path}:4:28: roles.w.max_turn: unknown field 'max_turn'")
+    assert told[1] == (
+        f"{path}:5:48: roles.lead.tools[1]: 'agent:x' names no role: roles are planner, lead, w"
+    )
+
+
 def test_a_hive_names_a_chain_past_its_max_nesting(tmp_path: Path) -> None:
     path = tmp_path / "hive.yaml"
     path.write_text(
