@@ -394,7 +394,8 @@ def _schema_problem(schema: dict[str, Any]) -> str | None:
     call could be checked against it), or None. The SDK's client checks no more than
     that it is an object, as MCP has it since 2026."""
     try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
+        kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        kind.check_schema(schema)
     except jsonschema.SchemaError as exc:
         where = "/".join(str(part) for part in exc.absolute_path)
         said = exc.message if len(exc.message) <= 160 else exc.message[:157] + "..."

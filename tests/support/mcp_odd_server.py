@@ -8,7 +8,8 @@ names a model calls by one (``.`` is not a character a model calls by). A call
 answers with the tool's name and its arguments. ``--refuse-list`` answers the
 handshake, then refuses to list its tools; ``--broken-schema`` lists a tool
 ``broken`` too, whose input schema is no JSON schema (its ``required`` is ``true``),
-which the SDK's client lets through as MCP has it since 2026; ``--off-its-schema``
+which the SDK's client lets through as MCP has it since 2026, and ``own_draft``, whose
+schema names a ``$schema`` no validator knows; ``--off-its-schema``
 lists a tool ``count`` too, whose output schema says a number where its answer has a
 text.
 """
@@ -40,6 +41,11 @@ BROKEN = types.Tool(
 )
 
 
+OWN_DRAFT = types.Tool(
+    name="own_draft",
+    input_schema={"$schema": "https://example.com/its-own-draft", "type": "object"},
+    annotations=READ_ONLY,
+)
 COUNT = types.Tool(
     name="count",
     input_schema={"type": "object"},
@@ -51,7 +57,7 @@ COUNT = types.Tool(
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     if "--refuse-list" in sys.argv:
         raise MCPError(code=-32000, message="the tool list is broken today")
-    tools = [*TOOLS, *([BROKEN] if "--broken-schema" in sys.argv else [])]
+    tools = [*TOOLS, *([BROKEN, OWN_DRAFT] if "--broken-schema" in sys.argv else [])]
     return types.ListToolsResult(tools=tools + ([COUNT] if "--off-its-schema" in sys.argv else []))
 
 

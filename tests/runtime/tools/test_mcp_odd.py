@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from typing import Any
 
 import pytest
@@ -85,15 +86,25 @@ async def test_a_tool_whose_schema_is_no_json_schema_fails_the_roles_taking_it_n
     def model(request: ModelRequest) -> AssistantMessage:
         if any(isinstance(m, ToolMessage) for m in request.messages):
             return AssistantMessage(content="done")
-        return AssistantMessage(tool_calls=(call("bare", {}),))
+        return AssistantMessage(tool_calls=(call(request.tools[0].name, {}),))
 
-    roles = [Role(name="one", tools=["odd:bare"]), Role(name="named", tools=["odd:broken"]),
-             Role(name="all", tools=["odd:*"])]  # fmt: skip
+    taking = {"one": "odd:bare", "named": "odd:broken", "all": "odd:*", "own": "odd:own_draft"}
+    roles = [Role(name=name, tools=[ref]) for name, ref in taking.items()]
     executor = Executor(roles, FunctionModel(model), mcp_servers=[odd_server("--broken-schema")])
     plan = [Subtask(id=role.name, role=role.name, instruction="go") for role in roles]
-    result = await executor.run("t", subtasks=plan)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        result = await executor.run("t", subtasks=plan)
     assert result.status == "partial"
     assert result.subtasks["one"].ok
+    # A $schema of its own is checked as the latest draft, without a word of it.
+    assert result.subtasks["own"].ok
+    worker = result.subtasks["own"].worker
+    assert worker is not None
+    assert [m.content for m in worker.transcript.messages if isinstance(m, ToolMessage)] == [
+        "own_draft got {}"
+    ]
+    assert [str(w.message) for w in warned if "metaschema" in str(w.message)] == []
     why = (
         "MCP server 'odd' lists its tool 'broken' so that no model can be offered it: its "
         "input schema is no JSON schema (at 'required': True is not of type 'array')"
