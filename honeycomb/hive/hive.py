@@ -45,6 +45,7 @@ from runtime import (
     did_you_mean,
     load_yaml,
 )
+from runtime.config.imports import path_meant
 from runtime.config.stores import password_problem
 from runtime.config.yaml_config import YamlPath, YamlPlace
 from runtime.errors import kind_of
@@ -526,6 +527,12 @@ def _yaml_files(folder: Path) -> list[str]:
 def _registry(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> ToolRegistry:
     registry = ToolRegistry()
     for name, ref in spec.tools.items():
+        if ":" not in ref:  # a name here names nothing: what tools: names is a path
+            meant = path_meant(ref)
+            close = f" (did you mean {meant!r}?)" if meant is not None else ""
+            message = f"{ref!r} is not an import path: write 'package.module:function'{close}"
+            errors.append(doc.error(("tools", name), message))
+            continue
         try:
             found = ToolRegistry().resolve(ref)
             registry.add(found if found.name == name else found.renamed(name))

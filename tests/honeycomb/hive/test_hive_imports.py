@@ -186,3 +186,29 @@ def test_a_declared_tool_that_cannot_be_made_is_told_where_it_is_declared_alone(
         "tools.lookup",
         "cannot import 'tools:lookup': 'tools' has no attribute 'lookup' (did you mean 'lookp'?)",
     )
+
+
+@pytest.mark.parametrize(
+    ("written", "told"),
+    [
+        ("lookup", "'lookup' is not an import path: write 'package.module:function' (did you "
+         "mean 'tools:lookup'?)"),
+        ("tools.lookup", "'tools.lookup' is not an import path: write "
+         "'package.module:function' (did you mean 'tools:lookup'?)"),
+        ("nothing", "'nothing' is not an import path: write 'package.module:function'"),
+    ],
+)  # fmt: skip
+def test_a_name_in_tools_that_is_no_import_path_says_the_path_to_write(
+    tmp_path: Path, written: str, told: str
+) -> None:
+    # It was told as a tool of an empty registry ("unknown tool 'lookup'; available
+    # tools: none"), where tools: takes import paths, not names.
+    (tmp_path / "tools.py").write_text("def lookup(key: str) -> str:\n    return key\n")
+    (tmp_path / "hive.yaml").write_text(
+        f"models: {{default: offline}}\ntools:\n  find: {written}\nroles:\n"
+        "  finder: {description: Finds., tools: [find]}\n"
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(tmp_path / "hive.yaml")
+    [error] = caught.value.errors
+    assert (error.line, error.field, error.message) == (3, "tools.find", told)
