@@ -70,6 +70,9 @@ def _with_the_choice_meant(message: str) -> str:
     listed = found["choices"]  # quoted, or (Python 3.12.8 and later) not
     choices = re.findall(r"'([^']*)'", listed) or [c.strip() for c in listed.split(",")]
     close = did_you_mean(found["given"], choices)
+    if not close and "run" in choices and found["given"].endswith((".yaml", ".yml")):
+        # A hive file given as the command: 'honeycomb myhive/hive.yaml'.
+        close = f" (a hive file runs with: honeycomb run {shlex.quote(found['given'])})"
     given = f"invalid choice: '{found['given']}'"
     return message.replace(given, given + close, 1) if close else message
 

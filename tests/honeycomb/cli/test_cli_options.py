@@ -441,6 +441,15 @@ def test_a_misspelt_command_or_choice_is_told_with_the_one_meant(
     assert err.count("\n") == 1  # one line
 
 
+def test_a_hive_file_given_as_the_command_is_told_the_command_that_runs_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # 'honeycomb myhive/hive.yaml' was told the commands alone.
+    err = refused(capsys, ["myhive/hive.yaml"])
+    said = "invalid choice: 'myhive/hive.yaml' (a hive file runs with: honeycomb run "
+    assert f"{said}myhive/hive.yaml) (choose from " in err
+
+
 def test_a_choice_far_from_every_one_is_told_the_choices_alone(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
