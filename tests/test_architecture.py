@@ -379,7 +379,7 @@ LOADED_ON_FIRST_USE = (
     "runtime.testing", "runtime.models.llama", "runtime.models.llama_server", "xllamacpp",
     "runtime.models.cassettes", "runtime.models.layers.cassette", "runtime.models.request_diff",
     "runtime.models.cassette_keys", "runtime.models.cassette_errors",
-    "runtime.models.layers.cassette_embeddings",
+    "runtime.models.cassette_writer", "runtime.models.layers.cassette_embeddings",
     "honeycomb.trace.spans", "honeycomb.trace.logs",
     # The table of Unicode's names, 0.3 MB of every process (benchmark E): a secret
     # written with \N{...} escapes has Python's decoder load it.
