@@ -16,7 +16,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.options import add_limit, integer, newest_first, number
 from honeycomb.cli.stores import DEFAULT_STORE, KEPT_IN, opened_store, store_argument
 from honeycomb.run.conversation import Turn
-from honeycomb.run.session import StoreRows
+from honeycomb.run.session_rows import StoreRows
 from honeycomb.store import RunStore
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.format import counted, format_cost, printable
