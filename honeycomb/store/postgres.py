@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
 
+from honeycomb.store import forked
 from honeycomb.store.database import Connection, Rows
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime import ConfigError, StoreError
@@ -267,6 +268,15 @@ class PostgresDatabase:
         self._known: dict[str, frozenset[str]] = {}
         self._current = False
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self._lock = threading.Lock()
+        forked.inherited(self)
+
+    def forked(self) -> None:
+        """In a child made by fork: the parent's pool of readers is left as it is (its
+        connections are the parent's, see :mod:`honeycomb.store.forked`); the child's
+        first read makes its own."""
+        forked.left(self._pool)
+        self._pool = None
         self._lock = threading.Lock()
 
     # --- writing ------------------------------------------------------------------------

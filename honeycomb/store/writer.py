@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from honeycomb.store import forked
 from honeycomb.store import lease as _lease
 from honeycomb.store.database import Connection, Database, Rows, WriteConnection
 from honeycomb.store.lease import Lease
@@ -104,6 +105,17 @@ class Writer:
         self.failure: BaseException | None = None
         self._life: _Life | None = None  # the thread that runs, or the last one
         self._start_lock = threading.Lock()
+        forked.inherited(self)
+
+    def forked(self) -> None:
+        """In a child made by fork: its parent's thread, queue and connection are left
+        as they are (see :mod:`honeycomb.store.forked`), and its parent's leases are not
+        renewed from here; the child's first write starts a thread of its own."""
+        forked.left(self._life)
+        self._life = None
+        self._start_lock = threading.Lock()  # another thread of the parent may have held it
+        self.held = frozenset()
+        self.started = False
 
     @property
     def running(self) -> bool:
