@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from honeycomb.run.events import WorkerFinished, WorkerStarted
+from honeycomb.run.events import RunFinished, WorkerFinished, WorkerStarted
 from runtime.events import ApprovalDecided, ApprovalRequested, EventHandler
 from runtime.model import Model
 from runtime.models.cassettes import Cassette, CassetteWriter, Decided
@@ -44,13 +44,19 @@ class DecisionsKept:
             handler(event)
 
     def handler_for(self, kind: str) -> Callable[[Any], None] | None:
-        """What takes the events of ``kind``: the asks and decisions, and the workers'
-        starts and ends (a cut of the run records which had ended)."""
+        """What takes the events of ``kind``: the asks and decisions, the workers'
+        starts and ends (a cut of the run records which had ended), and the run's end
+        (its calls still asked about are not those of a later run's cut)."""
         if kind in (WorkerStarted.kind, WorkerFinished.kind):
             return self._ran
+        if kind == RunFinished.kind:
+            return self._finished
         if kind == ApprovalDecided.kind:
             return self._decided
         return self._asked if kind == ApprovalRequested.kind else None
+
+    def _finished(self, event: RunFinished) -> None:
+        self.writer.finished(event.run_id)
 
     def _ran(self, event: WorkerStarted | WorkerFinished) -> None:
         if event.worker is not None:

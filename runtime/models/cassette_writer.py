@@ -106,6 +106,13 @@ class CassetteWriter:
             if call not in self._decided:
                 self._asked[call] = asked
 
+    def finished(self, run: str | None) -> None:
+        """Run ``run`` ended: its calls still asked about are no more (a later life
+        that takes up their decisions records those)."""
+        with self._lock:
+            for call in [call for call in self._asked if call[0] == run]:
+                del self._asked[call]
+
     def ran(self, worker: str, case: str | None, *, ended: bool) -> None:
         """``worker`` (of ``case``) started, or ``ended``: a cut of its run's wall time
         records the workers that had ended."""

@@ -6,9 +6,11 @@ own clock; so is a worker its own time limit cut off."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from honeycomb import (
@@ -189,3 +191,26 @@ async def test_a_worker_cut_by_its_own_time_limit_in_a_tool_is_cut_alike_replaye
     replayed, took = await timed_out(cassette(noting(), replay=tape), never=set())
     assert took < WALL_S
     assert ended(replayed) == ended(recorded)
+
+
+async def test_a_cut_keeps_only_the_asks_of_runs_under_way(tmp_path: Path) -> None:
+    tape = tmp_path / "two_runs.cassette.jsonl"
+    models = cassette(paying(), record=tape)
+    payer = Role(name="payer", tools=("pay",))
+    asked = asyncio.Event()
+
+    async def never_decides(request: ApprovalRequest) -> Decision:
+        asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    # A first run on the cassette is given up while its approver is asked about 7.
+    first = Executor([payer], models, tools=[pay], approver=never_decides)
+    async with anyio.create_task_group() as runs:
+        runs.start_soon(functools.partial(first.run, "pay", subtasks=[("payer", "7")]))
+        await asked.wait()
+        runs.cancel_scope.cancel()
+    await cut_asking(models, slow_to_decide_on_s2)  # a second: cut asking about s2's 7
+    # The first run's ask ended with it: it is not kept under the second run's cut.
+    kept = [(d.worker, d.arguments) for d in Cassette(tape).decisions if d.cut]
+    assert kept == [("s2", {"amount": 7})]
