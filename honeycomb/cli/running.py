@@ -31,7 +31,7 @@ from honeycomb.cli.resuming import (
     resume_note,
     warn_of_other_models,
 )
-from honeycomb.cli.stores import DEFAULT_STORE, STORE_HELP, opened_store, store_argument
+from honeycomb.cli.stores import DEFAULT_STORE, STORE_HELP, no_run, opened_store, store_argument
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, found, live, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
@@ -225,9 +225,7 @@ def resume_command(args: argparse.Namespace) -> ExitStatus:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if stored is None:
-        # The store as it is shown (a URL without its password: pasted, libpq finds it).
-        known = shlex.join(["honeycomb", "runs", "--store", store.where])
-        print(f"{store.where}: no run {args.run_id!r} ({known})", file=sys.stderr)
+        print(no_run(store, args.run_id), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if stored.source is None:  # made from Python: only its result can be shown here
         return _show_ended(path, args)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -14,7 +13,7 @@ from rich.console import Console
 from honeycomb.cli.evals import written
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.options import newest_first
-from honeycomb.cli.stores import opened_store
+from honeycomb.cli.stores import no_run, opened_store
 from honeycomb.run.shown import stored_timeline
 from honeycomb.store import RunSummary
 from honeycomb.trace.format import cached_share, counted, format_cost, format_took, printable
@@ -111,9 +110,7 @@ def trace_command(args: argparse.Namespace) -> ExitStatus:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if stored is None:
-        # The store as it is shown (a URL without its password: pasted, libpq finds it).
-        known = shlex.join(["honeycomb", "runs", "--store", store.where])
-        print(f"{store.where}: no run {args.run_id!r} ({known})", file=sys.stderr)
+        print(no_run(store, args.run_id), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if not spans:
         print(f"run {args.run_id!r} has no spans: tracing was off when it ran", file=sys.stderr)

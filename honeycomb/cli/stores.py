@@ -6,15 +6,24 @@ opening a store, to read or to write, refuses a folder or a file not a run store
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 
 from honeycomb.store import RunStore
 from honeycomb.store.database import is_url
 from honeycomb.store.schema import refuse_foreign
 from runtime import ConfigError, StoreError
+from runtime.errors import did_you_mean
 from runtime.secrets import masked_with, url_secrets
 
-__all__ = ["DEFAULT_STORE", "KEPT_IN", "STORE_HELP", "opened_store", "store_argument"]
+__all__ = [
+    "DEFAULT_STORE",
+    "KEPT_IN",
+    "STORE_HELP",
+    "no_run",
+    "opened_store",
+    "store_argument",
+]
 
 DEFAULT_STORE = Path(".honeycomb") / "runs.db"
 """Where the CLI keeps runs: under the current folder (the project), unless the hive
@@ -70,3 +79,23 @@ def opened_store(where: Path | str, *, make: bool = False) -> RunStore:
             path=store.where,
         )
     return store
+
+
+_SCANNED = 1000
+"""The newest runs :func:`no_run` looks among for the one meant."""
+
+
+def no_run(store: RunStore, run_id: str) -> str:
+    """What ``trace`` and ``resume`` say of a run ``store`` does not keep: the run
+    meant, when the id given starts one (the start of an id, copied) or is close to
+    one, and the command that lists the runs."""
+    ids = [run.run_id for run in store.runs(_SCANNED)]
+    starting = [found for found in ids if run_id and found.startswith(run_id)]
+    meant = (
+        f" (did you mean {' or '.join(map(repr, starting[:3]))}?)"
+        if starting
+        else did_you_mean(run_id, ids)
+    )
+    # The store as it is shown (a URL without its password: pasted, libpq finds it).
+    known = shlex.join(["honeycomb", "runs", "--store", store.where])
+    return f"{store.where}: no run {run_id!r}{meant} ({known})"

@@ -227,6 +227,23 @@ def test_resume_json_of_a_run_that_ended_prints_its_stored_result(
     assert record["result"]["run_id"] == "done"
 
 
+@pytest.mark.parametrize("command", ["trace", "resume"])
+def test_the_start_of_a_run_id_is_told_the_run_it_starts(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # An id copied short (as git's are) was told only that there is no such run.
+    assert main(["demo", "--latency", "0", "--json", "--run-id", "4f2a9c1e7b04"]) == 0
+    capsys.readouterr()
+    for given in ("4f2a", "4f2a9c1e7b0"):
+        assert main([command, given]) == 2
+        assert capsys.readouterr().err == (
+            f".honeycomb/runs.db: no run {given!r} (did you mean '4f2a9c1e7b04'?) "
+            "(honeycomb runs --store .honeycomb/runs.db)\n"
+        )
+    assert main([command, "4f2b9c1e7b04"]) == 2  # one character off: close to it
+    assert "(did you mean '4f2a9c1e7b04'?)" in capsys.readouterr().err
+
+
 def resume_hint(err: str) -> list[str]:
     """The resume command the first line names, as words."""
     first = err.splitlines()[0]
