@@ -1,7 +1,7 @@
 """A local OpenAI-compatible server for tests: chat completions and the Responses API.
 
-It serves ``POST /v1/chat/completions`` (one-shot, or streamed as server-sent events
-when the request says ``stream: true``), ``POST /v1/responses`` (one-shot) and
+It serves ``POST /v1/chat/completions`` and ``POST /v1/responses`` (one-shot, or
+streamed as server-sent events when the request says ``stream: true``) and
 ``POST /v1/embeddings`` (:func:`embedding`: vectors made from the words of each text)
 on 127.0.0.1, on a free port,
 from a background thread with its own event loop, so any test can use it whatever
@@ -25,7 +25,10 @@ items, its reasoning as a ``reasoning`` item); ``RecordedRequest.path`` says whi
 A streamed chat completion sends a :class:`Reply` in chunks as OpenAI does: the role,
 the reasoning and the text word by word, the tool calls' pieces interleaved by
 ``index``, the finish reason, the usage (if ``stream_options.include_usage``), then
-``[DONE]``; ``cut_after`` breaks it off after that many chunks (see :class:`Reply`).
+``[DONE]``; a streamed Responses API answer as typed events: ``response.created``, the
+text word by word (``response.output_text.delta``), then ``response.completed`` (or
+``response.incomplete``) with the whole response. ``cut_after`` breaks either off after
+that many chunks or events (see :class:`Reply`).
 ``ignore_stream`` plays a server that ignores ``stream: true`` and answers whole.
 
 A :class:`Quota` makes it enforce requests and tokens per minute as providers do.
@@ -503,15 +506,20 @@ class OpenAIServer(Lifecycle):
         if isinstance(body, dict) and recorded.path.endswith("/embeddings"):
             return JSONResponse(_embeddings(body, named), 200, headers)
         model = behaviour.model or named
-        if recorded.path.endswith("/responses"):
-            return self._whole(behaviour, _response(behaviour, model, number), headers)
+        responses = recorded.path.endswith("/responses")
         if isinstance(body, dict) and body.get("stream") and not behaviour.ignore_stream:
-            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            if responses:
+                events = _response_events(behaviour, model, number)
+            else:
+                usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                events = _chunks(behaviour, model, number, usage=usage)
             return StreamingResponse(
-                self._events(behaviour, _chunks(behaviour, model, number, usage=usage)),
+                self._events(behaviour, events, done=not responses),
                 headers=dict(headers),
                 media_type="text/event-stream",
             )
+        if responses:
+            return self._whole(behaviour, _response(behaviour, model, number), headers)
         return self._whole(behaviour, _completion(behaviour, model, number), headers)
 
     def _whole(self, reply: Reply, body: Any, headers: Mapping[str, str]) -> Response:
@@ -528,8 +536,10 @@ class OpenAIServer(Lifecycle):
 
         return StreamingResponse(pieces(), headers=dict(headers), media_type="application/json")
 
-    async def _events(self, reply: Reply, chunks: list[dict[str, Any]]) -> Any:
-        """The chunks as server-sent events, cut off as ``reply`` says."""
+    async def _events(self, reply: Reply, chunks: list[dict[str, Any]], *, done: bool) -> Any:
+        """The chunks as server-sent events (each named by its ``type``, if it has one,
+        as the Responses API's are), cut off as ``reply`` says; then ``[DONE]``, as
+        chat completions end, if ``done``."""
         for sent, chunk in enumerate(chunks):
             if reply.cut_after is not None and sent >= reply.cut_after:
                 if reply.cut == "end":
@@ -538,8 +548,10 @@ class OpenAIServer(Lifecycle):
             if sent == reply.hold_after and not await self._let_go(reply):
                 raise _StreamCut(f"held after {sent} chunks, and never let go")
             await self._pause(reply.chunk_delay_s)
-            yield f"data: {json.dumps(chunk)}\n\n"
-        yield "data: [DONE]\n\n"
+            named = f"event: {chunk['type']}\n" if "type" in chunk else ""
+            yield f"{named}data: {json.dumps(chunk)}\n\n"
+        if done:
+            yield "data: [DONE]\n\n"
 
     async def _let_go(self, reply: Reply) -> bool:
         """Whether a stream held back (``reply.hold_until``) was let go in time."""
@@ -592,6 +604,22 @@ def _chunks(reply: Reply, model: str, number: int, *, usage: bool) -> list[dict[
         whole = _completion(reply, model, number)["usage"]
         chunks.append({**base, "choices": [], "usage": whole})
     return chunks
+
+
+def _response_events(reply: Reply, model: str, number: int) -> list[dict[str, Any]]:
+    """``reply`` as the events of a streamed Responses API answer: the response begun,
+    its text word by word, then the whole response."""
+    whole = _response(reply, model, number)
+    begun = {**whole, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": begun}]
+    text = {"type": "response.output_text.delta", "item_id": f"msg_test{number}"}
+    events += [
+        {**text, "output_index": 0, "content_index": 0, "delta": piece}
+        for piece in text_pieces(reply.content or "")
+    ]
+    last = "response.incomplete" if whole["status"] == "incomplete" else "response.completed"
+    events.append({"type": last, "response": whole})
+    return [{**event, "sequence_number": at} for at, event in enumerate(events)]
 
 
 def _error_body(fail: Raw) -> Any:

@@ -2,6 +2,12 @@
 every field on the way, as :mod:`runtime.models.openai._completion` does for chat completions: a
 malformed body becomes a :class:`ModelResponseError` that says what was wrong.
 
+A streamed answer (:class:`ResponseStream`) is a series of typed events: its text
+comes in ``response.output_text.delta`` events (and a refusal's in
+``response.refusal.delta``), and the whole response, read as a one-shot body is, in the
+last one (``response.completed``, ``response.incomplete`` or ``response.failed``); an
+``error`` event is the endpoint's error.
+
 The answer is a list of output items: ``message`` items (their ``output_text`` parts
 are the text), ``function_call`` items (keyed by ``call_id``), and ``reasoning`` items,
 kept on the message as :class:`ReasoningItem`s to pass back. Items of other types
@@ -30,7 +36,7 @@ from runtime.models.openai._completion import (
     token_usage,
 )
 
-__all__ = ["parse_response"]
+__all__ = ["ResponseStream", "parse_response"]
 
 _UNFINISHED = frozenset({"in_progress", "queued"})
 """Statuses of a response the server sent before it had finished it."""
@@ -182,3 +188,74 @@ def _finish(body: dict[str, Any], called: bool) -> str:
         reason = _text(details.get("reason"), "incomplete_details.reason") or "incomplete"
         return _FINISH.get(reason, reason)
     return "tool_calls" if called else "stop"
+
+
+_TEXT_EVENTS = frozenset({"response.output_text.delta", "response.refusal.delta"})
+"""The events that carry a piece of the answer's text, as their ``delta``."""
+
+_LAST_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+"""The events that end a streamed answer, the whole response in them."""
+
+
+class ResponseStream:
+    """One streamed Responses API answer of ``model``: :meth:`add` each event's data,
+    then :meth:`response`.
+
+    Attributes:
+        done: The last event came (the whole response with it).
+    """
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.done = False
+        self._last: dict[str, Any] | None = None
+        self._events = 0
+
+    def add(self, data: str) -> str:
+        """Take one event's data; the text it adds to the answer ("" for none).
+
+        Raises:
+            ModelResponseError: for an event that is not JSON (retryable: a proxy's or a
+                connection's fault), an error sent in the stream, or a malformed event.
+            ModelHTTPError: for an error sent in the stream that stands for one (a
+                server error, a rate limit: see :func:`answered_error`).
+        """
+        self._events += 1
+        where = f"event {self._events}"
+        try:
+            event = json.loads(data)
+        except ValueError as exc:
+            raise ModelResponseError(
+                f"model {self.model!r} streamed an event that is not JSON ({exc}): {shown(data)}",
+                retryable=True,
+            ) from exc
+        try:
+            kind = _text(_object(event, where).get("type"), f"{where}.type")
+            if kind == "error":
+                raise answered_error(event, self.model, "sent an error in its stream")
+            if kind in _TEXT_EVENTS:
+                return _text(event.get("delta"), f"{where}.delta") or ""
+            if kind in _LAST_EVENTS:
+                self._last = _object(event.get("response"), f"{where}.response")
+                self.done = True
+        except _Malformed as exc:
+            raise ModelResponseError(
+                f"model {self.model!r} streamed a malformed event: {exc}"
+            ) from exc
+        return ""
+
+    def response(self) -> ModelResponse:
+        """The whole answer, as the last event gave it.
+
+        Raises:
+            ModelResponseError: when the stream ended before its last event
+                (retryable), or the response is malformed or failed (as
+                :func:`parse_response` says).
+        """
+        if self._last is None:
+            raise ModelResponseError(
+                f"the stream of model {self.model!r} ended before its answer did (no "
+                f"response.completed in {self._events} events)",
+                retryable=True,
+            )
+        return parse_response(json.dumps(self._last).encode(), self.model)

@@ -19,17 +19,17 @@ text was shown; a stream cut after that is a :class:`~runtime.errors.StreamInter
 
 from __future__ import annotations
 
-from contextlib import aclosing
+import contextlib
 from typing import Any
 
 import openai
 
 from runtime.limits.retry import ShownText
-from runtime.model import ModelRequest, ModelResponse, TextSink
+from runtime.model import ModelRequest, ModelResponse
 from runtime.models.openai._completion import parse_completion
-from runtime.models.openai.endpoint import OpenAIEndpoint, OutputMode, read_body, read_lines
+from runtime.models.openai.endpoint import OpenAIEndpoint, OutputMode
 from runtime.models.openai.request import messages_out, output_instruction
-from runtime.models.openai.stream import CompletionStream, answered_whole, event_data
+from runtime.models.openai.stream import CompletionStream
 
 __all__ = ["OpenAIModel"]
 
@@ -99,54 +99,15 @@ class OpenAIModel(OpenAIEndpoint):
             return await self._stream_raw(request, mode, ShownText(_unread))
         return await super()._complete_raw(request, mode)
 
-    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
-        """:meth:`complete`, streamed: the answer's text goes to ``on_text`` as it comes.
-
-        Raises:
-            StreamInterrupted: when the stream broke off after some text was shown
-                (before that, a cut stream is retried like any failed attempt).
-            ModelHTTPError, ModelConnectionError, ModelTimeout, ModelResponseError:
-                as :meth:`complete`.
-        """
-        return await self._call(request, ShownText(on_text))
-
-    async def _stream_raw(
-        self, request: ModelRequest, mode: OutputMode, on_text: ShownText
-    ) -> ModelResponse:
-        params = self._params(request, mode)
-        params["stream"] = True
+    def _streamed(
+        self, client: openai.AsyncOpenAI, params: dict[str, Any]
+    ) -> contextlib.AbstractAsyncContextManager[Any]:
         if self.stream_usage:
-            params["stream_options"] = {"include_usage": True}
-        with self._translated(params):
-            create = self.client.chat.completions.with_streaming_response.create
-            async with create(**params) as response:
-                if answered_whole(response.headers.get("content-type")):
-                    # The server ignored stream: true. Its answer is read as a one-shot
-                    # answer is, and its text shown in one piece.
-                    found = self._parse(await read_body(response.http_response))
-                    if found.message.content:
-                        on_text(found.message.content)
-                else:
-                    found = await self._read_events(response, params["timeout"], on_text)
-        self._observe(response.headers, found)
-        return found
+            params = {**params, "stream_options": {"include_usage": True}}
+        return client.chat.completions.with_streaming_response.create(**params)
 
-    async def _read_events(
-        self, response: Any, timeout_s: float, on_text: ShownText
-    ) -> ModelResponse:
-        """The answer in ``response``'s server-sent events, its text to ``on_text`` as
-        it comes."""
-        answer = CompletionStream(self.model)
-        lines = read_lines(response, timeout_s)
-        # Closed here, not whenever they are collected: the stream may end early.
-        async with aclosing(lines), aclosing(event_data(lines)) as events:
-            async for data in events:
-                text = answer.add(data)
-                if text:
-                    on_text(text)
-                if answer.done:
-                    break
-        return answer.response()
+    def _answer_stream(self) -> CompletionStream:
+        return CompletionStream(self.model)
 
     def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
         output = request.output

@@ -18,9 +18,10 @@ judge. An endpoint whose chat template wants user and assistant turns to alterna
 (Gemma's, older Mistral ones: ``Conversation roles must alternate``, on vLLM or
 llama.cpp) gets consecutive user messages as one from then on (:attr:`alternating`),
 and one that refuses ``stream_options`` streams without it (:attr:`stream_usage`).
-An adapter says how to build a request, send it and read the answer; one
-that streams also how to read the answer as it comes (:meth:`_stream_raw`), and is
-retried, under the same policy, only until some of its text was shown.
+An adapter says how to build a request, send it and read the answer, and how to
+send it as a stream and read the answer's events as they come (:meth:`_streamed`,
+:meth:`_answer_stream`); a streamed call is retried, under the same policy, only until
+some of its text was shown.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from runtime.limits.quota import quota_from_headers
 from runtime.limits.ratelimit import AdaptiveLimiter
 from runtime.limits.retry import ShownText, endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
-from runtime.model import ModelRequest, ModelResponse
+from runtime.model import ModelRequest, ModelResponse, TextSink
 from runtime.models.openai._completion import estimated_usage
 from runtime.models.openai.request import (
     Api,
@@ -63,6 +64,7 @@ from runtime.models.openai.request import (
     split_settings,
     without_query,
 )
+from runtime.models.openai.stream import AnswerStream, answered_whole, event_data
 from runtime.secrets import (
     CREDENTIAL_PARAMETERS,
     add_header,
@@ -413,13 +415,62 @@ class OpenAIEndpoint(abc.ABC):
             tokens = answer.usage.input_tokens + answer.usage.output_tokens if answer else None
             self.limiter.observe(quota_from_headers(headers), tokens=tokens)
 
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """:meth:`complete`, streamed: the answer's text goes to ``on_text`` as it comes.
+
+        Raises:
+            StreamInterrupted: when the stream broke off after some text was shown
+                (before that, a cut stream is retried like any failed attempt).
+            ModelHTTPError, ModelConnectionError, ModelTimeout, ModelResponseError:
+                as :meth:`complete`.
+        """
+        return await self._call(request, ShownText(on_text))
+
     async def _stream_raw(
         self, request: ModelRequest, mode: OutputMode, on_text: ShownText
     ) -> ModelResponse:
-        """One streamed attempt: its text to ``on_text`` as it comes, then the answer.
-        Only adapters that stream have it (they have a public ``stream``): the others
-        are never asked to."""
-        raise TypeError(f"{type(self).__name__} does not stream")
+        """One streamed attempt: its text to ``on_text`` as it comes, then the answer."""
+        params = self._params(request, mode)
+        params["stream"] = True
+        with self._translated(params):
+            async with self._streamed(self.client, params) as response:
+                if answered_whole(response.headers.get("content-type")):
+                    # The server ignored stream: true. Its answer is read as a one-shot
+                    # answer is, and its text shown in one piece.
+                    found = self._parse(await read_body(response.http_response))
+                    if found.message.content:
+                        on_text(found.message.content)
+                else:
+                    found = await self._read_events(response, params["timeout"], on_text)
+        self._observe(response.headers, found)
+        return found
+
+    async def _read_events(
+        self, response: Any, timeout_s: float, on_text: ShownText
+    ) -> ModelResponse:
+        """The answer in ``response``'s server-sent events, its text to ``on_text`` as
+        it comes."""
+        answer = self._answer_stream()
+        lines = read_lines(response, timeout_s)
+        # Closed here, not whenever they are collected: the stream may end early.
+        async with contextlib.aclosing(lines), contextlib.aclosing(event_data(lines)) as events:
+            async for data in events:
+                text = answer.add(data)
+                if text:
+                    on_text(text)
+                if answer.done:
+                    break
+        return answer.response()
+
+    @abc.abstractmethod
+    def _streamed(
+        self, client: openai.AsyncOpenAI, params: dict[str, Any]
+    ) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Send ``params`` as a streamed request: the response, its body unread."""
+
+    @abc.abstractmethod
+    def _answer_stream(self) -> AnswerStream:
+        """What reads a streamed answer's events into the answer."""
 
     @contextlib.contextmanager
     def _translated(self, params: Mapping[str, Any]) -> Iterator[None]:

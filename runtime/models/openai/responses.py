@@ -14,6 +14,7 @@ before the message that followed them. Structured output is asked for as
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from runtime.messages import (
     UserMessage,
 )
 from runtime.model import ModelRequest, ModelResponse
-from runtime.models.openai._responses_body import parse_response
+from runtime.models.openai._responses_body import ResponseStream, parse_response
 from runtime.models.openai.endpoint import OpenAIEndpoint, OutputMode
 from runtime.models.openai.request import output_instruction, wire_arguments
 from runtime.text import valid_text
@@ -60,6 +61,14 @@ class OpenAIResponsesModel(OpenAIEndpoint):
 
     def _parse(self, body: bytes) -> ModelResponse:
         return parse_response(body, self.model)
+
+    def _streamed(
+        self, client: openai.AsyncOpenAI, params: dict[str, Any]
+    ) -> contextlib.AbstractAsyncContextManager[Any]:
+        return client.responses.with_streaming_response.create(**params)
+
+    def _answer_stream(self) -> ResponseStream:
+        return ResponseStream(self.model)
 
     def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
         output = request.output

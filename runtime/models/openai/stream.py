@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 from runtime.errors import ModelResponseError
 from runtime.model import ModelResponse
@@ -39,7 +39,24 @@ from runtime.models.openai._completion import (
     error_in,
 )
 
-__all__ = ["CompletionStream", "answered_whole", "event_data"]
+__all__ = ["AnswerStream", "CompletionStream", "answered_whole", "event_data"]
+
+
+class AnswerStream(Protocol):
+    """What reads one streamed answer: :meth:`add` each event's data as it comes, then
+    :meth:`response` (a chat completion's :class:`CompletionStream`, a Responses API
+    answer's :class:`~runtime.models.openai._responses_body.ResponseStream`)."""
+
+    done: bool
+    """The server said the answer is over: no event after it is read."""
+
+    def add(self, data: str) -> str:
+        """Take one event's data; the text it adds to the answer ("" for none)."""
+        ...
+
+    def response(self) -> ModelResponse:
+        """The whole answer (a :class:`ModelResponseError` if the stream ended first)."""
+        ...
 
 
 def answered_whole(content_type: str | None) -> bool:
