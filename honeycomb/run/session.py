@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
 import msgspec
 
@@ -33,6 +33,7 @@ from runtime import (
     SessionBusy,
     SessionError,
     StoreError,
+    did_you_mean,
 )
 from runtime.text import valid_text
 from workers.context import Compaction
@@ -167,6 +168,7 @@ class Session:
         busy: Busy = "wait",
         unfinished: Unfinished = "raise",
     ) -> None:
+        _check_choices(busy, unfinished)
         self.id = session_id
         self.busy: Busy = busy
         self.unfinished: Unfinished = unfinished
@@ -214,12 +216,14 @@ class Session:
             PlanError, RunFailed, BudgetExceeded: as ``Executor.run`` (the turn stays
                 in the conversation, without an answer; none is kept when the run
                 stopped before its input guards passed the message).
-            ConfigError: when the message is empty or only whitespace, or the hive
-                cannot run it (no planner, a missing key ...): no turn is kept.
+            ConfigError: when the message is empty or only whitespace, ``busy`` or
+                ``unfinished`` none of its choices, or the hive cannot run it (no
+                planner, a missing key ...): no turn is kept.
             GuardrailTripped: when the run's input guards refuse the message (no turn
                 is kept: no later turn is told it), or its output guards the answer.
         """
         check_task(message)
+        _check_choices(busy, unfinished)
         async with self._turn_lock(busy):
             turn, earlier = await self._begin(
                 message, unfinished or self.unfinished, on_event, text_deltas
@@ -242,9 +246,11 @@ class Session:
         ``Executor.stream``: ``async with session.stream(msg) as events: ...``).
 
         Raises:
-            ConfigError: at once, when ``message`` is empty or only whitespace.
+            ConfigError: at once, when ``message`` is empty or only whitespace, or
+                ``busy`` or ``unfinished`` is none of its choices.
         """
         check_task(message)
+        _check_choices(busy, unfinished)
 
         def run(put: EventHandler) -> Awaitable[RunResult]:
             return self.run(
@@ -668,6 +674,20 @@ def check_task(task: str) -> None:
             f"task is empty ({task!r}): pass what the run is to do, in words "
             "(Executor.run('Compare the weather in Lisbon and Porto'))"
         )
+
+
+def _check_choices(busy: str | None, unfinished: str | None) -> None:
+    """Refuse a ``busy`` or an ``unfinished`` that is none of its choices: a typo
+    (``"dropp"``) would be read as the choice left, and resume the turn meant dropped.
+
+    Raises:
+        ConfigError: naming the argument, its choices, and the one it is close to.
+    """
+    for name, given, choices in (("busy", busy, Busy), ("unfinished", unfinished, Unfinished)):
+        if given is not None and given not in get_args(choices):
+            listed = ", ".join(map(repr, get_args(choices)))
+            close = did_you_mean(given, get_args(choices))
+            raise ConfigError(f"{name}={given!r} is not one of {listed}{close}")
 
 
 MAX_ID_BYTES = 512

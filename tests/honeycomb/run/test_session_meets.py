@@ -26,7 +26,7 @@ from honeycomb.events import RunFinished, TextDelta
 from honeycomb.run.session import Session
 from honeycomb.run.stream import RunStream
 from honeycomb.testing import FunctionModel
-from runtime import BudgetExceeded, HoneycombError, ModelRequest, SessionError
+from runtime import BudgetExceeded, ConfigError, HoneycombError, ModelRequest, SessionError
 from tests.support.model_requests import role_of
 from tests.support.stores import Where, query
 
@@ -303,5 +303,26 @@ async def test_a_turn_whose_answer_the_runs_guard_refused_tells_later_turns_noth
     await session.run("Hello.")
     assert "## Message 1\nPay bob.\nAnswer:\n(no answer: the run failed)" in told[-1]
     assert (await session.turns())[0].results == ()
+    assert executor.store is not None
+    executor.store.close()
+
+
+async def test_a_choice_misspelt_is_refused_before_the_turn_cut_off_goes_on(db: Path) -> None:
+    # unfinished="dropp" read as "resume": the turn its caller meant to drop went on.
+    gate = _Gate()
+    executor = gate.writers(store=db)
+    session = executor.session("ann")
+    await gate.cut_off(session, "First.")
+    gate.hold.set()
+    with pytest.raises(ConfigError) as refused:
+        await session.run("Second.", unfinished="dropp")  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        "unfinished='dropp' is not one of 'raise', 'resume', 'drop' (did you mean 'drop'?)"
+    )
+    assert [(t.message, t.status) for t in await session.turns()] == [("First.", "interrupted")]
+    with pytest.raises(ConfigError, match=r"busy='refused' is not one of 'wait', 'refuse'"):
+        executor.session("ann", busy="refused")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"busy='Wait' is not one of"):
+        session.stream("Second.", busy="Wait")  # type: ignore[arg-type]  # at once
     assert executor.store is not None
     executor.store.close()
