@@ -174,7 +174,7 @@ def _one_name_twice(
             picked = pick_tools(server, tools_of[server], wanted)
         except ConfigError:
             continue  # told above
-        problem = taken_twice(whose, server, picked)
+        problem = taken_twice(whose, server, picked, wanted)
         if problem is not None:
             errors.append(place.error(("tools", index), problem))
     return errors

@@ -113,7 +113,7 @@ class McpTools:
                 found = pick_tools(server, tools, wanted, self._unfit.get(server))
             except ConfigError as exc:
                 raise ConfigError(f"role {role.name!r}: {exc.message}") from exc
-            problem = taken_twice(servers, server, found)
+            problem = taken_twice(servers, server, found, wanted)
             if problem is not None:
                 raise ConfigError(f"role {role.name!r}: {problem}")
             picked += found

@@ -268,30 +268,38 @@ def unlisted_settings(
 
 
 def taken_twice(
-    whose: dict[str, str | None], server: str, tools: Iterable[Tool[..., Any]]
+    whose: dict[str, str | None], server: str, tools: Iterable[Tool[..., Any]], wanted: str = "*"
 ) -> str | None:
     """Note in ``whose`` (by name, the server of each tool a role takes; None for a tool
-    of its own) the ``tools`` it takes of ``server``; what is wrong, and what can be
-    done, with the first that has the name of another (None: none has). An MCP tool
-    cannot be renamed."""
+    of its own) the ``tools`` it takes of ``server`` (as ``server:wanted`` names them);
+    what is wrong, and what can be done, with the first that has the name of another
+    (None: none has). An MCP tool cannot be renamed."""
     for tool in tools:
         other = whose.setdefault(tool.name, server)
         if other != server:
-            return _twice(tool.name, server, other)
+            return _twice(tool.name, server, other, every=wanted == "*")
     return None
 
 
-def _twice(name: str, server: str, other: str | None) -> str:
+def _twice(name: str, server: str, other: str | None, *, every: bool) -> str:
+    """What is wrong with a second tool of one name, and what can be done (``every``:
+    the role takes every tool of ``server``, by ``server:*``)."""
     if other is None:
+        leave = (
+            f"name the server's tools it is to have one by one, without that one (not {server}:*)"
+            if every
+            else f"leave out {server}:{name}"
+        )
         return (
             f"its own tool {name!r} and MCP server {server!r}'s have one name: give its own "
-            f"another (@tool(name=...)), or name the server's tools it is to have one by "
-            f"one, without that one (not {server}:*)"
+            f"another (@tool(name=...)), or {leave}"
         )
+    both = f"MCP servers {other!r} and {server!r} both have a tool {name!r}"
+    if not every:
+        return f"{both}: the role can take one of them only ({other}:{name} or {server}:{name})"
     return (
-        f"MCP servers {other!r} and {server!r} both have a tool {name!r}: name the one the "
-        f"role is to have ({other}:{name} or {server}:{name}), not every tool of both "
-        "(server:*)"
+        f"{both}: name the one the role is to have ({other}:{name} or {server}:{name}), "
+        "not every tool of both (server:*)"
     )
 
 

@@ -270,14 +270,18 @@ def test_validate_refuses_a_role_taking_two_servers_tools_of_one_name(
         roles:
           planner: {description: Plans.}
           clock: {tools: ["a:*", "b:*"]}
+          watch: {tools: ["a:get_current_time", "b:get_current_time"]}
         """,
     )
     assert main(["validate", str(path)]) == 1
     assert capsys.readouterr().out.splitlines() == [
-        f"{path}: 1 error",
+        f"{path}: 2 errors",
         f"  {path}:7:26: roles.clock.tools[1]: MCP servers 'a' and 'b' both have a tool "
         "'get_current_time': name the one the role is to have (a:get_current_time or "
         "b:get_current_time), not every tool of both (server:*)",
+        f"  {path}:8:41: roles.watch.tools[1]: MCP servers 'a' and 'b' both have a tool "
+        "'get_current_time': the role can take one of them only (a:get_current_time or "
+        "b:get_current_time)",
     ]
 
 

@@ -216,12 +216,24 @@ async def test_a_paused_nested_worker_whose_server_is_down_at_resume_goes_on_onc
             "give its own another (@tool(name=...)), or name the server's tools it is to "
             "have one by one, without that one (not t:*)",
         ),
+        (  # each named alone: the advice was to name them so, 'not every tool of both'
+            ("t:lookup", "u:lookup"),
+            "role 'writer': MCP servers 't' and 'u' both have a tool 'lookup': the role can "
+            "take one of them only (t:lookup or u:lookup)",
+        ),
+        (
+            ("append_note", "t:append_note"),
+            "role 'writer': its own tool 'append_note' and MCP server 't''s have one name: "
+            "give its own another (@tool(name=...)), or leave out t:append_note",
+        ),
     ],
 )
 async def test_two_tools_of_one_name_say_what_can_be_done(
     tmp_path: Path, tools: tuple[str, ...], said: str
 ) -> None:
-    """MCP tools cannot be renamed: the error said to give one another name."""
+    """MCP tools cannot be renamed: the error said to give one another name. What it
+    says can be done fits how the role takes the server's tool (by its name, or with
+    every other)."""
 
     @tool
     def append_note(text: str) -> str:
