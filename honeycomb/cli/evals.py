@@ -311,11 +311,18 @@ def _stopped(
     *,
     shares: bool = False,
 ) -> ExitStatus:
-    """Print what an eval a signal stopped had found (its report, kept interrupted;
-    none with ``--no-store``), write its files, and say how to go on with it (not
-    at all when its cases ``shares`` a memory: what its runs kept there is gone)."""
+    """Print what an eval a signal stopped had found (its report, kept interrupted,
+    or whole when the signal came as it was kept; none with ``--no-store`` or when the
+    store failed), write its files, and say how to go on with it (not at all when it
+    had ended, nor when its cases ``shares`` a memory: what its runs kept there is
+    gone)."""
     if report is None:
         said = " (with --no-store, nothing of it is kept)."
+        if store is not None:  # the store failed as it was stopped
+            said = f": its report could not be kept in {store.where}."
+    elif not report.interrupted:  # stopped as its report was kept: it had ended
+        _reported(report, None, store, args)
+        said = " as its report was kept: every run was made, and the eval ended."
     elif args.record is not None:  # its cassette would lack the runs made so far
         _reported(report, None, store, args)
         said = (

@@ -165,8 +165,8 @@ async def evaluate(
                 await shielded(keep_report(store, cut))
         raise
     report = session.report(head, named, time.perf_counter() - clock)
-    if store is not None:
-        await keep_report(store, report)
+    if store is not None:  # every run made: cancelled now, it is kept whole still
+        await shielded(keep_report(store, report))
     return report
 
 

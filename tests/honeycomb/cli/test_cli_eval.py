@@ -13,13 +13,18 @@ import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from honeycomb.cli import main
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.evals import EvalReport, runner
+from honeycomb.evals.kept import keep_report
 from honeycomb.store import RunStore
+from runtime import StoreError
 from tests.support.evals import TINY_HIVE, tiny_hive, write
 from tests.support.stores import STORES_NOT_SET_UP, UNSET_PASSWORD
 
@@ -106,6 +111,50 @@ def test_the_command_that_shows_a_failing_run_finds_it_in_its_store(
     # The command as printed, pasted: it finds the run, a store named runs.db or not.
     assert main(shlex.split(shown[1])[1:]) == ExitStatus.OK
     assert "oslo" in capsys.readouterr().out.lower()
+
+
+def test_a_signal_as_the_report_of_every_run_is_kept_keeps_it_whole(
+    folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def stopping(store: RunStore, report: EvalReport) -> Coroutine[Any, Any, None]:
+        stopped = asyncio.current_task()  # the eval's, which the signal cancels
+        os.kill(os.getpid(), signal.SIGTERM)  # it comes as the whole report is kept
+
+        async def once_cancelled() -> None:
+            # No event tells of a task's cancellation: its state is looked at.
+            while stopped is not None and not stopped.cancelling():  # noqa: ASYNC110
+                await asyncio.sleep(0)  # the loop's turn: it reads the signal
+            await keep_report(store, report)
+
+        return once_cancelled()
+
+    monkeypatch.setattr(runner, "keep_report", stopping)
+    code, out, err = _eval(capsys, "--eval-id", "ev-all")
+    assert code == 143
+    assert "2 of 2 cases passed" in out
+    assert "SIGTERM: eval ev-all stopped as its report was kept: every run was made" in err
+    assert "goes on with it" not in err  # it ended: run again, it would make every run
+    kept = RunStore(folder / ".honeycomb" / "runs.db").eval_report("ev-all")
+    report = EvalReport.from_json(kept or "")
+    assert (report.interrupted, report.passed) == (False, True)
+
+
+def test_a_signal_when_the_store_cannot_keep_the_report_says_so(
+    folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(folder, "checks.py", "import os, signal\n\ndef stop(answer, run):\n"
+          "    os.kill(os.getpid(), signal.SIGTERM)\n    return True\n")  # fmt: skip
+    # The first case's check stops it, as the second case runs.
+    write(folder, "evals.yaml", CASES.replace('contains: "{{city}}"', "python: checks:stop"))
+
+    async def failing(store: RunStore, report: EvalReport) -> None:
+        raise StoreError("the disk is full", path=str(store.where))
+
+    monkeypatch.setattr(runner, "keep_report", failing)
+    code, _, err = _eval(capsys, "--eval-id", "ev-cut", "--concurrency", "1")
+    assert code == 143
+    assert "SIGTERM: eval ev-cut stopped: its report could not be kept in " in err
+    assert "--no-store" not in err
 
 
 def test_a_bad_cases_file_exits_2_with_every_error_at_its_line(
