@@ -115,13 +115,13 @@ class Cuts:
     def __bool__(self) -> bool:
         return bool(self._by_scope)
 
+    def __contains__(self, scope: tuple[str | None, str | None]) -> bool:
+        return bool(self._by_scope.get(scope))
+
     def _last(self, case: str | None, worker: str | None) -> Pending | None:
         """The cut recorded last, so far, of ``case``'s run or of ``worker``."""
         last = [self._by_scope[scope][-1] for scope in _scopes(case, worker) if scope in self]
         return max(last, key=lambda p: p.order, default=None)
-
-    def __contains__(self, scope: tuple[str | None, str | None]) -> bool:
-        return bool(self._by_scope.get(scope))
 
     def _next(self, case: str | None, worker: str | None) -> Pending | None:
         """The first cut of ``case``'s run or of ``worker`` that has not fallen in this
