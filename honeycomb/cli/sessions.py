@@ -109,7 +109,8 @@ def _show(args: argparse.Namespace) -> ExitStatus:
     if not turns:
         where = stored.store.where
         known = shlex.join(["honeycomb", "sessions", *_store_words(args.store, where)])
-        print(f"{where}: no session {args.session_id!r} ({known})", file=sys.stderr)
+        close = _close_to(stored, args.session_id)
+        print(f"{where}: no session {args.session_id!r}{close} ({known})", file=sys.stderr)
         return ExitStatus.UNUSABLE
     cost = sum(t.cost for t in turns)
     print(f"session {args.session_id} · {counted(len(turns), 'turn')} · {format_cost(cost)}")
@@ -128,8 +129,7 @@ def new_session_note(store: RunStore, session_id: str) -> str:
     """What ``chat --session ID`` says of an ``ID`` that ``store`` keeps no conversation
     of: that it starts one, and the id of a kept one that is close (a typo started an
     empty conversation without a word)."""
-    kept = [str(row[0]) for row in StoredSessions(store).sessions(_CLOSE_AMONG)]
-    close = did_you_mean(session_id, kept)
+    close = _close_to(StoredSessions(store), session_id)
     shown = printable(session_id, lines=False)
     return (
         f"no conversation {shown!r} in {store.where}{close}: this starts it (honeycomb "
@@ -137,8 +137,15 @@ def new_session_note(store: RunStore, session_id: str) -> str:
     )
 
 
+def _close_to(stored: StoredSessions, session_id: str) -> str:
+    """`` (did you mean 'ID'?)`` naming a kept session whose id is close to
+    ``session_id`` (a typo), else ''."""
+    kept = [str(row[0]) for row in stored.sessions(_CLOSE_AMONG)]
+    return did_you_mean(session_id, kept)
+
+
 _CLOSE_AMONG = 500
-"""The latest conversations :func:`new_session_note` looks among for a close id."""
+"""The latest conversations looked among for an id close to one not kept."""
 
 
 def print_turn(out: TextIO, turn: Turn) -> None:
@@ -159,8 +166,8 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
     known = set(stored.known(args.session_ids))
     missing = [sid for sid in args.session_ids if sid not in known]
     if missing:
-        where = stored.store.where
-        print(f"{where}: no session {', '.join(map(repr, missing))}", file=sys.stderr)
+        named = ", ".join(f"{sid!r}{_close_to(stored, sid)}" for sid in missing)
+        print(f"{stored.store.where}: no session {named}", file=sys.stderr)
         return ExitStatus.UNUSABLE
 
     async def forget() -> list[str]:

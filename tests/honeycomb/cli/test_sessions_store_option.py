@@ -53,3 +53,16 @@ def test_the_command_a_missing_session_names_looks_in_its_store(
     assert known == ["honeycomb", "sessions", "--store", str(kept)]
     assert main(known[1:]) == 0  # as pasted: the sessions of that store
     assert "ann" in capsys.readouterr().out
+
+
+def test_a_session_id_misspelt_is_told_the_one_kept_close_to_it(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only `honeycomb chat --session` named the close id: show and forget said "no
+    # session 'anne'" and left the reader to list them all.
+    assert main(["sessions", "show", "anne", "--store", str(kept)]) == 2
+    assert "no session 'anne' (did you mean 'ann'?) (honeycomb sessions" in (
+        capsys.readouterr().err
+    )
+    assert main(["sessions", "forget", "anne", "zed", "--store", str(kept)]) == 2
+    assert capsys.readouterr().err.endswith("no session 'anne' (did you mean 'ann'?), 'zed'\n")
