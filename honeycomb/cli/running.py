@@ -513,13 +513,32 @@ async def _run(
         # only cut the stopping short, and the run ends as its last event says.
         result = ended.result if ended.error is None else None
     elif stopped_by and result is None:  # cut off before it ended: resume continues it
-        print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
-        if store is not None:
-            hint = resume_hint(run_id, store.where, args)
-            print(f"Continue it with: {hint}", file=sys.stderr)
-            _say_note(args, sys.stderr)
+        await _say_stopped(stopped_by[0], run_id, store, args)
         return STOPPED_BY[stopped_by[0]]
     return _reported(result, error, ended, args, out, store)
+
+
+async def _say_stopped(
+    by: signal.Signals, run_id: str, store: RunStore | None, args: argparse.Namespace
+) -> None:
+    """Say that a signal stopped run ``run_id``, and the command that continues it from
+    ``store``: when the store keeps it. One stopped before its first write (as it
+    began) is kept nowhere, and is said so: ``resume`` would find no such run."""
+    try:
+        kept = store is not None and await store.summary(run_id) is not None
+    except StoreError:  # it cannot be read now: say what would continue it
+        kept = True
+    if store is not None and not kept:
+        print(
+            f"\n{by.name}: run {run_id} stopped before anything of it was kept: nothing to "
+            "continue; run the command again to start it",
+            file=sys.stderr,
+        )
+        return
+    print(f"\n{by.name}: run {run_id} stopped.", file=sys.stderr)
+    if store is not None:
+        print(f"Continue it with: {resume_hint(run_id, store.where, args)}", file=sys.stderr)
+        _say_note(args, sys.stderr)
 
 
 def _of_another_hive(store: RunStore, run_id: str, hive: Hive) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shlex
@@ -175,6 +176,28 @@ def test_a_signal_stops_the_run_cleanly_and_resume_finishes_it(
     [done] = RunStore(store).runs()
     assert (done.run_id, done.status) == ("stopped", "ok")
     assert len(list((tmp_path / "outbox").glob("*.md"))) <= 1  # the courier sent at most once
+
+
+def test_a_signal_before_the_run_is_kept_says_there_is_nothing_to_continue(
+    fast_demo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ctrl-C as the run began said "Continue it with: honeycomb resume early", and
+    # that command found no such run: nothing of it had been written.
+    async def stopped_as_it_begins(*_: object, **__: object) -> None:
+        signal.raise_signal(signal.SIGINT)  # what Ctrl-C sends
+        await asyncio.Event().wait()  # until the signal cancels the run
+
+    monkeypatch.setattr(RunStore, "take_lease", stopped_as_it_begins)
+    store = fast_demo.parent / "runs.db"
+    argv = ["demo", "--latency", "0", "--plain", "--run-id", "early", "--store", str(store)]
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert err.endswith(
+        "\nSIGINT: run early stopped before anything of it was kept: nothing to continue; "
+        "run the command again to start it\n"
+    )
+    assert "honeycomb resume early" not in err.splitlines()[-1]
+    assert RunStore(store).runs() == []
 
 
 def test_json_into_a_pipe_closed_early_exits_quietly(tmp_path: Path) -> None:
