@@ -141,15 +141,22 @@ class ServerProcess(Generic[In, Out]):
 
     @asynccontextmanager
     async def _run(self) -> AsyncIterator[_Streams[In, Out]]:
-        process = await asyncio.create_subprocess_exec(
-            *self._argv,
-            stdin=PIPE,
-            stdout=PIPE,
-            stderr=PIPE,
-            env=self._env,
-            cwd=self._cwd,
-            start_new_session=True,
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self._argv,
+                stdin=PIPE,
+                stdout=PIPE,
+                stderr=PIPE,
+                env=self._env,
+                cwd=self._cwd,
+                start_new_session=True,
+            )
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            # Its folder, not its command, though said in the same words.
+            cwd = self._cwd
+            if cwd is not None and exc.filename == cwd:
+                raise type(exc)(exc.errno, "no such folder to run in (its cwd)", cwd) from exc
+            raise
         # No await from here into the block: a cancellation in between would leave the
         # process running with no one to stop it.
         to_client, read = anyio.create_memory_object_stream[In](0)

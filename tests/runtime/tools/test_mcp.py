@@ -296,8 +296,13 @@ async def test_a_call_to_a_server_found_dead_goes_to_it_started_again() -> None:
             ),
             "MCP server 't' did not start and list its tools within 0.5s, its start_timeout",
         ),
+        (  # it said 'No such file or directory: ...', as for a command not found
+            sdk_server(cwd="/no-such-folder-for-mcp"),
+            "MCP server 't' cannot be started: [Errno 2] no such folder to run in (its cwd): "
+            "'/no-such-folder-for-mcp'",
+        ),
     ],
-    ids=["no such command", "exits at start", "killed at start", "never answers"],
+    ids=["no such command", "exits at start", "killed at start", "never answers", "no folder"],
 )  # fmt: skip
 async def test_a_server_that_does_not_start_says_why_and_leaves_nothing(
     server: McpServer, expected: str
