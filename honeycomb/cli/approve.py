@@ -10,7 +10,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TextIO
@@ -43,6 +43,7 @@ __all__ = [
     "approve_command",
     "asked",
     "json_line",
+    "print_pending",
     "print_waiting",
     "shell_line",
 ]
@@ -217,9 +218,21 @@ def print_waiting(
     decide that very call (its worker and turn named) and continue the run (``resume``,
     when the run's models were chosen by options the command must name again:
     :func:`honeycomb.cli.resuming.resume_hint`)."""
-    out.write(f"\nWaiting for approval ({len(result.pending)}):\n")
+    print_pending(out, result.run_id, result.pending, store, default, resume)
+
+
+def print_pending(
+    out: TextIO,
+    run_id: str,
+    pending: Sequence[PendingApproval],
+    store: Path | str | None,
+    default: Path,
+    resume: str | None = None,
+) -> None:
+    """:func:`print_waiting` of run ``run_id``, whose calls ``pending`` wait."""
+    out.write(f"\nWaiting for approval ({len(pending)}):\n")
     where = [] if store is None or Path(store) == default else ["--store", str(store)]
-    for p in result.pending:
+    for p in pending:
         out.write(printable(f"  {p.call_id} · {p.worker} ({p.role}) · {p.tool}", lines=False))
         for line in [*([p.summary] if p.summary else []), p.why]:
             out.write(f"\n    {printable(line, lines=False)}")
@@ -227,12 +240,12 @@ def print_waiting(
         for line in argument_lines(p.arguments, limit=_SHOWN, max_lines=4):
             out.write(f"    {line}\n")
     out.write("Decide each, then continue the run:\n")
-    for p in result.pending:
+    for p in pending:
         # The call pinned: a later call of a worker may share an earlier one's id.
-        words = ["honeycomb", "approve", result.run_id, p.call_id, *where]
+        words = ["honeycomb", "approve", run_id, p.call_id, *where]
         words += ["--worker", p.worker, "--turn", str(p.turn)]
         out.write(f"  {shell_line(words)}   (or add --deny --reason '...')\n")
-    out.write(f"  {resume or shell_line(['honeycomb', 'resume', result.run_id, *where])}\n")
+    out.write(f"  {resume or shell_line(['honeycomb', 'resume', run_id, *where])}\n")
 
 
 def shell_line(words: list[str]) -> str:

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from rich.console import Console
 
-from honeycomb.cli.approve import print_waiting
+from honeycomb.cli.approve import print_pending, print_waiting
 from honeycomb.cli.backend import chosen_backend, pool_running
 from honeycomb.cli.cassettes import cassette_memory_of, cassette_models
 from honeycomb.cli.exits import ExitStatus
@@ -190,6 +190,7 @@ class Chat:
                 f"message {last.turn} did not finish ({last.status}): your next message "
                 "continues it first (/undo drops it)\n"
             )
+            await self._waits_on(last.run_id, out)
         while True:
             out.write("\nyou> ")
             out.flush()
@@ -214,6 +215,14 @@ class Chat:
                     await self._answer(text, out, console)
             except HoneycombError as exc:  # another process answers, the store is gone ...
                 out.write(f"{exc}\n")
+
+    async def _waits_on(self, run_id: str, out: TextIO) -> None:
+        """The calls run ``run_id`` (a turn's, kept) waits on, if any, and the commands
+        that decide them: a chat opened again shows them before its first message."""
+        store = self.executor.store
+        pending = await self.executor.pending(run_id) if store is not None else []
+        if pending:
+            print_pending(out, run_id, pending, store.where if store else None, DEFAULT_STORE)
 
     async def _answer(self, message: str, out: TextIO, console: Console) -> None:
         """Answer ``message``, once the turn before it has ended: one that did not (it

@@ -67,3 +67,22 @@ def test_a_turn_that_waits_says_how_to_decide_it_and_the_next_message_continues_
     assert len(list(fast_demo.glob("*.md"))) == 1  # approved: sent, once
     assert "#2  run " in out  # the message was answered after it
     assert " · waiting · " not in out
+
+
+def test_a_chat_opened_on_a_waiting_turn_says_what_it_waits_on_and_how_to_decide_it(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Opened again (the terminal closed), it said "message 1 did not finish (waiting)"
+    # alone: the calls and the commands that decide them were shown only once a
+    # message was sent, and that message was not sent.
+    assert chat(monkeypatch, hive, [ASKED]) == 0
+    first = capsys.readouterr().out
+    decide = re.search(r"honeycomb approve \S+ \S+ --worker \S+ --turn \d+", first)
+    assert decide is not None
+    assert chat(monkeypatch, hive, ["/exit"]) == 0
+    opened = capsys.readouterr().out
+    before_prompt = opened[: opened.index("you>")]
+    assert "message 1 did not finish (waiting)" in before_prompt
+    assert "Waiting for approval (1):" in before_prompt
+    assert "role 'courier' asks for approval of 'send_to_outbox'" in before_prompt
+    assert decide.group(0) in before_prompt
