@@ -35,6 +35,7 @@ from runtime.models.openai._completion import (
     new_call_id,
     token_usage,
 )
+from runtime.models.openai.stream import streamed_json
 
 __all__ = ["ResponseStream", "parse_response"]
 
@@ -62,6 +63,12 @@ def parse_response(body: bytes, model: str) -> ModelResponse:
             f"model {model!r} answered with a body that is not JSON ({exc}): {shown(body)}",
             retryable=True,
         ) from exc
+    return _parsed(data, model)
+
+
+def _parsed(data: Any, model: str) -> ModelResponse:
+    """The response ``data`` holds, the body's JSON (or a stream's last event's), as
+    :func:`parse_response` reads it."""
     if isinstance(data, dict) and data.get("error") is not None:
         raise answered_error(data["error"], model, "answered with an error")
     try:
@@ -222,13 +229,7 @@ class ResponseStream:
         """
         self._events += 1
         where = f"event {self._events}"
-        try:
-            event = json.loads(data)
-        except ValueError as exc:
-            raise ModelResponseError(
-                f"model {self.model!r} streamed an event that is not JSON ({exc}): {shown(data)}",
-                retryable=True,
-            ) from exc
+        event = streamed_json(data, self.model, "an event")
         try:
             kind = _text(_object(event, where).get("type"), f"{where}.type")
             if kind == "error":
@@ -258,4 +259,4 @@ class ResponseStream:
                 f"response.completed in {self._events} events)",
                 retryable=True,
             )
-        return parse_response(json.dumps(self._last).encode(), self.model)
+        return _parsed(self._last, self.model)

@@ -22,9 +22,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import openai
-
-from runtime.limits.retry import ShownText
 from runtime.model import ModelRequest, ModelResponse
 from runtime.models.openai._completion import parse_completion
 from runtime.models.openai.endpoint import OpenAIEndpoint, OutputMode
@@ -68,12 +65,6 @@ class OpenAIModel(OpenAIEndpoint):
 
     api = "chat"
 
-    stream_calls: bool = False
-    """Send one-shot calls as streams too (their text shown to no one): a server that
-    stops generating only when a stream's reader goes away (llama.cpp's, which keeps
-    generating a one-shot answer nobody waits for any more) then stops a cancelled
-    call at once. :class:`~runtime.models.llama.LlamaModel` sets it."""
-
     @property
     def _limit_key(self) -> str:
         """The name of the output limit: the one the settings use; else OpenAI's own
@@ -88,23 +79,16 @@ class OpenAIModel(OpenAIEndpoint):
         openai_own = self.base_url is None or "api.openai.com" in self.base_url
         return "max_completion_tokens" if openai_own else "max_tokens"
 
-    async def _send(self, client: openai.AsyncOpenAI, params: dict[str, Any]) -> Any:
-        return await client.chat.completions.with_raw_response.create(**params)
+    async def _send(self, params: dict[str, Any]) -> Any:
+        return await self.client.chat.completions.with_raw_response.create(**params)
 
     def _parse(self, body: bytes) -> ModelResponse:
         return parse_completion(body, self.model)
 
-    async def _complete_raw(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
-        if self.stream_calls:  # retried as a one-shot call is: no text was shown
-            return await self._stream_raw(request, mode, ShownText(_unread))
-        return await super()._complete_raw(request, mode)
-
-    def _streamed(
-        self, client: openai.AsyncOpenAI, params: dict[str, Any]
-    ) -> contextlib.AbstractAsyncContextManager[Any]:
+    def _streamed(self, params: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[Any]:
         if self.stream_usage:
             params = {**params, "stream_options": {"include_usage": True}}
-        return client.chat.completions.with_streaming_response.create(**params)
+        return self.client.chat.completions.with_streaming_response.create(**params)
 
     def _answer_stream(self) -> CompletionStream:
         return CompletionStream(self.model)
@@ -154,7 +138,3 @@ class OpenAIModel(OpenAIEndpoint):
         elif output is not None and mode == "json_object":
             params["response_format"] = {"type": "json_object"}
         return params
-
-
-def _unread(text: str) -> None:
-    """Where the text of a one-shot call sent as a stream goes: nowhere."""

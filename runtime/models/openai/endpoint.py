@@ -101,6 +101,12 @@ class OpenAIEndpoint(abc.ABC):
     tells_attempts: ClassVar[bool] = True
     """Its retries and the attempts its timeout cut off (:func:`runtime.model.tells_attempts`)."""
 
+    stream_calls: bool = False
+    """Send one-shot calls as streams too (their text shown to no one): a server that
+    stops generating only when a stream's reader goes away (llama.cpp's, which keeps
+    generating a one-shot answer nobody waits for any more) then stops a cancelled
+    call at once. :class:`~runtime.models.llama.LlamaModel` sets it."""
+
     trust_env: bool = True
     """Whether its HTTP client takes its settings from the environment, as httpx's do
     by default: the proxy that ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` name
@@ -398,11 +404,13 @@ class OpenAIEndpoint(abc.ABC):
             raise mask_error(exc) from None
 
     async def _complete_raw(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
+        if self.stream_calls:  # retried as a one-shot call is: no text was shown
+            return await self._stream_raw(request, mode, ShownText(_unread))
         params = self._params(request, mode)
         with self._translated(params):
             # The raw body, parsed here: the SDK's lenient parsing lets malformed
             # answers through as objects with missing or wrong-typed attributes.
-            raw = await self._send(self.client, params)
+            raw = await self._send(params)
             body = await read_body(raw.http_response)
         response = self._parse(body)
         self._observe(raw.headers, response)
@@ -433,7 +441,7 @@ class OpenAIEndpoint(abc.ABC):
         params = self._params(request, mode)
         params["stream"] = True
         with self._translated(params):
-            async with self._streamed(self.client, params) as response:
+            async with self._streamed(params) as response:
                 if answered_whole(response.headers.get("content-type")):
                     # The server ignored stream: true. Its answer is read as a one-shot
                     # answer is, and its text shown in one piece.
@@ -463,9 +471,7 @@ class OpenAIEndpoint(abc.ABC):
         return answer.response()
 
     @abc.abstractmethod
-    def _streamed(
-        self, client: openai.AsyncOpenAI, params: dict[str, Any]
-    ) -> contextlib.AbstractAsyncContextManager[Any]:
+    def _streamed(self, params: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[Any]:
         """Send ``params`` as a streamed request: the response, its body unread."""
 
     @abc.abstractmethod
@@ -544,7 +550,7 @@ class OpenAIEndpoint(abc.ABC):
         for as ``mode``."""
 
     @abc.abstractmethod
-    async def _send(self, client: openai.AsyncOpenAI, params: dict[str, Any]) -> Any:
+    async def _send(self, params: dict[str, Any]) -> Any:
         """Send the request; the SDK's raw response (``with_raw_response``)."""
 
     @abc.abstractmethod
@@ -703,3 +709,7 @@ def _seconds(value: str, *, millis: bool) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(when.timestamp() - time.time(), 0.0)
+
+
+def _unread(text: str) -> None:
+    """Where the text of a one-shot call sent as a stream goes: nowhere."""

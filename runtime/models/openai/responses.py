@@ -18,8 +18,6 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-import openai
-
 from runtime.messages import (
     AssistantMessage,
     Message,
@@ -56,16 +54,14 @@ class OpenAIResponsesModel(OpenAIEndpoint):
 
     api = "responses"
 
-    async def _send(self, client: openai.AsyncOpenAI, params: dict[str, Any]) -> Any:
-        return await client.responses.with_raw_response.create(**params)
+    async def _send(self, params: dict[str, Any]) -> Any:
+        return await self.client.responses.with_raw_response.create(**params)
 
     def _parse(self, body: bytes) -> ModelResponse:
         return parse_response(body, self.model)
 
-    def _streamed(
-        self, client: openai.AsyncOpenAI, params: dict[str, Any]
-    ) -> contextlib.AbstractAsyncContextManager[Any]:
-        return client.responses.with_streaming_response.create(**params)
+    def _streamed(self, params: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[Any]:
+        return self.client.responses.with_streaming_response.create(**params)
 
     def _answer_stream(self) -> ResponseStream:
         return ResponseStream(self.model)

@@ -39,7 +39,7 @@ from runtime.models.openai._completion import (
     error_in,
 )
 
-__all__ = ["AnswerStream", "CompletionStream", "answered_whole", "event_data"]
+__all__ = ["AnswerStream", "CompletionStream", "answered_whole", "event_data", "streamed_json"]
 
 
 class AnswerStream(Protocol):
@@ -80,6 +80,22 @@ async def event_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
             data.append(line[5:].removeprefix(" "))
     if data:
         yield "\n".join(data)
+
+
+def streamed_json(data: str, model: str, what: str) -> Any:
+    """The JSON of one event's ``data`` (``what`` it is: ``a chunk``, ``an event``).
+
+    Raises:
+        ModelResponseError: for data that is not JSON (retryable: a proxy's or a
+            connection's fault).
+    """
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise ModelResponseError(
+            f"model {model!r} streamed {what} that is not JSON ({exc}): {shown(data)}",
+            retryable=True,
+        ) from exc
 
 
 class _Call:
@@ -134,13 +150,7 @@ class CompletionStream:
             self.done = True
             return ""
         self._chunks += 1
-        try:
-            chunk = json.loads(data)
-        except ValueError as exc:
-            raise ModelResponseError(
-                f"model {self.model!r} streamed a chunk that is not JSON ({exc}): {shown(data)}",
-                retryable=True,
-            ) from exc
+        chunk = streamed_json(data, self.model, "a chunk")
         error = error_in(chunk, "choices")
         if error is not None:
             # A server error or a rate limit is retried as its HTTP error would be (if
