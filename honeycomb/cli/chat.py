@@ -363,7 +363,8 @@ class Chat:
 
     async def _undo(self, out: TextIO) -> None:
         undone = await self.session.pop()
-        out.write(f"took back message {undone.turn}: {undone.message}\n" if undone else "")
+        said = printable(undone.message, lines=False) if undone else ""  # made inert
+        out.write(f"took back message {undone.turn}: {said}\n" if undone else "")
         out.write("nothing to undo\n" if undone is None else "")
 
     async def _new(self, out: TextIO) -> None:

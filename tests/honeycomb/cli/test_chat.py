@@ -226,3 +226,15 @@ def test_a_turn_over_its_budget_shows_what_it_found_and_spent(
     assert "\n  calls                2 model, 0 tool\n" in stopped
     assert "over_budget Find the weather in Rome." in stopped  # /cost
     assert " 0 tokens in this chat" not in stopped
+
+
+def test_undo_writes_the_message_it_took_back_inert(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A message kept with a terminal's escape in it (sent to a service, say) was written
+    # as it was by /undo, the escape acted on: /history and /cost write it inert.
+    said = ["Find the weather in \x1b[2JRome.", "/undo"]
+    assert chat(monkeypatch, hive, said, "--no-store") == 0
+    out = capsys.readouterr().out
+    assert "took back message 1: Find the weather in  [2JRome.\n" in out
+    assert "\x1b" not in out[out.index("took back") :]
