@@ -154,6 +154,7 @@ class Cassette:
         self.decisions: list[Decided] = []
         self._by_call: dict[tuple[str, str], list[Decided]] = {}
         self._given: set[int] = set()
+        self._first: dict[tuple[str | None, str | None], CassetteMismatch] = {}
         lines = list(read_lines(self.path))
         self._cuts = Cuts(lines)
         for line in lines:
@@ -310,10 +311,25 @@ class Cassette:
         (:meth:`cut_off`)."""
         try:
             return self.answer(model, request, worker=worker, case=case)
-        except CassetteMismatch:
+        except CassetteMismatch as exc:
             if not (self._cuts and self._cuts.past(worker, case)):
-                raise
+                raise self._after_first(exc, run_of(request)) from None
         return await self.cut_off(model, None, worker=worker, case=case)
+
+    def _after_first(self, mismatch: CassetteMismatch, run: str | None) -> CassetteMismatch:
+        """``mismatch``, naming the first call of its run (its case) that the cassette
+        did not record, when another worker asked it: a call that differs only for
+        what came of that one (an aggregator told a worker failed) names its cause."""
+        first = self._first.setdefault((mismatch.case, run), mismatch)
+        if first.worker == mismatch.worker:
+            return mismatch
+        difference = (
+            f"worker {first.worker!r} asked first what it did not record: "
+            f"{first.difference}; and this call then: {mismatch.difference}"
+        )
+        return CassetteMismatch(
+            mismatch.file, mismatch.model, difference, worker=mismatch.worker, case=mismatch.case
+        )
 
     def ran(self, worker: str, case: str | None, *, ended: bool) -> None:
         """A replayed run's ``worker`` (of ``case``) started, or ``ended``: a cut of

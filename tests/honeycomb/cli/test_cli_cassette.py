@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,29 @@ def test_a_replay_of_another_task_fails_naming_the_planner_and_the_difference(
     out = capsys.readouterr().out
     assert "run failed: trip.jsonl: a call of model 'offline' (worker 'planner')" in out
     assert "message 2 (user), content: at character 25: recorded 'Task: Plan a weekend" in out
+
+
+def test_a_replay_of_a_hive_whose_role_changed_names_the_first_call_that_differs(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trip = fast_demo.parent / "trip"
+    shutil.copytree(ROOT / "examples" / "trip", trip, ignore=shutil.ignore_patterns("*.jsonl"))
+    args = ["run", str(trip / "hive.yaml"), "--plain", "--no-store"]
+    assert main([*args, "--model", "offline", "--record", "trip.jsonl"]) == 0
+    capsys.readouterr()
+    hive = trip / "hive.yaml"
+    weekend = "quote what matters for a weekend."
+    hive.write_text(hive.read_text().replace(weekend, "quote what matters for a long weekend."))
+    assert main([*args, "--replay", "trip.jsonl"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    (failed,) = [line for line in out if line.startswith("run failed: ")]
+    # The aggregator differs only for the guide's failure: the run names that first.
+    assert "run failed: the aggregator failed: CassetteMismatch" in failed
+    assert (
+        "worker 's2' asked first what it did not record: message 1 (system), content: at "
+        "character 153: recorded ...' and quote what matters for a weekend.', asked ...' "
+        "and quote what matters for a long weekend.'"
+    ) in failed
 
 
 def test_a_file_that_is_not_a_cassette_stops_the_command_before_the_run(
