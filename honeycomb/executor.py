@@ -848,9 +848,9 @@ class Executor:
             listing=self._list_tools_of,  # an edit is checked against an MCP tool's too
             by=by,
         )
-        live = self.shared.paused.get(run_id)
-        if live is not None:  # under way here: its paused worker goes on at once
-            live()
+        bell = self.shared.bells.get(run_id)
+        if bell is not None:  # under way here: its worker waiting for it goes on at once
+            bell.ring()
         return decided
 
     def _store_for(self, run_id: str) -> RunStore:

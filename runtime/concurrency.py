@@ -8,6 +8,7 @@
 - :func:`stoppable`: a block that code inside it can stop (a failure policy stopping
   a run's workers).
 - :func:`shielded`: cleanup that must finish even if its task is cancelled meanwhile.
+- :class:`Bell`: tells whoever waits that something changed, each wait the next ring.
 - :class:`within`: a time limit, Honeycomb's one way to bound how long something may
   take (see below).
 - :func:`require_asyncio`: Honeycomb runs on asyncio (uvloop included); under another
@@ -155,6 +156,24 @@ async def shielded(work: Awaitable[T]) -> T:
         if cancelled is not None:
             raise cancelled
         return value
+
+
+class Bell:
+    """Rung when something changed that others wait for (a decision recorded, an entry
+    kept): each :meth:`next_ring` is set by the ring after it was taken, so a waiter
+    that takes it before it looks (at a store, at a table) misses no change made
+    meanwhile."""
+
+    def __init__(self) -> None:
+        self._next = asyncio.Event()  # replaced as it is set: each wait hears the next
+
+    def ring(self) -> None:
+        rung, self._next = self._next, asyncio.Event()
+        rung.set()
+
+    def next_ring(self) -> asyncio.Event:
+        """Set by the next :meth:`ring`."""
+        return self._next
 
 
 def require_asyncio(what: str) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.run.spending import LifeSpending
-from honeycomb.run.worker_record import DecisionBell, WorkerRecord
+from honeycomb.run.worker_record import WorkerRecord
 from honeycomb.store import RunStore
 from honeycomb.store.store import Lease, Statement
 from honeycomb.trace.spans import Span
@@ -39,6 +39,7 @@ from runtime import (
     StoreError,
     Usage,
 )
+from runtime.concurrency import Bell
 from runtime.text import encode_json, model_json
 from runtime.tools.approvals import ApprovalEntry
 
@@ -58,7 +59,7 @@ class RunRecord:
         self.lease: Lease | None = None
         self.life = 1  # this life's number
         self.started_at = 0.0  # when the run's first life started
-        self.bell = DecisionBell()  # rung as this process records a decision of the run
+        self.bell = Bell()  # rung as this process records a decision of the run
         self._spending: LifeSpending | None = None
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
         self._approvals: dict[str, dict[tuple[int, str], ApprovalEntry]] = {}

@@ -463,11 +463,11 @@ class Run:
         )
         began = time.perf_counter()
         if self.record is not None:  # a decision recorded here is heard at once
-            self.shared.paused[self.run_id] = self.record.bell.ring
+            self.shared.bells[self.run_id] = self.record.bell
         try:
             return await self.scheduler.run()
         finally:
-            self.shared.paused.pop(self.run_id, None)
+            self.shared.bells.pop(self.run_id, None)
             self.times["workers"] += time.perf_counter() - began
 
     async def _rounds(

@@ -9,7 +9,6 @@ every run's; the run id, tracer, budget and judge are each run's own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
@@ -19,6 +18,7 @@ from honeycomb.run.crew import Crew
 from honeycomb.run.planner import Planner, RolePlanner
 from honeycomb.run.policy import Policy
 from runtime import EventHandler
+from runtime.concurrency import Bell
 from runtime.value import Value
 from workers.services import Services
 
@@ -96,6 +96,7 @@ class Shared:
         self.services = services
         self.reporting = reporting
         self.backend = backend
-        self.paused: dict[str, Callable[[], None]] = {}
-        """Runs under way in this process, by id: what tells their workers waiting for a
-        decision (paused, or while their approver asks) that one was recorded."""
+        self.bells: dict[str, Bell] = {}
+        """The runs under way in this process that keep a record, by id: the bell that
+        tells their workers waiting for a decision (paused, or while their approver
+        asks) that one was recorded."""

@@ -26,7 +26,7 @@ from runtime import (
     ToolMessage,
     dump_messages_json,
 )
-from runtime.concurrency import TimedOut, within
+from runtime.concurrency import Bell, TimedOut, within
 from runtime.tools.approvals import ApprovalEntry, PendingApproval
 from runtime.tools.define import arguments_text
 from runtime.tools.journal import Verdict, judged_entry
@@ -42,35 +42,18 @@ class RunRecord(Protocol):
     started_at: float
     lease: Lease | None
     on_unknown: OnUnknown
-    bell: DecisionBell
+    bell: Bell
+    """Rung as this process records a decision on one of the run's calls."""
 
     def spent_so_far(self) -> None:
         """Write what the run spent, before a write the run waits for."""
 
 
-__all__ = ["LOOK_EVERY_S", "DecisionBell", "WorkerRecord"]
+__all__ = ["LOOK_EVERY_S", "WorkerRecord", "look_again"]
 
 LOOK_EVERY_S = 0.5
 """How often a worker that waits for a decision (paused in the store, or while the run's
 approver asks) looks in the store for one recorded elsewhere (another process)."""
-
-
-class DecisionBell:
-    """Rung as a decision on one of a run's calls is recorded in this process
-    (``Executor.decide``): whoever waits for one (a paused worker, a worker whose
-    approver asks) reads the store again at once, not at its next look."""
-
-    def __init__(self) -> None:
-        self._next = asyncio.Event()  # replaced as it is set: each wait hears the next
-
-    def ring(self) -> None:
-        rung, self._next = self._next, asyncio.Event()
-        rung.set()
-
-    def next_ring(self) -> asyncio.Event:
-        """Set by the next :meth:`ring`: taken before the store is read, so that no
-        decision recorded meanwhile is missed."""
-        return self._next
 
 
 async def look_again(ring: asyncio.Event) -> None:

@@ -38,11 +38,11 @@ on a turn's calls.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from runtime.concurrency import Bell
 from runtime.secrets import masked
 from runtime.tools.define import Tool
 from runtime.value import Value
@@ -227,7 +227,7 @@ class MemoryApprovalLog:
 
     def __init__(self) -> None:
         self.entries: dict[tuple[int, str], ApprovalEntry] = {}
-        self._changed = asyncio.Event()  # replaced as it is set: each wait sees the next
+        self._changed = Bell()  # rung as an entry is kept
 
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         return self.entries.get((turn, call_id))
@@ -237,13 +237,12 @@ class MemoryApprovalLog:
         kept = self.entries.get(key)
         if kept is None or kept.decision is None:
             kept = self.entries[key] = entry
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        self._changed.ring()
         return kept
 
     async def decided(self, pending: PendingApproval) -> ApprovalEntry:
         while True:
-            changed = self._changed
+            changed = self._changed.next_ring()
             kept = self.entries.get((pending.turn, pending.call_id))
             if kept is not None and kept.decision is not None:
                 return kept
