@@ -67,6 +67,9 @@ _BARE_NAME = re.compile(r"\$\$?[A-Z_][A-Z0-9_]*")
 
 _PLAIN_KEY = re.compile(r"[^\s.\[\]'\"]+")
 
+_YAML_TAGS = "tag:yaml.org,2002:"
+_PLAIN = frozenset({f"{_YAML_TAGS}map", f"{_YAML_TAGS}seq"})
+"""The tags of a mapping and a list written without one."""
 _MERGE = "tag:yaml.org,2002:merge"
 _VALUE = "tag:yaml.org,2002:value"
 
@@ -134,6 +137,11 @@ class Builder:
         if len(path) > MAX_DEPTH:
             raise self._error(node, path[:MAX_DEPTH], f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, yaml.CollectionNode):
+            if node.tag not in _PLAIN:  # PyYAML's own constructors are not run: said
+                what = "mapping" if isinstance(node, yaml.MappingNode) else "list"
+                tag = str(node.tag).replace(_YAML_TAGS, "!!", 1)
+                message = f"a YAML tag ({tag}) on a {what} means nothing here: remove it"
+                raise self._error(node, path, message)
             if id(node) in self.open:
                 raise self._error(node, path, "an alias refers to its own anchor (a cycle)")
             self.open.add(id(node))

@@ -239,3 +239,26 @@ def test_a_space_yaml_does_not_take_for_one_is_told_where_it_is(
 def test_a_non_breaking_space_inside_a_text_is_kept() -> None:
     text = "a: 10\u00a0km\nb: 'x:\u00a0y'\nc: [p:\u00a0q]\n"
     assert parse_yaml(text).data == {"a": "10\u00a0km", "b": "x:\u00a0y", "c": ["p:\u00a0q"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("roles:\n  w: !role {description: W}\n", "h.yaml:2:6: roles.w: a YAML tag (!role) on a "
+         "mapping means nothing here: remove it"),
+        ("w: !!python/object:os.system {a: 1}\n", "h.yaml:1:4: w: a YAML tag "
+         "(!!python/object:os.system) on a mapping means nothing here: remove it"),
+        ("tools: !!set [a]\n", "h.yaml:1:8: tools: a YAML tag (!!set) on a list means nothing "
+         "here: remove it"),
+    ],
+)  # fmt: skip
+def test_a_tag_on_a_mapping_or_a_list_is_told_not_dropped(text: str, said: str) -> None:
+    # It was dropped without a word: the mapping read as if untagged.
+    with pytest.raises(ConfigError) as caught:
+        parse_yaml(text, file="h.yaml")
+    assert str(caught.value) == said
+
+
+def test_a_mapping_or_a_list_tagged_as_what_it_is_reads_as_one() -> None:
+    doc = parse_yaml("a: !!map {b: 1}\nc: !!seq [1]\n")
+    assert doc.data == {"a": {"b": 1}, "c": [1]}
