@@ -16,7 +16,8 @@ of it (the run store, if any, still has its spans). The run span is the root of 
 run's trace, or the child of the span that was current when the run started (a web
 request's span, say). Each life of a resumed run is a trace of its own (the SDK picks
 its trace id): its run span links to the run span of the life before, which the
-exporter keeps for the run once it exported it.
+exporter keeps for the run once it exported it as it ran; the lives of spans exported
+from a store link each to the one before it among them.
 
 How Honeycomb spans map to the conventions (which are still in development status):
 
@@ -84,7 +85,7 @@ class OpenTelemetryExporter:
         self._tracer = trace.get_tracer("honeycomb", tracer_provider=tracer_provider)
         self._workflow = workflow
         self._runs: dict[str, tuple[SpanRecorder, otel_context.Context]] = {}
-        # The run span of each run's last life exported, which its next life links to.
+        # The run span of each run's life exported last as it ran: its next life links to it.
         self._lives: dict[str, trace.SpanContext] = {}
 
     def __call__(self, event: Event) -> None:
@@ -101,7 +102,9 @@ class OpenTelemetryExporter:
         recorder(event)
         if event.kind == "run.finished":
             del self._runs[run_id]
-            self.export(recorder.spans, run_id=run_id, parent=parent)
+            life = self._export(recorder.spans, run_id, parent, self._lives.pop(run_id, None))
+            if life is not None:
+                self._lived(run_id, life)
 
     def recorder_for(self, run_id: str) -> SpanRecorder | None:
         """The recorder of the spans of run ``run_id`` while it runs (None once it
@@ -121,14 +124,25 @@ class OpenTelemetryExporter:
         """Emit finished spans of one run, such as a run store's, parents first.
 
         Each span without a parent among ``spans`` starts a tree of its own (each life
-        of a resumed run, read back from a store, is one). The run span of a life links
-        to that of the run's life before it, exported here or by this exporter before.
+        of a resumed run, read back from a store, is one), the run span of each life
+        linked to that of the life before it among them.
 
         Args:
             spans: The run's spans, in any order.
             run_id: Kept as ``honeycomb.run_id``.
             parent: The context the trees start in. Default: the current one.
         """
+        self._export(spans, run_id, parent, None)
+
+    def _export(
+        self,
+        spans: Iterable[Span],
+        run_id: str,
+        parent: otel_context.Context | None,
+        earlier: trace.SpanContext | None,
+    ) -> trace.SpanContext | None:
+        """:meth:`export`, the first life's run span linked to ``earlier`` (that of the
+        run's life exported before, as it ran); the last life's run span, if any."""
         ordered = sorted(spans, key=lambda s: s.start)
         known = {s.span_id for s in ordered}
         children: dict[str | None, list[Span]] = {}
@@ -140,25 +154,27 @@ class OpenTelemetryExporter:
         opened: list[tuple[trace.Span, Span]] = []
         while stack:  # depth first, so a parent always starts before its children
             span, context = stack.pop()
-            life = bool(run_id) and span.kind == "run"  # a life's (a sub-run has none)
-            started = self._start(span, run_id, context, self._lives.get(run_id) if life else None)
-            if life:
-                self._lived(run_id, started.get_span_context())
+            if span.kind == "run":  # a life's, in start order (a sub-run has none)
+                started = self._start(span, run_id, context, earlier)
+                earlier = started.get_span_context()
+            else:
+                started = self._start(span, run_id, context, None)
             opened.append((started, span))
             inner = trace.set_span_in_context(started, context)
             stack.extend((child, inner) for child in reversed(children.get(span.span_id, [])))
         for started, span in reversed(opened):  # children end before their parents
             started.end(end_time=_ns(span.end))
+        return earlier
 
     def _start(
         self,
         span: Span,
         run_id: str,
         context: otel_context.Context,
-        earlier: trace.SpanContext | None = None,
+        earlier: trace.SpanContext | None,
     ) -> trace.Span:
         """``span`` started in ``context``; linked to ``earlier``, the run span of its
-        run's life before, if given."""
+        run's life before, if any."""
         name, kind, attributes = _describe(span, self._workflow)
         attributes.update(_honeycomb_attributes(span, run_id))
         links = [trace.Link(earlier, {"honeycomb.link": "earlier life"})] if earlier else []
@@ -176,9 +192,8 @@ class OpenTelemetryExporter:
         return started
 
     def _lived(self, run_id: str, run_span: trace.SpanContext) -> None:
-        """Keep ``run_span`` as run ``run_id``'s last life's, the runs exported longest
-        ago forgotten past :data:`LIVES_KEPT`."""
-        self._lives.pop(run_id, None)
+        """Keep ``run_span`` as that of run ``run_id``'s last life; the runs exported
+        longest ago are forgotten past :data:`LIVES_KEPT`."""
         self._lives[run_id] = run_span
         if len(self._lives) > LIVES_KEPT:
             del self._lives[next(iter(self._lives))]
