@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -43,7 +42,7 @@ from runtime.errors import CassetteError
 from runtime.events import current_call
 from runtime.limits import CallInFlight, Limits, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
-from runtime.models.cassette_cuts import cutting, once_taken
+from runtime.models.cassette_cuts import cutting, once_taken, tell_cuts
 from runtime.models.cassettes import Cassette, CassetteWriter, Recorded
 from runtime.models.layers.budget import spending, spent_by
 from runtime.models.layers.cassette import current_case
@@ -230,12 +229,8 @@ class Driver:
             self._record(cast(CassetteWriter, self.held[message[1]]), message[2])
         elif kind == "cut_told":  # the cuts here tell that cassette here where they fall
             writer = cast(CassetteWriter, self.held[message[1]])
-            run, own = self._context.run(cutting)
-            told = functools.partial(writer.cut, case=self._context.run(current_case))
-            if run is not None:
-                run.tell(told, writer)
-            if own is not None:
-                own.tell(functools.partial(told, worker=self.worker.name), writer)
+            cuts, case = self._context.run(cutting), self._context.run(current_case)
+            tell_cuts(writer, cuts, case=case, worker=self.worker.name)
         elif kind == "ask":
             _, number, op, args, options = message
             if op in ("reserve", "reserve_tools", "spent"):  # at once, in order: no await

@@ -28,8 +28,9 @@ from contextvars import ContextVar
 
 from runtime.limits.cut import RunCut, run_cut, worker_cut
 from runtime.models.cassette_lines import Cut, Decided, Line, Recorded
+from runtime.models.cassette_writer import CassetteWriter
 
-__all__ = ["Cuts", "Cutting", "Pending", "cutting", "once_taken"]
+__all__ = ["Cuts", "Cutting", "Pending", "cutting", "once_taken", "tell_cuts"]
 
 
 def _next_turn(then: Callable[[], None]) -> None:
@@ -55,6 +56,19 @@ Cutting = tuple[RunCut | None, RunCut | None]
 def cutting() -> Cutting:
     """The cuts the current task's calls are under (:data:`Cutting`)."""
     return run_cut.get(), worker_cut.get()
+
+
+def tell_cuts(
+    writer: CassetteWriter, cuts: Cutting, *, case: str | None, worker: str | None
+) -> None:
+    """Have ``cuts`` (a run's wall time's, ``worker``'s time limit's) tell ``writer``
+    where they fall, as the calls of ``case`` under them are recorded (once each)."""
+    run, own = cuts
+    told = functools.partial(writer.cut, case=case)
+    if run is not None:
+        run.tell(told, writer)
+    if own is not None:
+        own.tell(functools.partial(told, worker=worker), writer)
 
 
 class Pending:

@@ -22,7 +22,6 @@ run's calls spent.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -31,9 +30,10 @@ from typing import NoReturn, overload
 
 from runtime.errors import BudgetExceeded, ModelError
 from runtime.limits.budget import attempting, retried, timed_out
-from runtime.limits.cut import RunCut, run_cut, worker_cut
+from runtime.limits.cut import RunCut
 from runtime.messages import AssistantMessage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.models.cassette_cuts import cutting, tell_cuts
 from runtime.models.cassette_errors import failure_of, raised
 from runtime.models.cassettes import (
     Cassette,
@@ -122,13 +122,9 @@ class RecordingModel(WrapperModel):
     def _told_of_cuts(self, request: ModelRequest) -> tuple[RunCut, ...]:
         """The cuts of the run calling's wall time and of its worker's time limit (none
         when it has neither), which tell the cassette where they fall."""
-        run, worker = run_cut.get(), worker_cut.get()
-        if run is not None:
-            run.tell(functools.partial(self.writer.cut, case=_case.get()), self.writer)
-        if worker is not None:
-            told = functools.partial(self.writer.cut, case=_case.get(), worker=worker_of(request))
-            worker.tell(told, self.writer)
-        return tuple(cut for cut in (run, worker) if cut is not None)
+        cuts = cutting()
+        tell_cuts(self.writer, cuts, case=_case.get(), worker=worker_of(request))
+        return tuple(cut for cut in cuts if cut is not None)
 
     def _keep(
         self,
