@@ -987,11 +987,12 @@ def _beside(memory: object, sub: Hive) -> dict[str, Any]:
 
 
 def _on_cassette(memory: Memory | None, models: Mapping[str, Model]) -> Memory | None:
-    """``memory``, its embeddings recorded in or replayed from the cassette of
-    ``models`` when they are a cassette's: a replayed run calls no endpoint either."""
-    if getattr(memory, "embeddings", None) is None:
+    """``memory``, its embeddings and searches recorded in or replayed from the
+    cassette of ``models`` when they are a cassette's: a replayed run calls no
+    endpoint, and recalls what its recording recalled, whatever the memory holds now."""
+    if memory is None:
         return memory
-    from runtime.models.layers.cassette_embeddings import cassette_memory  # when it embeds
+    from runtime.models.layers.cassette_embeddings import cassette_memory  # with a memory
 
     return cast("Memory | None", cassette_memory(memory, models))
 

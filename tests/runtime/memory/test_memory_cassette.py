@@ -13,7 +13,7 @@ from honeycomb import Executor, Role, RoleMemory, SQLiteMemory
 from honeycomb.models import cassette, cassette_memory
 from honeycomb.testing import FunctionModel
 from runtime import MemoryStoreError, ModelRequest
-from runtime.memory import Memory, MemoryHit
+from runtime.memory import MemoryHit
 from runtime.memory.tape import TapedMemory
 from runtime.models.cassettes import Cassette, CassetteWriter
 from runtime.models.layers.cassette_embeddings import RecordingSearches, ReplaySearches
@@ -40,13 +40,11 @@ def guide() -> Role:
 
 
 async def run_on(tape: Path, memory: SQLiteMemory, *, replay: bool) -> str:
-    """A run of the guide on ``memory``, recorded in ``tape`` or replayed from it: a
-    memory that embeds is put on the cassette by the Executor; one that does not, by
-    hand (``cassette_memory``)."""
+    """A run of the guide on ``memory``, recorded in ``tape`` or replayed from it (the
+    Executor puts the memory on the cassette, whether it embeds or not)."""
     models = cassette(FunctionModel(answer), **{"replay" if replay else "record": tape})
-    on_tape: Memory = memory if memory.embeddings else cassette_memory(memory, models)
     subtasks = [{"role": "guide", "instruction": TASK}]
-    result = await Executor([guide()], models, memory=on_tape).run(TASK, subtasks=subtasks)
+    result = await Executor([guide()], models, memory=memory).run(TASK, subtasks=subtasks)
     return result.answer_text
 
 
