@@ -341,11 +341,10 @@ class Scheduler:
     async def _decided(self, subtask: Subtask, result: WorkerResult, record: WorkerRecord) -> bool:
         """Wait, paused, until every call ``result`` waits on is decided (True), or
         until nothing else in the run can proceed (False). A decision of this process
-        wakes it at once (the run record's bell
-        rings); one recorded elsewhere (another process: a web page's server,
-        ``honeycomb approve``) is found in the store, which it reads every
-        :data:`~honeycomb.run.worker_record.LOOK_EVERY_S`, and once more before it gives
-        up."""
+        wakes it at once (the run record's bell rings); one recorded elsewhere (another
+        process: a web page's server, ``honeycomb approve``) is found in the store,
+        which it reads every :data:`~honeycomb.run.worker_record.LOOK_EVERY_S`, and once
+        more before it gives up."""
         from honeycomb.run.decide import decided_among, waits_on
         from honeycomb.run.worker_record import look_again
 

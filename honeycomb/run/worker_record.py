@@ -257,7 +257,7 @@ class WorkerRecord:
         """The entry of ``pending`` once the store holds a decision on it, made by
         another decider (a person on the page of ``honeycomb serve``, ``honeycomb
         approve``, ``Executor.decide`` here): read every :data:`LOOK_EVERY_S` and at
-        each ring of the run's :class:`DecisionBell`, as a paused worker reads it (a
+        each ring of the run's bell, as a paused worker reads it (a
         read that fails is tried again)."""
         run = self._run
         called = pending.worker, pending.turn, pending.call_id
