@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -128,6 +130,9 @@ class RunStore:
         """What commands and errors name the store by: its file, or its URL without a
         password (``--store`` takes either)."""
         self._writer = Writer(database, lease_ttl_s)
+        # Dropped unclosed (an Executor made for each request of a service), the store
+        # stops its writer thread and closes its connections: nothing else would.
+        weakref.finalize(self, _dropped, self._writer, database).atexit = False
 
     def __repr__(self) -> str:
         return f"RunStore({self.where!r})"
@@ -407,6 +412,14 @@ class RunStore:
     def _reading(self, read: Callable[[Connection], T], empty: T) -> T:
         """``read(db)`` in one snapshot of the store (``empty``: no store there yet)."""
         return self._database.read(read, empty)
+
+
+def _dropped(writer: Writer, database: Database) -> None:
+    """A store nothing refers to any more (its RunStore collected unclosed): its writer
+    thread ends once it has committed what is queued, and its readers' connections close,
+    each in a thread of its own, not in the one that dropped it (an event loop's)."""
+    writer.stop_soon()
+    threading.Thread(target=database.close, name="honeycomb-store-close", daemon=True).start()
 
 
 def _seconds(value: object) -> bool:

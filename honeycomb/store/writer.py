@@ -171,6 +171,13 @@ class Writer:
             life.thread.join()
         self.started = False  # nothing more to wait for
 
+    def stop_soon(self) -> None:
+        """Have the thread commit what is queued, checkpoint and stop, without waiting
+        for it."""
+        life = self._life
+        if life is not None and not life.ended:
+            life.queue.put(_STOP)
+
     def start(self) -> _Life:
         """The thread that runs, started unless one does.
 

@@ -4,6 +4,7 @@ without running finished work again or repeating a side effect."""
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import threading
@@ -478,3 +479,41 @@ async def test_an_executor_closes_the_store_it_opened_as_its_block_ends(store: W
     finally:
         given.close()
     assert not _store_threads() - before
+
+
+def _connections(store: Where) -> int:
+    """The store's connections to its PostgreSQL server (0: an SQLite file)."""
+    if not isinstance(store, str):
+        return 0
+    found = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'honeycomb'"
+    return int(query(store, found)[0][0])
+
+
+async def test_a_store_dropped_unclosed_stops_its_writer_and_closes_its_connections(
+    store: Where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Executor made for each request of a service, from a path or URL and never
+    closed, left its store's writer thread, its SQLite file and its PostgreSQL
+    connections open for as long as the process ran: one more of each a request, until
+    the process ran out of files or the server of connections."""
+    monkeypatch.undo()  # the fixture that closes a test's PostgreSQL stores keeps them
+    before, connected = _store_threads(), _connections(store)
+    model = FunctionModel(lambda request: "found")
+    made: set[threading.Thread] = set()
+    for request in range(3):
+        executor = Executor([Role(name="w")], model, aggregator="concat", store=store)
+        await executor.run("t", subtasks=[("w", "a")], run_id=f"r{request}")
+        assert executor.store is not None
+        executor.store.runs()  # its readers too
+        made |= _store_threads() - before
+    assert len(made) == 3
+    del executor
+    gc.collect()
+    for thread in made:
+        await anyio.to_thread.run_sync(thread.join, 10)
+    assert not _store_threads() - before
+    with anyio.fail_after(10):  # a closed connection's backend ends soon after
+        while True:
+            if _connections(store) <= connected:
+                break
+            await anyio.sleep(0.01)
