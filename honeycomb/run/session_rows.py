@@ -11,13 +11,14 @@ import msgspec
 
 from honeycomb.run.conversation import Conversation, Turn, TurnResult
 from runtime import SessionBusy
+from runtime.secrets import any_known, masked
 
 if TYPE_CHECKING:
     from honeycomb.store import RunStore
     from honeycomb.store.lease import Lease
     from honeycomb.store.sessions import StoredSessions
 
-__all__ = ["MemoryRows", "StoreRows", "turn_of"]
+__all__ = ["MemoryRows", "StoreRows", "said_masked", "turn_of"]
 
 
 class MemoryRows:
@@ -29,7 +30,7 @@ class MemoryRows:
         self._turns: dict[str, list[Turn]] = {}
 
     async def turns(self, session_id: str) -> list[Turn]:
-        return list(self._turns.get(session_id, ()))
+        return [said_masked(t) for t in self._turns.get(session_id, ())]
 
     async def begin(self, turn: Turn, follows: Turn | None) -> bool:
         turns = self._turns.setdefault(turn.session_id, [])
@@ -136,7 +137,7 @@ class StoreRows:
         for index, turn in enumerate(turns):
             if turn.answer is None and turn.status in ("ok", "partial"):
                 turns[index] = await self._answered(turn)
-        return turns
+        return [said_masked(t) for t in turns]
 
     async def _answered(self, turn: Turn) -> Turn:
         from honeycomb.run.restore import stored_result
@@ -188,6 +189,21 @@ class StoreRows:
 
     async def prune(self, *, before: float | None, keep: int | None) -> list[str]:
         return await self.stored.prune(before=before, keep=keep)
+
+
+def said_masked(turn: Turn) -> Turn:
+    """``turn`` with every secret known now masked in what it says (its message, answer,
+    results and summary): one kept before the process knew a secret (another process,
+    an earlier start) holds it as it was given, and a later turn's models are told it."""
+    if not any_known():
+        return turn
+    return msgspec.structs.replace(
+        turn,
+        message=masked(turn.message),
+        answer=masked(turn.answer),
+        results=masked(turn.results),
+        summary=masked(turn.summary),
+    )
 
 
 def turn_of(row: Sequence[Any]) -> Turn:

@@ -326,3 +326,31 @@ async def test_a_choice_misspelt_is_refused_before_the_turn_cut_off_goes_on(db: 
         session.stream("Second.", busy="Wait")  # type: ignore[arg-type]  # at once
     assert executor.store is not None
     executor.store.close()
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["store", "no-store"])
+async def test_a_secret_known_after_its_message_was_kept_is_never_told_in_the_clear(
+    db: Path, kept: bool
+) -> None:
+    # Kept before the process knew it (another process, an earlier start), the message
+    # went to every later turn's models as it was, and session.turns() gave it back.
+    told: list[str] = []
+
+    def answer(request: ModelRequest) -> str:
+        told.append("\n".join(str(m.content) for m in request.messages))
+        return "noted"
+
+    executor = Executor(
+        [Role(name="writer", session="full")],  # told the conversation
+        FunctionModel(answer),
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+        store=db if kept else None,
+    )
+    session = executor.session("ann")
+    await session.run(f"My key is {KEY}, keep it safe.")
+    add_secret(KEY, "api key")
+    await session.run("What was it?")
+    assert "My key is [api key hidden], keep it safe." in told[-1]
+    assert KEY not in told[-1]
+    assert KEY not in repr(await session.turns())
