@@ -608,8 +608,11 @@ class Session:
                 turn=turn.turn,
                 run_id=turn.run_id,
             )
-        why = "waits for approvals" if turn.status == "waiting" else f"was {turn.status}"
+        why = f"was {turn.status}"
         fix = "session.resume() continues it (honeycomb resume), session.pop() drops it"
+        if turn.status == "waiting":  # resumed undecided, it would wait again
+            why = f"waits for approvals (executor.pending({turn.run_id!r}) lists them)"
+            fix = f"decide them (executor.decide, honeycomb approve), then {fix} (its calls denied)"
         if not self._rows.kept:  # nothing kept to go on from (see _continuable)
             fix = (
                 "without a run store it cannot go on from where it stopped: session.pop() "

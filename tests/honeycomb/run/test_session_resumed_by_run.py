@@ -112,8 +112,15 @@ async def test_a_turn_that_waits_again_as_its_run_resumes_holds_the_session(
     assert again.status == "waiting"
     (turn,) = await session.turns()
     assert turn.status == "waiting"
-    with pytest.raises(SessionError, match="waits for approvals"):
+    with pytest.raises(SessionError) as held:
         await session.run("Write hello")
+    # Resumed undecided, it only waits again: the error says to decide its calls first.
+    assert str(held.value) == (
+        f"session 'ann': message 1 (run {waiting.run_id}) waits for approvals "
+        f"(executor.pending({waiting.run_id!r}) lists them); decide them (executor.decide, "
+        "honeycomb approve), then session.resume() continues it (honeycomb resume), "
+        "session.pop() drops it (its calls denied)"
+    )
     await desk.executor().decide(waiting.run_id, "pay_1", approve=True)
     done = await desk.executor().resume(waiting.run_id)
     assert done.status == "ok"
