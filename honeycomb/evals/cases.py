@@ -335,10 +335,7 @@ class _Builder:
         spec, doc, path = row.case, row.doc, row.at
         given = {**self.defaults.vars, **spec.vars}
         if spec.expected is not None:
-            given.setdefault(
-                "expected",
-                spec.expected if isinstance(spec.expected, str) else json.dumps(spec.expected),
-            )
+            given.setdefault("expected", spec.expected)
         template = spec.task or self.defaults.task
         if template is None:
             errors.append(doc.error(path, "the case has no task (and defaults: gives none)"))
@@ -528,7 +525,15 @@ def _filled(
             )
         )
         return text
-    return _VAR.sub(lambda m: str(given[m.group(1)]), text)
+    return _VAR.sub(lambda m: _as_text(given[m.group(1)]), text)
+
+
+def _as_text(value: Any) -> str:
+    """A var as ``{{name}}`` puts it in a text: a text as it is, any other value as
+    JSON, as the file wrote it (``[Lisbon, Porto]``: ``["Lisbon", "Porto"]``, ``true``,
+    ``null``; not Python's ``['Lisbon', 'Porto']``, ``True``, ``None``), its letters
+    as they are (``Zürich``, not ``Z\u00fcrich``)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _fill_all(

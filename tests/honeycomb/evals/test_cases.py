@@ -58,6 +58,34 @@ def test_defaults_vars_and_rows_from_jsonl_and_csv_make_the_cases(tmp_path: Path
     assert cases.cases[3].vars["city"] == "Kyoto"
 
 
+def test_a_var_that_is_no_text_is_put_in_as_json_as_the_expected_answer_is(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "more.jsonl", '{"id": "row", "cities": ["Oslo", "Bergen"], "sunny": false}\n')
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        defaults:
+          task: "Compare {{cities}}: sunny={{sunny}}"
+        cases:
+          - id: listed
+            vars: {cities: [Lisbon, Zürich], sunny: true}
+            expected: {city: Zürich, nights: null}
+            assert:
+              - contains: "{{expected}}"
+        cases_from: [more.jsonl]
+        """,
+    )
+    listed, row = load_cases(path).cases
+    # As the file wrote them, not Python's ['Lisbon', 'Zürich'], True, None.
+    assert listed.task == 'Compare ["Lisbon", "Zürich"]: sunny=true'
+    assert row.task == 'Compare ["Oslo", "Bergen"]: sunny=false'
+    (contains,) = listed.checks
+    assert isinstance(contains, Check)
+    assert contains.name == """contains '{"city": "Zürich", "nights": null}'"""  # not \\u00fc
+
+
 def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
     path = write(
         tmp_path,
