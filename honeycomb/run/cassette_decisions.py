@@ -4,7 +4,10 @@ decision its workers went on with, as the run's ``approval.decided`` events tell
 once the time to decide ran out), and a replay is decided from them, the cassette its
 approver: a replayed run asks no person and goes on as the recorded one did. A call
 the cassette holds no decision on fails its worker, naming the call and its tool
-(:meth:`~runtime.models.cassettes.Cassette.decision`).
+(:meth:`~runtime.models.cassettes.Cassette.decision`). The same events tell a
+recording which calls were still asked about, and which workers had ended, where the
+run's wall time cut it off, and a replay's workers' ends tell the cassette when it
+may cut the replay there (:mod:`runtime.models.cassette_cuts`).
 :func:`cassette_approvals` gives a run them, as an Executor whose models are a
 cassette's (:mod:`runtime.models.layers.cassette`) does: a run's part, for it holds
 both a model's cassette and the approvals of its tools.
