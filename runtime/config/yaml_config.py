@@ -130,7 +130,7 @@ class YamlDocument(Value, frozen=True, kw_only=True):
         try:
             return model.model_validate(value, context=dict(context or {})), []
         except pydantic.ValidationError as exc:
-            problems = pydantic_errors(exc)
+            problems = _misspelt_not_missing(pydantic_errors(exc))
             return None, [self._from_pydantic(model, err, value, path) for err in problems]
 
     def _from_pydantic(
@@ -166,6 +166,22 @@ class YamlDocument(Value, frozen=True, kw_only=True):
         elif err["type"] == "value_error":
             message = message.removeprefix("Value error, ")
         return self.error(where, message)
+
+
+def _misspelt_not_missing(problems: list[Any]) -> list[Any]:
+    """pydantic's ``problems``, less a required field's ``missing`` when its mapping
+    holds a misspelling of it (``budget_tokns:``): that one mistake is told once, as
+    the unknown field, with the field meant."""
+    unknown: dict[tuple[Any, ...], list[str]] = {}
+    for err in problems:
+        if err["type"] == "extra_forbidden" and err["loc"]:
+            unknown.setdefault(tuple(err["loc"][:-1]), []).append(str(err["loc"][-1]))
+
+    def misspelt(err: Any) -> bool:
+        written = unknown.get(tuple(err["loc"][:-1]), ())
+        return any(did_you_mean(key, [str(err["loc"][-1])]) for key in written)
+
+    return [err for err in problems if not (err["type"] == "missing" and misspelt(err))]
 
 
 class YamlPlace(Value, frozen=True, kw_only=True):

@@ -262,3 +262,38 @@ def test_a_tag_on_a_mapping_or_a_list_is_told_not_dropped(text: str, said: str) 
 def test_a_mapping_or_a_list_tagged_as_what_it_is_reads_as_one() -> None:
     doc = parse_yaml("a: !!map {b: 1}\nc: !!seq [1]\n")
     assert doc.data == {"a": {"b": 1}, "c": [1]}
+
+
+class Budget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tokens: int
+    turns: int = 1
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        # One mistake, told once: the field meant was not "also required".
+        (
+            "budget: {tokns: 3}\n",
+            ["h.yaml:1:10: budget.tokns: unknown field 'tokns' (did you mean 'tokens'?); "
+             "allowed: tokens, turns"],
+        ),
+        # A field left out and another written that is not it: both told.
+        (
+            "budget: {turn: 3}\n",
+            ["h.yaml:1:1: budget.tokens: this field is required",
+             "h.yaml:1:10: budget.turn: unknown field 'turn' (did you mean 'turns'?); "
+             "allowed: tokens, turns"],
+        ),
+    ],
+)  # fmt: skip
+def test_a_required_field_misspelt_is_one_mistake(text: str, said: list[str]) -> None:
+    doc = parse_yaml(text, file="h.yaml")
+    _, errors = doc.validate(Budgeted, doc.data)
+    assert [str(e) for e in errors] == said
+
+
+class Budgeted(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    budget: Budget | None = None
