@@ -67,15 +67,17 @@ def _text(value: Any) -> Any:
 
 
 def with_secrets(server: McpServer, doc: YamlDocument) -> McpServer:
-    """``server`` with the values its ``args`` took from the environment
-    (``--token ${TOKEN}``) among its secrets, but for variables that hold settings
+    """``server`` with the values its ``args`` or its ``url`` took from the environment
+    (``--token ${TOKEN}``; ``https://host/${KEY}/mcp``, for a server that takes its key
+    in its path) among its secrets, but for variables that hold settings
     (:data:`~runtime.secrets.PLAIN_VARIABLES`: ``${HOME}`` is no secret)."""
+    written = (*server.args, server.url or "")
     found = [
         value
         for value, source in doc.hidden.items()
         if source.startswith("$")
         and not is_plain(source[1:])
-        and any(value in arg for arg in server.args)
+        and any(value in part for part in written)
     ]
     if not found:
         return server

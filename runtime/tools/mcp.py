@@ -94,9 +94,10 @@ class McpServer(Settings, frozen=True, kw_only=True):
         name: How roles name it (``name:tool``, ``name:*``).
         command: The program to run (stdio).
         args: Its arguments.
-        secrets: Values its ``args`` hold that are secrets (a token given as
-            ``--token ${TOKEN}``; a hive names those its ``${NAME}`` put there):
-            masked wherever a run shows one, as ``env``'s values are.
+        secrets: Values its ``args`` (or its ``url``) hold that are secrets (a token
+            given as ``--token ${TOKEN}``, a key in a URL's path; a hive names those
+            its ``${NAME}`` put there): masked wherever a run shows one, as ``env``'s
+            values are.
         env: Variables set for it, over a safe few inherited (``PATH``, ``HOME`` ...).
         cwd: The folder it runs in (None: the current one; in a hive, relative to the
             hive file).
