@@ -107,6 +107,7 @@ class Cuts:
         self._given: set[int] = set()  # the calls (by id) given
         self._taken: set[int] = set()  # those whose answer was taken (their call ended)
         self._ended: dict[str | None, set[str]] = {}  # by case, the workers that ended
+        # (as the replayed run's events tell, when its Executor has them told: ran)
         since: dict[tuple[str | None, str | None], list[Given]] = {}
         for order, line in enumerate(lines):
             if isinstance(line, Cut):
@@ -203,7 +204,8 @@ class Cuts:
             pending = next((p for p in self._by_scope.get(scope, ()) if not p.fell), None)
             if pending is None or cut is None or pending.waiting < len(pending.cut):
                 continue
-            if not self._ended.get(case, set()).issuperset(pending.line.ended):
+            ended = self._ended.get(case)  # (None: not told of the run's workers)
+            if ended is not None and not ended.issuperset(pending.line.ended):
                 continue
             if all(id(call) in self._taken for call in pending.before):
                 pending.fell = True

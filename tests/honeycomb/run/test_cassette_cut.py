@@ -29,6 +29,7 @@ from honeycomb.errors import BudgetExceeded
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel, call
 from runtime import ModelRequest, ToolMessage
+from runtime.model import WrapperModel
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -214,3 +215,15 @@ async def test_a_cut_keeps_only_the_asks_of_runs_under_way(tmp_path: Path) -> No
     # The first run's ask ended with it: it is not kept under the second run's cut.
     kept = [(d.worker, d.arguments) for d in Cassette(tape).decisions if d.cut]
     assert kept == [("s2", {"amount": 7})]
+
+
+async def test_a_replay_in_a_model_of_ones_own_is_cut_alike_replayed_at_once(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "cut.cassette.jsonl"
+    recorded, _ = await cut_off(cassette(noting(), record=tape), never=set())
+    # Wrapped, the replay is not told of the run's workers as they end (its Executor
+    # does not know it for a cassette's): it is cut where the recording was all the same.
+    replayed, took = await cut_off(WrapperModel(cassette(noting(), replay=tape)), never=set())
+    assert took < WALL_S
+    assert alike(replayed) == alike(recorded)
