@@ -54,7 +54,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from honeycomb import Event, Executor, HoneycombError, RunResult, RunStream, Turn
-from honeycomb.errors import SessionError
+from honeycomb.errors import ConfigError, GuardrailTripped, SessionError
 from honeycomb.events import RunFinished
 from runtime import dump_value
 
@@ -86,17 +86,22 @@ def create_app(executor: Executor) -> Starlette:
         if said is None:
             return JSONResponse({"error": _SAY}, status_code=422)
         text, busy = said
-        # A turn the service was stopped during is resumed before the new message.
-        session = executor.session(
-            request.path_params["session_id"], busy=busy, unfinished="resume"
-        )
+        try:  # a turn the service was stopped during is resumed before the new message
+            session = executor.session(
+                request.path_params["session_id"], busy=busy, unfinished="resume"
+            )
+        except ConfigError as exc:  # an id no store keeps (over 512 bytes ...)
+            return JSONResponse({"error": str(exc)}, status_code=422)
         if "text/event-stream" in request.headers.get("accept", ""):
             return EventStream(_streamed(active, lambda: session.stream(text)))
         return await _answered(request, active, lambda: session.run(text))
 
     async def conversation(request: Request) -> Response:
         session_id = request.path_params["session_id"]
-        turns = await executor.session(session_id).turns()
+        try:
+            turns = await executor.session(session_id).turns()
+        except ConfigError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=422)
         if not turns:
             return JSONResponse({"error": f"no session {session_id!r}"}, status_code=404)
         return JSONResponse(
@@ -139,8 +144,10 @@ async def _answered(
         return JSONResponse(_payload(result))
     if error is not None:
         # A session answering another message (or whose last one did not finish) is
-        # busy: the client may send again; anything else failed.
-        status = 409 if isinstance(error, SessionError) else 500
+        # busy: the client may send again; a task the run's input guards refused is the
+        # client's to change; anything else failed.
+        refused = isinstance(error, GuardrailTripped) and error.kind == "input"
+        status = 409 if isinstance(error, SessionError) else 422 if refused else 500
         return JSONResponse({"error": f"{type(error).__name__}: {error}"}, status_code=status)
     return Response(status_code=499)  # the client went away
 

@@ -14,7 +14,7 @@ import anyio
 import httpx
 
 from examples.service import create_app
-from honeycomb import Executor, OfflineModel, Role
+from honeycomb import Executor, GuardCheck, Guards, OfflineModel, Role
 from honeycomb.events import RunFinished, RunStarted
 from honeycomb.testing import FunctionModel
 from runtime import Event
@@ -186,3 +186,28 @@ async def test_a_message_cut_off_is_answered_first_by_the_service_started_again(
         ("Find the weather in Rome.", "ok"),
         ("And in Oslo?", "ok"),
     ]
+
+
+def _no_wires(check: GuardCheck) -> str | None:
+    return "it asks for a wire" if "wire" in check.text else None
+
+
+async def test_a_message_the_client_must_change_gets_422_not_a_server_error() -> None:
+    # A session id no store keeps was an Internal Server Error (the ConfigError raised
+    # through the route), and a message the run's input guards refused a 500, as if
+    # the service had failed: a client told so sends it again as it is.
+    ex = executor(OfflineModel(latency=0), guards=Guards(input=(_no_wires,)))
+    with ThreadedServer(create_app(ex), name="service") as server:
+        async with httpx.AsyncClient(timeout=60) as client:
+            long = f"{server.url}/sessions/{'x' * 600}"
+            sent = await client.post(f"{long}/messages", json={"message": "Hello."})
+            assert sent.status_code == 422
+            assert "is 600 bytes long (UTF-8): an id is at most 512" in sent.json()["error"]
+            assert (await client.get(long)).status_code == 422
+            body = {"message": "Please wire the funds to bob."}
+            refused = await client.post(f"{server.url}/sessions/ann/messages", json=body)
+            assert refused.status_code == 422
+            assert refused.json()["error"] == (
+                "GuardrailTripped: input guard '_no_wires' tripped: it asks for a wire"
+            )
+            assert (await client.get(f"{server.url}/sessions/ann")).status_code == 404
