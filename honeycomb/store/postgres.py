@@ -61,6 +61,8 @@ _TABLES = (
     "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
     "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
 )
+_USAGE = "SELECT current_user, has_schema_privilege(%s, 'USAGE')"
+"""The role connected, and whether it may use the schema (see its tables)."""
 _COLUMNS = (
     "SELECT column_name FROM information_schema.columns "
     "WHERE table_schema = current_schema() AND table_name = %s"
@@ -363,6 +365,14 @@ class PostgresDatabase:
         tables = {name for (name,) in conn.execute(_TABLES, (self.schema,))}
         if not tables:
             return 0
+        role, usable = conn.execute(_USAGE, (self.schema,)).fetchone() or ("", False)
+        if not usable:  # its tables, in a search path it may not use, read as missing
+            raise StoreError(
+                f"the role {role!r} may not use the schema {self.schema!r} that holds the "
+                f'store: have it granted (GRANT USAGE ON SCHEMA "{self.schema}" TO "{role}", '
+                "and the rights on its tables), or connect as a role that has it",
+                path=self.where,
+            )
         row = None
         if _VERSIONS in tables:
             row = conn.execute(f"SELECT application, version FROM {_VERSIONS}").fetchone()

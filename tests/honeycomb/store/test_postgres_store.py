@@ -191,6 +191,34 @@ def test_a_url_without_a_host_before_its_path_connects_and_is_shown_as_given(
     assert [run.run_id for run in store.runs()] == ["r1"]
 
 
+def test_a_role_that_may_not_use_the_stores_schema_is_told_so(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its tables, in a search path the role may not use, read as missing: "cannot read
+    # the run store: relation "store_schema" does not exist", of a store that is there.
+    setup = Setup(tmp_path / "effects.txt", tmp_path / "calls.txt")
+    made = setup.executor(url)
+    anyio.run(lambda: made.run(TASK, subtasks=plan(1), run_id="r1"))
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    change(url, (f'CREATE ROLE "{role}" LOGIN', ()))  # the test server trusts any role
+    try:
+        theirs = url.replace("postgres@", f"{role}@")
+        said = (
+            f"{theirs}: the role '{role}' may not use the schema '{schema_of(url)}' that holds "
+            f'the store: have it granted (GRANT USAGE ON SCHEMA "{schema_of(url)}" TO '
+            f'"{role}", and the rights on its tables), or connect as a role that has it'
+        )
+        with pytest.raises(StoreError) as reading:
+            RunStore(theirs).runs()
+        with pytest.raises(StoreError) as writing:
+            anyio.run(RunStore(theirs).open)
+        assert str(reading.value) == str(writing.value) == said
+        assert main(["runs", "--store", theirs]) == 2
+        assert capsys.readouterr().err == said + "\n"
+    finally:
+        change(url, (f'DROP ROLE "{role}"', ()))
+
+
 def test_a_password_in_the_urls_query_is_a_secret_and_never_shown(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
