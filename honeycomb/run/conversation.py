@@ -195,14 +195,14 @@ class Turn(Value, frozen=True, kw_only=True):
 
     def answered(self, result: RunResult) -> Turn:
         """The turn once ``result`` answered it (or, partial, stopped without an
-        answer): what its subtasks found, but answers withheld (its run's output guards
-        did not pass them: nothing to tell)."""
+        answer): what its subtasks found, or why they failed; nothing of one that waits,
+        nor of an answer withheld (its run's output guards did not pass it)."""
         found = tuple(
             TurnResult(
                 id=r.subtask.id, role=r.subtask.role, ok=r.ok, text=r.text if r.ok else str(r.error)
             )
             for r in result.subtasks.values()
-            if r.text or not r.ok
+            if (r.text if r.ok else r.error is not None)
         )
         return msgspec.structs.replace(
             self,

@@ -206,3 +206,15 @@ async def test_the_turn_after_one_over_budget_is_told_what_its_subtasks_found(
     first = (await session.turns())[0]
     assert (first.status, first.answer) == ("over_budget", None)
     assert [(r.ok, r.text) for r in first.results if r.ok] == [(True, "Lisbon is sunny, 24C.")]
+
+
+async def test_a_turn_that_waits_keeps_no_result_for_the_subtask_that_waits(
+    store: Where,
+) -> None:
+    # Its subtask waiting (no answer, no error), the turn kept its result as 'None'.
+    executor = _payer(store, [])
+    session = executor.session("ann")
+    assert (await session.run("Pay bob.")).status == "waiting"
+    assert [t.results for t in await session.turns()] == [()]
+    assert executor.store is not None
+    executor.store.close()
