@@ -209,7 +209,7 @@ class Chat:
             try:
                 if command is not None:
                     await command(out)
-                elif text.startswith("/"):
+                elif _command_like(text.split()[0]):
                     out.write(f"unknown command {text.split()[0]}: {HELP}\n")
                 else:
                     await self._answer(text, out, console)
@@ -370,6 +370,12 @@ class Chat:
     async def _new(self, out: TextIO) -> None:
         await self.session.clear()
         out.write(f"session {self.session.id}: started over\n")
+
+
+def _command_like(word: str) -> bool:
+    """Whether a line's first word reads as a command (``/histroy``), not as a message
+    that starts with a path (``/etc/hosts lists which hosts?``)."""
+    return word.startswith("/") and word[1:].isalpha()
 
 
 class _Typed:

@@ -238,3 +238,15 @@ def test_undo_writes_the_message_it_took_back_inert(
     out = capsys.readouterr().out
     assert "took back message 1: Find the weather in  [2JRome.\n" in out
     assert "\x1b" not in out[out.index("took back") :]
+
+
+def test_a_message_that_starts_with_a_path_is_sent_not_taken_for_a_command(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Any line starting with "/" was an unknown command: such a message could not be sent.
+    said = ["/tmp/rome.txt holds the weather in Rome?", "/histroy"]
+    assert chat(monkeypatch, hive, said, "--no-store") == 0
+    out = capsys.readouterr().out
+    assert "unknown command /tmp/rome.txt" not in out
+    assert out.count("[offline simulation]") == 1
+    assert "unknown command /histroy: /trace" in out
