@@ -304,8 +304,10 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     if missing:  # before the run starts (and is kept), not as its failure
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
-    offline = (args.model == "offline") or (
-        model is None and all(s.provider == "offline" for s in hive.spec.models.values())
+    offline = (args.model == "offline") or (  # of the models it calls (the demo's gpt: none)
+        model is None
+        and getattr(args, "replay", None) is None  # (a cassette's replay calls none)
+        and all(hive.spec.models[m].provider == "offline" for m in hive.models_used())
     )
     console = Console(stderr=False)
     out: TextIO = sys.stdout

@@ -225,8 +225,13 @@ class Hive:
             name: given[name]
             if name in given
             else self.spec.models[name].build(self.folder, self.servers, self._key_env(name))
-            for name in models_used(self.spec, self.roles)
+            for name in self.models_used()
         }
+
+    def models_used(self) -> list[str]:
+        """The names of the models a run of the hive may call, as declared in order
+        (:func:`~honeycomb.hive.checks.models_used`): only these are built."""
+        return models_used(self.spec, self.roles)
 
     def _key_env(self, model: str) -> str | None:
         """The environment variable the ``api_key`` of ``model`` was read from, when it
@@ -252,7 +257,7 @@ class Hive:
         calls need an API key that is neither given nor set, each at its declaration:
         ``honeycomb validate`` warns of them, and a run does not start without."""
         found: list[ConfigError] = []
-        for name in models_used(self.spec, self.roles):
+        for name in self.models_used():
             missing = self.spec.models[name].missing_key()
             if missing is not None:
                 found.append(self._doc.error(("models", name), missing.message))

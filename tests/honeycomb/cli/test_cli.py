@@ -34,6 +34,24 @@ def test_demo_prints_the_answer_and_the_summary(
     assert len(list(fast_demo.glob("*.md"))) == 1  # the courier sent one message
 
 
+@pytest.mark.parametrize("argv", [["demo"], ["run", "myhive/hive.yaml"]], ids=" ".join)
+def test_an_offline_run_says_so_whatever_models_it_declares_for_later(
+    fast_demo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    # The demo's gpt model and the starter's real one, which no role uses, hid the line:
+    # it was said only with --latency or --model offline.
+    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
+    monkeypatch.setenv("HONEYCOMB_NOTES", str(fast_demo.parent / "notes"))
+    assert main(["init", "myhive"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--plain", "--no-store"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Offline simulation: a rule-based model stands in for the LLM")
+
+
 def test_demo_rounds_shows_a_second_round(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
