@@ -9,6 +9,16 @@ embeddings are in :mod:`honeycomb.models`.
 """
 
 from runtime.memory import Embeddings, Memory, MemoryHit, MemoryRecord, SQLiteMemory
+from runtime.memory.tape import SearchTape, TapedMemory
 from workers.memory import RoleMemory
 
-__all__ = ["Embeddings", "Memory", "MemoryHit", "MemoryRecord", "RoleMemory", "SQLiteMemory"]
+__all__ = [
+    "Embeddings",
+    "Memory",
+    "MemoryHit",
+    "MemoryRecord",
+    "RoleMemory",
+    "SQLiteMemory",
+    "SearchTape",
+    "TapedMemory",
+]

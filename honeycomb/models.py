@@ -44,6 +44,7 @@ if typing.TYPE_CHECKING:
         Decided,
         Embedded,
         Recorded,
+        Searched,
     )
     from runtime.models.layers.cassette import (
         RecordingModel,
@@ -91,6 +92,7 @@ __all__ = [
     "ReplayModel",
     "RetryPolicy",
     "RetryingModel",
+    "Searched",
     "StreamingModel",
     "TextToolModel",
     "ToolSchema",
