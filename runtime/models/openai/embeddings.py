@@ -36,7 +36,7 @@ from runtime.messages import Usage
 from runtime.models.checks import shown
 from runtime.models.openai._completion import answered_error, error_in
 from runtime.models.openai.chat import OpenAIModel
-from runtime.models.openai.endpoint import read_body
+from runtime.models.openai.stream import read_body
 from runtime.models.pricing import Price
 from runtime.models.tokens import estimated_tokens
 from runtime.secrets import masked

@@ -29,11 +29,8 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-import email.utils
 import os
-import re
-import time
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Literal
 
 import openai
@@ -57,6 +54,17 @@ from runtime.limits.retry import ShownText, endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse, TextSink
 from runtime.models.openai._completion import estimated_usage
+from runtime.models.openai.refusals import (
+    MAX_TOKENS,
+    STREAM_OPTIONS,
+    all_text,
+    not_served,
+    refuses,
+    refuses_format,
+    retry_after,
+    wants_alternation,
+    with_cause,
+)
 from runtime.models.openai.request import (
     Api,
     base_url_problem,
@@ -64,7 +72,13 @@ from runtime.models.openai.request import (
     split_settings,
     without_query,
 )
-from runtime.models.openai.stream import AnswerStream, answered_whole, event_data
+from runtime.models.openai.stream import (
+    AnswerStream,
+    answered_whole,
+    event_data,
+    read_body,
+    read_lines,
+)
 from runtime.secrets import (
     CREDENTIAL_PARAMETERS,
     add_header,
@@ -280,13 +294,13 @@ class OpenAIEndpoint(abc.ABC):
             try:
                 return await self._retried(request, mode, shown)
             except ModelHTTPError as exc:
-                if not alternating and _wants_alternation(exc):
+                if not alternating and wants_alternation(exc):
                     self._alternate(exc)
-                elif usage and _refuses(exc, _STREAM_OPTIONS):
+                elif usage and refuses(exc, STREAM_OPTIONS):
                     self._unask_stream_usage(exc)
                 elif renamed is None and self._refuses_limit_name(exc, request):
                     self._rename_limit(exc)
-                elif request.output is None or mode not in _FALLBACK or not _refuses_format(exc):
+                elif request.output is None or mode not in _FALLBACK or not refuses_format(exc):
                     raise
                 else:
                     self._fall_back(mode, exc)
@@ -330,7 +344,7 @@ class OpenAIEndpoint(abc.ABC):
         request's output limit (one the settings name is theirs to change)."""
         chosen = not {"max_tokens", "max_completion_tokens"} & self.settings.keys()
         limited = request.max_output_tokens is not None
-        return self.api == "chat" and chosen and limited and _refuses(exc, _MAX_TOKENS)
+        return self.api == "chat" and chosen and limited and refuses(exc, MAX_TOKENS)
 
     def _rename_limit(self, exc: ModelHTTPError) -> None:
         """The endpoint refused ``max_tokens``: send the output limit as
@@ -398,7 +412,7 @@ class OpenAIEndpoint(abc.ABC):
         except ModelError as exc:
             # Some proxies and debugging servers echo the request's headers in their
             # error bodies: mask the secrets, and drop the SDK's error that holds them.
-            if not shows_secret(_all_text(exc)):
+            if not shows_secret(all_text(exc)):
                 raise
             exc.__context__ = None  # not only hidden from a traceback: gone
             raise mask_error(exc) from None
@@ -487,7 +501,7 @@ class OpenAIEndpoint(abc.ABC):
         except openai.APITimeoutError as exc:
             raise ModelTimeout(params["timeout"]) from exc
         except openai.APIConnectionError as exc:
-            raise self._unreachable(_with_cause(exc)) from exc
+            raise self._unreachable(with_cause(exc)) from exc
         except ModelConnectionError as exc:  # the answer broke off as it was read
             if exc.model is not None:
                 raise
@@ -507,11 +521,11 @@ class OpenAIEndpoint(abc.ABC):
         if exc.status_code == 404 and self.model not in str(body):
             asked = str(exc.request.url.copy_with(query=None))
             given = str(self._given.base_url) if self._given is not None else None
-            hint = masked(_not_served(asked, self.base_url or given))
+            hint = masked(not_served(asked, self.base_url or given))
         return ModelHTTPError(
             exc.status_code,
             body,
-            retry_after=_retry_after(exc.response.headers),
+            retry_after=retry_after(exc.response.headers),
             model=self.model,
             hint=hint,
         )
@@ -562,153 +576,7 @@ class OpenAIEndpoint(abc.ABC):
         """
 
 
-async def read_body(response: Any) -> bytes:
-    """The whole body; a connection that breaks while it is read is a connection error.
-
-    ``response`` is the SDK's HTTP response (from ``httpx`` or ``httpx2``, depending on
-    the ``openai`` version), so its errors are caught by what they are, not by class.
-    """
-    try:
-        body: bytes = await response.aread()
-    except Exception as exc:  # the HTTP library's transport errors; cancellation passes
-        raise ModelConnectionError(f"the answer broke off: {exc}") from exc
-    return body
-
-
-async def read_lines(response: Any, timeout_s: float) -> AsyncGenerator[str, None]:
-    """The lines of a streamed body as they come; a stream that stalls past the
-    timeout, or breaks, is a timeout or a connection error (see :func:`read_body`)."""
-    try:
-        async for line in response.iter_lines():
-            yield line
-    except Exception as exc:  # the HTTP library's transport errors; cancellation passes
-        if "Timeout" in type(exc).__name__:
-            raise ModelTimeout(timeout_s) from exc
-        raise ModelConnectionError(f"the stream broke off: {exc}") from exc
-
-
 _KEY = "api key"
-
-
-def _with_cause(exc: BaseException) -> str:
-    """What ``exc`` says, then what the deepest error behind it says: the SDK's
-    "Connection error." names nothing to fix, the error it wraps does (a refused
-    connection, a host name not known, a URL the HTTP client cannot send to)."""
-    deepest, seen = exc, {id(exc)}
-    while (behind := deepest.__cause__ or deepest.__context__) is not None:
-        if id(behind) in seen:
-            break
-        seen.add(id(behind))
-        if str(behind):
-            deepest = behind
-    said = str(exc).rstrip(".")
-    return said if deepest is exc or str(deepest) in said else f"{said}: {deepest}"
-
-
-_API_PATHS = ("/chat/completions", "/completions", "/responses", "/embeddings")
-
-
-def _not_served(url: str, base_url: str | None) -> str:
-    """What a 404 for ``url`` (a path the server does not serve) asks to change."""
-    hint = f"the endpoint serves no POST {url}"
-    if base_url is None:
-        return hint
-    root = base_url.rstrip("/")
-    for path in _API_PATHS:
-        if root.endswith(path):
-            return f"{hint}: base_url ends with the API's path; try {root.removesuffix(path)!r}"
-    if not re.search(r"/v\d", root.partition("://")[2]):
-        return f"{hint}: most OpenAI-compatible servers answer under /v1; try {root + '/v1'!r}"
-    return f"{hint}: check the model's base_url"
-
-
-def _all_text(exc: BaseException) -> str:
-    """Everything an error and the errors behind it would show: their text, and the
-    fields an error tracker shows (the SDK's errors keep the request they sent, whose
-    URL holds a key an endpoint takes as ``?key=``)."""
-    parts: list[str] = []
-    current: BaseException | None = exc
-    while current is not None:
-        parts += [str(current), repr(current.args), repr(vars(current))]
-        current = current.__cause__ or current.__context__
-    return "\n".join(parts)
-
-
-_REFUSED_FORMAT = re.compile(
-    r"response_format|text\.format|json_schema|json_object|structured.?output", re.I
-)
-
-
-def _refuses_format(exc: ModelHTTPError) -> bool:
-    """Whether an error is the endpoint refusing the response format (a 400 or 422
-    that names it); any other 400 is the request's own fault."""
-    return _refuses(exc, _REFUSED_FORMAT)
-
-
-_ALTERNATION = re.compile(r"roles must alternate", re.I)
-
-
-def _wants_alternation(exc: ModelHTTPError) -> bool:
-    """Whether an error is a chat template refusing turns that do not alternate (a
-    400 or 422 that says so: vLLM and llama.cpp pass the template's own message on)."""
-    return _refuses(exc, _ALTERNATION)
-
-
-_STREAM_OPTIONS = re.compile(r"stream_options")
-"""What a refusal of ``stream_options`` names: gateways and older APIs that do not know
-it ("Unknown parameter: 'stream_options'", Azure's "Unrecognized request argument
-supplied: stream_options")."""
-
-
-_MAX_TOKENS = re.compile(r"max_tokens\b.*\bmax_completion_tokens", re.S)
-"""What a refusal of ``max_tokens`` says: "Unsupported parameter: 'max_tokens' is not
-supported with this model. Use 'max_completion_tokens' instead." (OpenAI's reasoning
-models, on Azure or behind a proxy)."""
-
-
-def _refuses(exc: ModelHTTPError, what: re.Pattern[str]) -> bool:
-    """Whether an error is the endpoint refusing the request for ``what`` (a 400 or
-    422 that says it)."""
-    return exc.status in (400, 422) and what.search(str(exc.body)) is not None
-
-
-# The endpoint's own headers first, then those a proxy forwards from the provider
-# behind it (LiteLLM's llm_provider-*); of each, milliseconds first.
-_RETRY_AFTER_HEADERS = (
-    "retry-after-ms",
-    "retry-after",
-    "llm_provider-retry-after-ms",
-    "llm_provider-retry-after",
-)
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from the first of :data:`_RETRY_AFTER_HEADERS` that makes sense
-    (milliseconds, or seconds or an HTTP date)."""
-    for name in _RETRY_AFTER_HEADERS:
-        value = headers.get(name)
-        if value is None:
-            continue
-        seconds = _seconds(value, millis=name.endswith("-ms"))
-        if seconds is not None:
-            return seconds
-    return None
-
-
-def _seconds(value: str, *, millis: bool) -> float | None:
-    try:
-        number = float(value)
-    except ValueError:
-        pass
-    else:
-        return max(number / 1000.0 if millis else number, 0.0)
-    if millis:
-        return None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - time.time(), 0.0)
 
 
 def _unread(text: str) -> None:

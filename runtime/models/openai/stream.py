@@ -1,5 +1,10 @@
-"""Reading a streamed chat completion: server-sent events, chunk by chunk, into the
-pieces of text to show as they arrive and, at the end, one :class:`ModelResponse`.
+"""Reading an answer off the wire: a whole body (:func:`read_body`), a stream's lines
+and their server-sent events (:func:`read_lines`, :func:`event_data`), each a break
+of the connection or a stall past the timeout told as Honeycomb's error; and a streamed
+chat completion (:class:`CompletionStream`; a Responses API answer's is
+:class:`~runtime.models.openai._responses_body.ResponseStream`, both an
+:class:`AnswerStream`): server-sent events, chunk by chunk, into the pieces of text to
+show as they arrive and, at the end, one :class:`ModelResponse`.
 
 Each chunk is checked as it arrives (a chunk that is not JSON, or a field of the wrong
 type, is a :class:`ModelResponseError` naming the chunk and the field). Tool calls
@@ -26,7 +31,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Protocol
 
-from runtime.errors import ModelResponseError
+from runtime.errors import ModelConnectionError, ModelResponseError, ModelTimeout
 from runtime.model import ModelResponse
 from runtime.models.checks import shown
 from runtime.models.openai._completion import (
@@ -39,7 +44,15 @@ from runtime.models.openai._completion import (
     error_in,
 )
 
-__all__ = ["AnswerStream", "CompletionStream", "answered_whole", "event_data", "streamed_json"]
+__all__ = [
+    "AnswerStream",
+    "CompletionStream",
+    "answered_whole",
+    "event_data",
+    "read_body",
+    "read_lines",
+    "streamed_json",
+]
 
 
 class AnswerStream(Protocol):
@@ -65,6 +78,31 @@ def answered_whole(content_type: str | None) -> bool:
     ``stream: true``. An answer of any other type is read as events, as ever."""
     media = (content_type or "").partition(";")[0].strip().lower()
     return media == "application/json" or media.endswith("+json")
+
+
+async def read_body(response: Any) -> bytes:
+    """The whole body; a connection that breaks while it is read is a connection error.
+
+    ``response`` is the SDK's HTTP response (from ``httpx`` or ``httpx2``, depending on
+    the ``openai`` version), so its errors are caught by what they are, not by class.
+    """
+    try:
+        body: bytes = await response.aread()
+    except Exception as exc:  # the HTTP library's transport errors; cancellation passes
+        raise ModelConnectionError(f"the answer broke off: {exc}") from exc
+    return body
+
+
+async def read_lines(response: Any, timeout_s: float) -> AsyncGenerator[str, None]:
+    """The lines of a streamed body as they come; a stream that stalls past the
+    timeout, or breaks, is a timeout or a connection error (see :func:`read_body`)."""
+    try:
+        async for line in response.iter_lines():
+            yield line
+    except Exception as exc:  # the HTTP library's transport errors; cancellation passes
+        if "Timeout" in type(exc).__name__:
+            raise ModelTimeout(timeout_s) from exc
+        raise ModelConnectionError(f"the stream broke off: {exc}") from exc
 
 
 async def event_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:

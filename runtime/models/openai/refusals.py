@@ -1,0 +1,147 @@
+"""What an endpoint's errors say: what a refusal asks to change (structured output
+asked another way, turns that alternate, no ``stream_options``, ``max_completion_tokens``
+for ``max_tokens``), how long a rate limit asks to wait, where a 404 points, and
+everything an error and those behind it show (which a secret must not be in).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from collections.abc import Mapping
+
+from runtime.errors import ModelHTTPError
+
+__all__ = [
+    "MAX_TOKENS",
+    "STREAM_OPTIONS",
+    "all_text",
+    "not_served",
+    "refuses",
+    "refuses_format",
+    "retry_after",
+    "wants_alternation",
+    "with_cause",
+]
+
+
+def with_cause(exc: BaseException) -> str:
+    """What ``exc`` says, then what the deepest error behind it says: the SDK's
+    "Connection error." names nothing to fix, the error it wraps does (a refused
+    connection, a host name not known, a URL the HTTP client cannot send to)."""
+    deepest, seen = exc, {id(exc)}
+    while (behind := deepest.__cause__ or deepest.__context__) is not None:
+        if id(behind) in seen:
+            break
+        seen.add(id(behind))
+        if str(behind):
+            deepest = behind
+    said = str(exc).rstrip(".")
+    return said if deepest is exc or str(deepest) in said else f"{said}: {deepest}"
+
+
+_API_PATHS = ("/chat/completions", "/completions", "/responses", "/embeddings")
+
+
+def not_served(url: str, base_url: str | None) -> str:
+    """What a 404 for ``url`` (a path the server does not serve) asks to change."""
+    hint = f"the endpoint serves no POST {url}"
+    if base_url is None:
+        return hint
+    root = base_url.rstrip("/")
+    for path in _API_PATHS:
+        if root.endswith(path):
+            return f"{hint}: base_url ends with the API's path; try {root.removesuffix(path)!r}"
+    if not re.search(r"/v\d", root.partition("://")[2]):
+        return f"{hint}: most OpenAI-compatible servers answer under /v1; try {root + '/v1'!r}"
+    return f"{hint}: check the model's base_url"
+
+
+def all_text(exc: BaseException) -> str:
+    """Everything an error and the errors behind it would show: their text, and the
+    fields an error tracker shows (the SDK's errors keep the request they sent, whose
+    URL holds a key an endpoint takes as ``?key=``)."""
+    parts: list[str] = []
+    current: BaseException | None = exc
+    while current is not None:
+        parts += [str(current), repr(current.args), repr(vars(current))]
+        current = current.__cause__ or current.__context__
+    return "\n".join(parts)
+
+
+_REFUSED_FORMAT = re.compile(
+    r"response_format|text\.format|json_schema|json_object|structured.?output", re.I
+)
+
+
+def refuses_format(exc: ModelHTTPError) -> bool:
+    """Whether an error is the endpoint refusing the response format (a 400 or 422
+    that names it); any other 400 is the request's own fault."""
+    return refuses(exc, _REFUSED_FORMAT)
+
+
+_ALTERNATION = re.compile(r"roles must alternate", re.I)
+
+
+def wants_alternation(exc: ModelHTTPError) -> bool:
+    """Whether an error is a chat template refusing turns that do not alternate (a
+    400 or 422 that says so: vLLM and llama.cpp pass the template's own message on)."""
+    return refuses(exc, _ALTERNATION)
+
+
+STREAM_OPTIONS = re.compile(r"stream_options")
+"""What a refusal of ``stream_options`` names: gateways and older APIs that do not know
+it ("Unknown parameter: 'stream_options'", Azure's "Unrecognized request argument
+supplied: stream_options")."""
+
+
+MAX_TOKENS = re.compile(r"max_tokens\b.*\bmax_completion_tokens", re.S)
+"""What a refusal of ``max_tokens`` says: "Unsupported parameter: 'max_tokens' is not
+supported with this model. Use 'max_completion_tokens' instead." (OpenAI's reasoning
+models, on Azure or behind a proxy)."""
+
+
+def refuses(exc: ModelHTTPError, what: re.Pattern[str]) -> bool:
+    """Whether an error is the endpoint refusing the request for ``what`` (a 400 or
+    422 that says it)."""
+    return exc.status in (400, 422) and what.search(str(exc.body)) is not None
+
+
+# The endpoint's own headers first, then those a proxy forwards from the provider
+# behind it (LiteLLM's llm_provider-*); of each, milliseconds first.
+_RETRY_AFTER_HEADERS = (
+    "retry-after-ms",
+    "retry-after",
+    "llm_provider-retry-after-ms",
+    "llm_provider-retry-after",
+)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from the first of :data:`_RETRY_AFTER_HEADERS` that makes sense
+    (milliseconds, or seconds or an HTTP date)."""
+    for name in _RETRY_AFTER_HEADERS:
+        value = headers.get(name)
+        if value is None:
+            continue
+        seconds = _seconds(value, millis=name.endswith("-ms"))
+        if seconds is not None:
+            return seconds
+    return None
+
+
+def _seconds(value: str, *, millis: bool) -> float | None:
+    try:
+        number = float(value)
+    except ValueError:
+        pass
+    else:
+        return max(number / 1000.0 if millis else number, 0.0)
+    if millis:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
