@@ -21,7 +21,7 @@ from honeycomb.hive.backend import backend_problems
 from honeycomb.hive.specs import HiveSpec, PlannerSpec
 from honeycomb.run.conversation import sessions_within, shown_the_conversation
 from honeycomb.run.policy import FailurePolicy, Policy, priced_by_models, quorum_problem
-from runtime import ConfigError, Limits, YamlDocument, did_you_mean
+from runtime import ConfigError, Limits, YamlDocument, did_you_mean, load_yaml
 from runtime.config.yaml_config import YamlPath, YamlPlace
 from runtime.errors import MemoryFeatureMissing
 from runtime.models.layers.cost_cap import unpriced_called, unpriced_problem
@@ -30,7 +30,7 @@ from workers import Role
 from workers.compaction import compaction_models, context_problem
 from workers.guards import guard_problem
 from workers.nesting import nesting_problems
-from workers.role import guard_problems
+from workers.role import guard_problems, role_entries
 
 __all__ = ["check_across_fields", "check_called_prices", "models_used", "role_error"]
 
@@ -45,8 +45,9 @@ def check_across_fields(
 ) -> None:
     """Add to ``errors`` each problem of the hive ``doc`` that no one field shows
     (``places``: where each of its ``roles`` is written)."""
-    _check_references(doc, spec, roles, places, models, errors)
-    _check_nesting(doc, spec, roles, places, errors)
+    declared = _declared(doc, spec, roles)
+    _check_references(doc, spec, roles, places, models, declared, errors)
+    _check_nesting(doc, spec, roles, places, declared, errors)
     _check_settings(doc, errors)
     _check_memory(doc, spec, roles, places, errors)
     _check_policy_rules(doc, errors)
@@ -63,6 +64,7 @@ def _check_references(
     roles: Mapping[str, Role],
     places: Mapping[str, YamlPlace],
     models: list[str],
+    declared: list[str],
     errors: list[ConfigError],
 ) -> None:
     # The roles' own model references are checked with their fields (check_role).
@@ -86,7 +88,6 @@ def _check_references(
                 f"models: {', '.join(models)}",
             )
         )
-    declared = _declared(doc, roles)
     # Guards: import paths (the roles' are checked with their fields), then judges.
     errors.extend(guard_problems(doc.data.get("guards"), doc, ()))
     for field, problem in _unknown_judges(doc.data.get("guards"), declared):
@@ -148,11 +149,33 @@ def role_error(
     return place.error(field, message)
 
 
-def _declared(doc: YamlDocument, roles: Mapping[str, Role]) -> list[str]:
-    """The names of the hive's roles, its valid ``roles`` and those the file writes
-    that are not valid: a reference to one is no mistake of its own (the role's errors
-    are reported)."""
-    return list(roles) + [str(k) for k in _written_roles(doc) if k not in roles]
+def _declared(doc: YamlDocument, spec: HiveSpec, roles: Mapping[str, Role]) -> list[str]:
+    """The names of the hive's roles, its valid ``roles`` and those that the hive file
+    and the files of its ``roles_dir`` write but are not valid: a reference to one is
+    no mistake of its own (the role's errors are reported)."""
+    written = [str(k) for k in _written_roles(doc)]
+    if spec.roles_dir is not None:
+        hive_file = Path(doc.file)
+        written += _written_in(hive_file.parent / spec.roles_dir, hive_file)
+    return list(roles) + [name for name in dict.fromkeys(written) if name not in roles]
+
+
+def _written_in(folder: Path, hive_file: Path) -> list[str]:
+    """The names of the roles the YAML files of ``folder`` (a ``roles_dir``) write,
+    valid or not; a file that cannot be read writes none (its error is reported)."""
+    if not folder.is_dir():
+        return []
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml"))
+    names: list[str] = []
+    for file in files:
+        if file.resolve() == hive_file.resolve():
+            continue
+        try:
+            found = role_entries(load_yaml(file), [])
+        except ConfigError:
+            continue
+        names += [str(body["name"]) for _, body in found]
+    return names
 
 
 def _written_roles(doc: YamlDocument) -> Mapping[Any, Any]:
@@ -198,12 +221,13 @@ def _check_nesting(
     spec: HiveSpec,
     roles: Mapping[str, Role],
     places: Mapping[str, YamlPlace],
+    declared: list[str],
     errors: list[ConfigError],
 ) -> None:
     """Agent tools (``agent:ROLE``) that name no role, make a cycle, or nest past
     ``policy: max_nesting``: each at the tool that starts it."""
     # A role written but not valid has no tools to follow: a reference to it is known.
-    tools = {name: roles[name].tools if name in roles else () for name in _declared(doc, roles)}
+    tools = {name: roles[name].tools if name in roles else () for name in declared}
     for problem in nesting_problems(tools, spec.policy.max_nesting):
         where = ("tools", problem.index)
         errors.append(role_error(doc, places, problem.role, where, problem.message))

@@ -161,3 +161,13 @@ def test_a_check_across_the_hive_points_into_the_role_file_that_writes_the_role(
         f"{path}:4:11: w.tools[0]: 'agent:ghost' names no role: roles are w, planner",
         f"{path}:4:24: w.tools[1]: 'hive:nope.yaml': no hive file {tmp_path / 'nope.yaml'}",
     ]
+
+
+def test_a_role_file_with_mistakes_is_a_role_the_hive_may_name(tmp_path: Path) -> None:
+    # Its role was also told as no role at all, wherever the hive named it: the
+    # aggregator, the planner's roles, another role's agent tool (unknown role 'w').
+    role_file(tmp_path, "name: w\ndescription: Works.\nmax_turn: 3\n")
+    text = HIVE.replace("roles:\n", "roles:\n  lead: {description: Leads., tools: [agent:w]}\n")
+    path = hive(tmp_path, text + "aggregator: w\nplanner: {role: planner, roles: [w, lead]}\n")
+    (error,) = errors_of(path)
+    assert error.startswith(f"{tmp_path / 'roles' / 'w.yaml'}:3:1: max_turn: unknown field")
