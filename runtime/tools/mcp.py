@@ -229,18 +229,19 @@ def pick_tools(
             it has that a model cannot be offered, with why.
     """
     unfit = unfit or {}
+    if wanted == "*" and unfit:
+        name, why = next(iter(unfit.items()))
+        raise ConfigError(
+            f"MCP server {server!r} lists its tool {name!r} so that no model can be offered "
+            f"it: {why}; name the tools the role is to have one by one, without it (not "
+            f"{server}:*)"
+        )
     if wanted in unfit:
         raise ConfigError(
             f"MCP server {server!r} lists its tool {wanted!r} so that no model can be "
             f"offered it: {unfit[wanted]}"
         )
     if wanted == "*":
-        for name, why in unfit.items():  # the first, if any
-            raise ConfigError(
-                f"MCP server {server!r} lists its tool {name!r} so that no model can be "
-                f"offered it: {why}; name the tools the role is to have one by one, "
-                f"without it (not {server}:*)"
-            )
         return list(tools.values())
     found = tools.get(wanted)
     if found is None:
