@@ -48,6 +48,10 @@ _END_S = 2.0
 _STDERR_TAIL = 600
 """Characters of what a server wrote to stderr that an error about it shows."""
 
+_STRAY_SHOWN = 200
+"""Characters of a line a stdio server wrote to stdout that is no MCP message that an
+error about it shows."""
+
 
 class Listed(Value, frozen=True, kw_only=True):
     """One tool as its server lists it, with its annotations' hints (None: no hint),
@@ -368,7 +372,8 @@ def _stray(process: _Process | None) -> str:
     server over stdio shows what it is (its usage, ``Listening on http://...``)."""
     if process is None or process.stray is None:
         return ""
-    return f" (on stdout, where MCP messages go, it wrote: {masked(process.stray)!r})"
+    shown = masked(process.stray)[:_STRAY_SHOWN]  # masked, then cut: no secret in part
+    return f" (on stdout, where MCP messages go, it wrote: {shown!r})"
 
 
 def _listed(tool: types.Tool) -> Listed:

@@ -56,8 +56,9 @@ _KEPT = 8 * 1024
 """Bytes of the end of what a server wrote to stderr that are kept: the rest is read
 and dropped, so a server that floods it fills neither memory nor a disk."""
 
-_STRAY_CHARS = 200
-"""Characters kept of a line of a server's output that is not a message."""
+_STRAY_CHARS = 4096
+"""Characters kept of a line of a server's output that is not a message: more than an
+error shows of it, which masks its secrets first (one cut in two is no longer found)."""
 
 _Gone = (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)
 """What a pipe or stream raises once its other end, or our own shutdown, closed it."""

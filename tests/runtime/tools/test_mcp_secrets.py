@@ -72,6 +72,27 @@ async def test_why_a_server_would_not_start_is_told_without_its_secrets() -> Non
     assert TOKEN not in told.value.message
 
 
+async def test_a_line_a_server_wrote_to_stdout_is_shown_without_a_part_of_its_secret() -> None:
+    """A program that does not speak MCP there shows its line, cut: it was cut before its
+    secrets were masked, and the part of one before the cut was no secret known."""
+    said = (
+        "import os, time; print('x' * 190, os.environ['SERVER_TOKEN'], flush=True); time.sleep(60)"
+    )
+    server = McpServer(
+        name="talker",
+        command=sys.executable,
+        args=("-c", said),
+        env={"SERVER_TOKEN": TOKEN},
+        start_timeout=0.5,
+    )
+    with pytest.raises(McpServerError) as refused:
+        async with running(server) as run:
+            await run.listed("talker")
+    # Its first 200 characters: the secret's first 9 among them, once.
+    assert str(refused.value).endswith(f"it wrote: '{'x' * 190} [secret h')")
+    assert TOKEN[:9] not in str(refused.value)
+
+
 async def test_a_password_in_a_url_among_a_server_s_args_is_a_secret() -> None:
     """A database's URL given as an argument (``postgresql://app:PASSWORD@db/x``): its
     password is masked in why the server would not start (it said its arguments) and
