@@ -16,12 +16,7 @@ from typing import Any
 
 from honeycomb.hive.backend import BackendSpec
 from honeycomb.hive.budgets import budget_warnings
-from honeycomb.hive.checks import (
-    check_across_fields,
-    check_called_prices,
-    models_used,
-    role_error,
-)
+from honeycomb.hive.checks import check_across_fields, role_error
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
 from honeycomb.hive.specs import (
@@ -32,6 +27,7 @@ from honeycomb.hive.specs import (
     ModelSpec,
     salvaged,
 )
+from honeycomb.hive.usage import check_called_prices, check_models_used, models_used
 from honeycomb.run.planner import RolePlanner, nobody_to_plan_for
 from honeycomb.run.policy import Policy
 from runtime import (
@@ -439,6 +435,7 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
         roles = _with_approvals(doc, spec, roles, registry, errors)
         places = {name: place for name, (place, _) in read.items()}  # where each is written
         check_across_fields(doc, spec, roles, places, models, errors)  # its guards' imports
+        check_models_used(doc, spec, roles, errors)
     hives = _sub_hives(doc, spec, roles, places, file, (*chain, file.resolve()), errors)
     check_called_prices(doc, spec, roles, places, hives, errors)  # their calls spend its budget
     if errors:
