@@ -500,8 +500,15 @@ def _checked(db: sqlite3.Connection, path: Path) -> int:
         version = schema_of(db)
     except sqlite3.OperationalError as exc:  # of the file (locked, read-only), not its rows
         raise _unusable(path, exc) from exc
-    except sqlite3.DatabaseError as exc:  # not an SQLite file at all
-        version, why = None, f"{exc}"
+    except sqlite3.DatabaseError as exc:
+        if exc.sqlite_errorname == "SQLITE_CORRUPT":  # an SQLite file, whoever's: damaged
+            raise StoreError(
+                f"the file is damaged ({exc}); it was left as it was: if it is a run store, "
+                "restore it from a copy (its -wal and -shm with it), else give the run "
+                "store a file of its own",
+                path=str(path),
+            ) from exc
+        version, why = None, f"{exc}"  # not an SQLite file at all
     else:
         why = "an SQLite database with other tables"
     if version is None:

@@ -61,6 +61,30 @@ def test_another_applications_file_is_refused_and_left_as_it_was(
         assert raw.execute("PRAGMA user_version").fetchone()[0] == 0
 
 
+def test_a_damaged_store_is_said_to_be_damaged_not_another_applications(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A store cut short (a copy that stopped half way) was refused as "not a Honeycomb
+    # run store ... give the run store a file of its own".
+    db = one_run(tmp_path / "runs.db", tmp_path)
+    with db.open("r+b") as whole:
+        whole.truncate(2 * 4096)  # its header, and none of its tables' pages
+    before = digest(db)
+    said = (
+        f"{db}: the file is damaged (database disk image is malformed); it was left as it "
+        "was: if it is a run store, restore it from a copy (its -wal and -shm with it), "
+        "else give the run store a file of its own"
+    )
+    with pytest.raises(StoreError) as reading:
+        RunStore(db).runs()
+    with pytest.raises(StoreError) as writing:
+        anyio.run(RunStore(db).open)
+    assert str(reading.value) == str(writing.value) == said
+    assert main(["runs", "--store", str(db)]) == 2
+    assert capsys.readouterr().err == said + "\n"
+    assert digest(db) == before
+
+
 def test_a_file_of_another_honeycomb_version_is_refused_unchanged(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     anyio.run(RunStore(db).open)
