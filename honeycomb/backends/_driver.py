@@ -247,10 +247,10 @@ class Driver:
                 )
                 self._helpers[number] = helper
                 helper.add_done_callback(lambda _: self._helpers.pop(number, None))
-        elif kind == "forget":  # its worker gave the request up
+        elif kind == "forget":  # its worker gave the request up (and said why, if ...)
             given_up = self._helpers.get(message[1])
             if given_up is not None:
-                given_up.cancel()
+                given_up.cancel(*message[2:])  # (... a decision settled the call asked)
         elif kind == "stopped":  # cancelled: its call under way was cut off
             self._text.drop()
             self._opened.flush()

@@ -13,6 +13,7 @@ from honeycomb.backends._wire import Message, raised
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import CallReport, current_call
 from runtime.models.layers.budget import spending, spent_by
+from runtime.tools.approval_gate import settled_by
 
 SPENT_WAIT_S = 1.0
 """How long a request cut off here waits for what its call at the driver spent until it
@@ -70,9 +71,12 @@ class Link:
         self._outbox.post(self._key, ("ask", number, op, args, options))
         try:
             return await answer
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as cancelled:
             if not answer.done() or answer.cancelled():
-                self.send("forget", number)  # what the driver does for it is cancelled
+                # What the driver does for it is cancelled; an approver's question
+                # withdrawn there is told the decision that settled it, as here.
+                settled = settled_by(cancelled)
+                self.send("forget", number, *(() if settled is None else (settled,)))
             raise
         finally:
             self._waiting.pop(number, None)

@@ -73,10 +73,10 @@ class PinnedCalls:
                 self._calls[key] = made
         try:
             value: T = await asyncio.shield(made)
-        except asyncio.CancelledError:
-            if not self.keep:  # its worker gave it up (a timeout, a run cancelled)
+        except asyncio.CancelledError as cancelled:
+            if not self.keep:  # its worker gave it up (a timeout, a run cancelled ...)
                 self._forget(key)
-                await _cancelled(made)
+                await _cancelled(made, *cancelled.args)  # (... a decision settled it)
             raise
         except Exception:
             self._forget(key)
@@ -100,9 +100,10 @@ class PinnedCalls:
         await asyncio.gather(*(_cancelled(c) for c in calls))
 
 
-async def _cancelled(call: asyncio.Task[Any]) -> None:
-    """Cancel ``call`` and wait for it to end (what it raised is no one's now)."""
-    call.cancel()
+async def _cancelled(call: asyncio.Future[Any], *why: object) -> None:
+    """Cancel ``call`` (saying ``why``, if given) and wait for it to end (what it
+    raised is no one's now)."""
+    call.cancel(*why)
     await asyncio.gather(call, return_exceptions=True)
 
 

@@ -36,6 +36,8 @@ from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, UserMessage
 from runtime.concurrency import TimedOut, within
 from runtime.secrets import isolated
+from runtime.tools.approval_gate import settled_by
+from runtime.tools.approvals import ApprovalEntry
 from tests.support.ray_tools import scripted
 
 # One test process for every test that uses Ray (``ray_session``, tests/conftest.py).
@@ -152,14 +154,20 @@ async def test_a_stored_edit_that_leaves_a_calls_secret_as_shown_runs_with_it_wh
 
 class Waits:
     """An approver that never answers (a person away from the terminal): ``asked`` is
-    set once it is asked; its question is withdrawn once the call is decided elsewhere."""
+    set once it is asked; its question is withdrawn once the call is decided elsewhere,
+    and ``withdrawn`` holds what the withdrawal said settled it."""
 
     def __init__(self) -> None:
         self.asked = anyio.Event()
+        self.withdrawn: list[ApprovalEntry | None] = []
 
     async def __call__(self, request: ApprovalRequest) -> Decision:
         self.asked.set()
-        await anyio.sleep_forever()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError as exc:
+            self.withdrawn.append(settled_by(exc))
+            raise
         raise AssertionError("never answered")
 
 
@@ -196,6 +204,13 @@ async def test_an_edit_made_elsewhere_as_the_approver_asks_runs_with_the_calls_s
     assert "not run" not in running.result().subtasks["s1"].text
     assert moved.read_text() == f"the key is {SECRET}\n"
     assert not notes.exists()
+    # The question withdrawn says what settled it, wherever the worker ran (from an
+    # actor, the driver withdrew it saying nothing: the terminal could not say who).
+    [entry] = approver.withdrawn
+    assert entry is not None
+    assert entry.decision is not None
+    assert entry.decision.approve
+    assert entry.pending.call_id == pending.call_id
 
 
 class Retyped:
