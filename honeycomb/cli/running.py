@@ -231,6 +231,16 @@ def resume_command(args: argparse.Namespace) -> ExitStatus:
         return _show_ended(path, args)
     if stored.status in ("ok", "partial") and not Path(stored.source).is_file():
         return _show_ended(path, args)  # ended: its result needs no hive, moved or gone
+    if not Path(stored.source).exists():  # moved or gone: `run --run-id` takes it where it is
+        words = ["honeycomb", "run", "HIVE.yaml", "--run-id", args.run_id]
+        if Path(path) != DEFAULT_STORE:
+            words += ["--store", store.where]
+        print(
+            f"run {args.run_id} was started from {stored.source}, which is not there: if the "
+            f"hive moved, continue the run with it where it is now ({shlex.join(words)})",
+            file=sys.stderr,
+        )
+        return ExitStatus.UNUSABLE
     args.store, args.run_id, args.no_store = path, args.run_id, False
     args.continues = True  # --record goes on in the cassette of its earlier lives
     return _execute(Path(stored.source), stored.task, args)
