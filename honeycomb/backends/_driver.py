@@ -206,9 +206,10 @@ class Driver:
             ended = self._calls.pop(message[1], None)
             if ended is not None:
                 budget.call_ended(ended)
-            taken, self._ended_calls = self._ended_calls, []
-            for then in taken:  # what waited for its replayed call to end (once_taken)
-                then()
+            if self._ended_calls:  # what waited for its replayed call to end (once_taken)
+                taken, self._ended_calls = self._ended_calls, []
+                for then in taken:
+                    then()
         elif kind == "reserve_tools":  # no limit: it cannot refuse
             budget.reserve_tool_calls_now(message[1])
             self._tools_reserved += message[1]

@@ -178,6 +178,18 @@ def _unnest(caller: _Strand, own: _Strand, token: Token[_Strand | None]) -> None
         clock.less(now)
 
 
+def _worker_cut(deadline: within, limit: float) -> RunCut:
+    """A worker's time limit as a cut: ``deadline`` expired as it falls, naming the
+    seconds used (``limit``, as its own clock ran out; those a replay names)."""
+
+    def expire(used: float | None = None) -> None:
+        deadline.expire()
+        cut.fell(limit if used is None else used)
+
+    cut = RunCut(expire)
+    return cut
+
+
 @contextmanager
 def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within]:
     """A block cancelled once it has worked ``limit`` seconds, the time it waited for
@@ -201,14 +213,8 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
     # tool call's time limit is one of these, and benchmark E holds 30,000 at once).
     started = loop.time() - (own.worked_s if own is not None else 0.0)
     timer: asyncio.TimerHandle | None = None
-
-    def expire(used: float | None = None) -> None:
-        deadline.expire()
-        if cut is not None:
-            cut.fell(limit if used is None else used)
-
     # A worker's limit (``own``) is a cut that a recording keeps and a replay makes fall.
-    cut = RunCut(expire) if own is not None else None
+    cut = _worker_cut(deadline, limit) if own is not None else None
 
     def check() -> None:
         nonlocal timer
@@ -218,7 +224,7 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
             return
         left = limit - (loop.time() - started - clock.waited_s)
         if left <= 0:
-            expire()
+            (cut.now if cut is not None else deadline.expire)()
         else:
             timer = loop.call_at(loop.time() + left, check)
 
