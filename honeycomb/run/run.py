@@ -330,11 +330,13 @@ class Run:
 
         stored = await record.store.load(self.run_id) if resumable else None
         if stored is not None:
-            if stored.task != masked(record.store.kept(self.task)):
+            # Both as the store keeps them now: a secret learned since the run was
+            # stored is in its task in the clear there.
+            kept = masked(stored.task)
+            if kept != masked(record.store.kept(self.task)):
                 raise ConfigError(
                     f"run {self.run_id!r} in {record.store.where} was started with another "
-                    f"task ({stored.task[:60]!r}); resume it with its own task, or use a "
-                    "new run_id"
+                    f"task ({kept[:60]!r}); resume it with its own task, or use a new run_id"
                 )
             done = stored_result(stored)
             if done is not None:

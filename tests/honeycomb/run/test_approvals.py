@@ -19,6 +19,7 @@ from honeycomb import (
     ApprovalRequest,
     Approvals,
     AssistantMessage,
+    ConfigError,
     Decision,
     Event,
     Executor,
@@ -34,6 +35,7 @@ from honeycomb.errors import ApprovalError
 from honeycomb.events import WorkerFinished
 from honeycomb.run import worker_record
 from honeycomb.testing import FunctionModel
+from runtime.secrets import add_secret, isolated
 from tests.support import ROOT
 from tests.support.approvals import TASK, executor, payer_beside_reader, payer_saw, plan
 from tests.support.concurrency import Rendezvous
@@ -410,6 +412,30 @@ async def test_a_decision_made_here_settles_a_call_the_approver_asks_about_at_on
     assert withdrawn.is_set()
     assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
     assert effects.read_text() == "paid 120 to ann\n"
+
+
+async def test_a_run_whose_task_holds_a_secret_learned_since_it_was_kept_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A run kept before a secret in its task was known (the store has that task in the
+    clear) goes on when run again with its own task once the secret is known: it was
+    refused as started with another task, the task given masked and the kept one not,
+    and the refusal quoted the kept task, secret and all."""
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    card = "4111-1111-1111-1111"
+    task = f"{TASK} with card {card}"
+    with isolated():
+        assert (await executor(db, effects).run(task, subtasks=plan(1), run_id="r1")).pending
+        add_secret(card, "card number")
+        again = executor(db, effects)
+        await again.decide("r1", "pay_1", approve=True)
+        done = await again.run(task, subtasks=plan(1), run_id="r1")
+        assert done.status == "ok"
+        with pytest.raises(ConfigError) as refused:
+            await again.run(f"{TASK} with another card", subtasks=plan(1), run_id="r1")
+    assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
+    assert "another task" in str(refused.value)
+    assert card not in str(refused.value)
 
 
 async def test_a_decision_recorded_as_the_run_ends_waiting_continues_it_before_it_returns(
