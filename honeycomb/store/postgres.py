@@ -333,6 +333,7 @@ class PostgresDatabase:
 
         if self._current:
             return
+        version = 0
         try:
             with conn.transaction():
                 conn.execute(_SCHEMA_LOCK, (self.schema,))
@@ -353,7 +354,16 @@ class PostgresDatabase:
                         conn.execute(in_postgres(statement))
                 conn.execute(f"UPDATE {_VERSIONS} SET version = %s", (SCHEMA_VERSION,))
         except psycopg.Error as exc:
-            raise StoreError(f"cannot open the run store: {exc}", path=self.where) from exc
+            if not 0 < version < SCHEMA_VERSION:
+                raise StoreError(f"cannot open the run store: {exc}", path=self.where) from exc
+            why = exc.diag.message_primary or str(exc)  # not the statement it quotes
+            raise StoreError(
+                f"cannot bring the run store up to date from schema {version} to "
+                f"{SCHEMA_VERSION} ({why}): the first process of this Honeycomb to write to "
+                "it changes its tables, as a role that may (their owner); it is read as it "
+                "is until then",
+                path=self.where,
+            ) from exc
         self._current = True
 
     def _version(self, conn: psycopg.Connection[Any]) -> int:

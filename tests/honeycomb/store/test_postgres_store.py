@@ -88,6 +88,42 @@ async def test_a_store_of_an_earlier_version_is_read_as_it_is_and_brought_up_to_
         await RunStore(url).open()
 
 
+def test_a_role_that_may_not_bring_an_earlier_store_up_to_date_is_told_why(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A role that reads and writes a store's rows, not its tables, said "cannot open the
+    # run store: permission denied for schema ...", with the statement and a caret under
+    # it, not that the store was of an earlier version, to be brought up to date.
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 4)
+    four = [in_postgres(s) for s in upgrade_statements(0) if not s.startswith("PRAGMA")]
+    monkeypatch.undo()
+    name, role = schema_of(url), f"app_{uuid.uuid4().hex[:8]}"
+    change(
+        url,
+        (f'CREATE SCHEMA "{name}"', ()),
+        ("CREATE TABLE store_schema (application TEXT NOT NULL, version BIGINT NOT NULL)", ()),
+        ("INSERT INTO store_schema VALUES ('honeycomb run store', 4)", ()),
+        *((statement, ()) for statement in four),
+        (f'CREATE ROLE "{role}" LOGIN', ()),  # the test server trusts any role
+        (f'GRANT USAGE ON SCHEMA "{name}" TO "{role}"', ()),
+        (f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{name}" TO "{role}"', ()),
+    )
+    try:
+        theirs = url.replace("postgres@", f"{role}@")
+        assert RunStore(theirs).runs() == []  # read as it is
+        with pytest.raises(StoreError) as caught:
+            anyio.run(RunStore(theirs).open)
+        assert str(caught.value) == (
+            f"{theirs}: cannot bring the run store up to date from schema 4 to "
+            f"{SCHEMA_VERSION} (permission denied for schema {name}): the first process of "
+            "this Honeycomb to write to it changes its tables, as a role that may (their "
+            "owner); it is read as it is until then"
+        )
+        assert query(url, "SELECT version FROM store_schema") == [(4,)]  # as it was
+    finally:
+        change(url, (f'DROP OWNED BY "{role}"', ()), (f'DROP ROLE "{role}"', ()))
+
+
 async def test_processes_opening_a_new_store_at_once_make_it_once(url: str) -> None:
     stores = [RunStore(url) for _ in range(6)]
     async with anyio.create_task_group() as tg:
