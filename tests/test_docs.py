@@ -442,3 +442,14 @@ def test_the_error_tree_of_the_concepts_page_is_the_error_classes_tree() -> None
         if error is not HoneycombError
     }
     assert {name: base for name, base in drawn.items() if base} == bases
+
+
+def test_the_roles_table_of_the_concepts_page_names_every_field_of_a_role() -> None:
+    """The table lacked memory, approvals and session, which a hive's roles take."""
+    from honeycomb import Role
+
+    page = (ROOT / "docs" / "concepts.md").read_text()
+    section = page[page.index("\n## Roles\n") :]
+    table = section[: section.index("\n\n", section.index("| field |"))]
+    named = re.findall(r"^\| `(\w+)` \|", table, flags=re.M)
+    assert named == list(Role.model_fields)
