@@ -1,7 +1,8 @@
 """The tool-call layer of the journal of side effects: a side-effecting call is run
 at most once across crashes and resumes (see :mod:`runtime.tools.journal`).
 
-Its intent is made durable before it runs and its outcome when it ends. A call the
+Its intent is made durable before it runs (once what it needs first is ready: its MCP
+server started) and its outcome when it ends. A call the
 journal knows from an earlier life is not run again: one that ended is answered with
 its recorded observation; one that was running when the process died is an
 ``unknown`` observation (or run again, when its tool is ``idempotent``). What the
@@ -13,6 +14,7 @@ cannot run now (its tool gone) gets the journal's answer too (:func:`journal_ans
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Coroutine
 from typing import Any
 
@@ -50,6 +52,14 @@ class Journaled(ToolLayer):
 
     async def _journaled(self, call: Prepared) -> Outcome:
         journal, asked, turn = self.journal, call.call, call.turn
+        ready = call.tool.ready
+        if ready is not None:
+            # What the call needs first (its MCP server started) is not its effect: a
+            # call cut off meanwhile never reached its tool, and is no intent a resumed
+            # worker must take for begun. Should it fail, the tool says so as it is
+            # called (it asks again; a server that cannot start stays down).
+            with contextlib.suppress(Exception):
+                await ready()
         await journal.intent(turn, asked, call.kwargs)
         outcome = await self.next(call)
         await journal.outcome(turn, outcome.observation(asked))

@@ -1,10 +1,18 @@
-"""The journal layer alone, with a fake next layer."""
+"""The journal layer alone, with a fake next layer, and with the tool behind it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
+from runtime.errors import ModelRetry
+from runtime.events import Caller
+from runtime.tools import Tool
+from runtime.tools.dispatch import DispatchPolicy
 from runtime.tools.journal import JournalEntry, MemoryJournal
 from runtime.tools.layers import Journaled, Outcome
 from tests.support.layers import Next, look, prepared, send
+from workers.calls import tool_calls
 
 
 async def test_a_side_effect_has_its_intent_kept_before_it_runs_and_its_outcome_after() -> None:
@@ -48,3 +56,40 @@ async def test_a_call_without_side_effects_is_not_journaled() -> None:
     journal = MemoryJournal()
     assert (await Journaled(Next(), journal)(prepared(look, key="k"))).content == "ran c0"
     assert journal.entries == {}
+
+
+async def test_a_call_cut_off_as_its_tool_gets_ready_keeps_no_intent() -> None:
+    """What a call needs first (its MCP server started: its tool's ``ready``) is awaited
+    before its intent is kept: a side-effecting call cut off meanwhile never reached its
+    tool, and a resumed worker runs it rather than tell its model the outcome is
+    unknown. One whose tool cannot get ready is that tool's error, kept as it ended."""
+    journal = MemoryJournal()
+    asked = asyncio.Event()
+
+    async def starting() -> None:
+        asked.set()
+        await asyncio.Event().wait()  # a server slow to start
+
+    async def down() -> None:
+        raise ModelRetry("its server did not start")
+
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    for ready in (starting, down):
+        paying = Tool(pay, side_effects=True, ready=ready)
+        calls = tool_calls(DispatchPolicy(), Caller(), [paying], journal=journal)
+        if ready is starting:
+            going = asyncio.create_task(calls(prepared(paying, to="ann")))
+            await asked.wait()
+            going.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await going
+            assert journal.recorded(1, "c0") is None
+        else:
+            outcome = await calls(prepared(paying, to="ann"))
+            assert (outcome.status, outcome.content) == ("error", "Error: its server did not start")
+            entry = journal.recorded(1, "c0")
+            assert entry is not None
+            assert entry.status == "error"
