@@ -27,7 +27,12 @@ from honeycomb.hive.specs import (
     ModelSpec,
     salvaged,
 )
-from honeycomb.hive.usage import check_called_prices, check_models_used, models_used
+from honeycomb.hive.usage import (
+    check_called_prices,
+    check_models_used,
+    models_built,
+    models_used,
+)
 from honeycomb.run.planner import RolePlanner, nobody_to_plan_for
 from honeycomb.run.policy import Policy
 from runtime import (
@@ -196,9 +201,10 @@ class Hive:
         return SQLiteMemory(path, embeddings=embeddings, max_chars=declared.max_chars)
 
     def models(self, replace: Mapping[str, Model] | None = None) -> dict[str, Model]:
-        """The models a run of the hive may call (:func:`models_used`: not one declared
-        that none of its roles uses) by name, built as declared, except those
-        ``replace`` gives (by the hive's names for them).
+        """The models its Executor holds (:func:`~honeycomb.hive.usage.models_built`: the
+        default and those a run calls, not one declared that none of its roles uses) by
+        name, built as declared, except those ``replace`` gives (by the hive's names
+        for them).
 
         Raises:
             ConfigErrors: for a name in ``replace`` that the hive does not declare.
@@ -221,12 +227,12 @@ class Hive:
             name: given[name]
             if name in given
             else self.spec.models[name].build(self.folder, self.servers, self._key_env(name))
-            for name in self.models_used()
+            for name in models_built(self.spec, self.roles)
         }
 
     def models_used(self) -> list[str]:
-        """The names of the models a run of the hive may call, as declared in order
-        (:func:`~honeycomb.hive.checks.models_used`): only these are built."""
+        """The names of the models a run of the hive calls, in their declared order
+        (:func:`~honeycomb.hive.usage.models_used`)."""
         return models_used(self.spec, self.roles)
 
     def _key_env(self, model: str) -> str | None:

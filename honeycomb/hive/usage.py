@@ -19,7 +19,7 @@ from runtime.config.yaml_config import YamlPlace
 from runtime.models.layers.cost_cap import unpriced_called, unpriced_problem
 from workers import Role
 
-__all__ = ["check_called_prices", "check_models_used", "models_used"]
+__all__ = ["check_called_prices", "check_models_used", "models_built", "models_used"]
 
 
 def check_models_used(
@@ -41,7 +41,7 @@ def _check_session_readers(
     leads = (planner, spec.aggregator or "aggregator")
     contexts = [
         (model.context, f"model {name!r}")
-        for name in models_used(spec, roles)
+        for name in models_built(spec, roles)
         if (model := spec.models[name]).provider == "llama" or "context" in model.model_fields_set
     ]
     readers = shown_the_conversation(roles.values(), leads)
@@ -64,21 +64,29 @@ def _check_budget_prices(
 
 
 def models_used(spec: HiveSpec, roles: Mapping[str, Role]) -> list[str]:
-    """The models of the hive that a run of it may call, in their declared order: the
-    default, each role's own, the ones that write its roles' and its sessions'
-    summaries. Only those are built: a model declared for later (``model: gpt``, a
-    role's to be) costs nothing, not even its client's import."""
+    """The models of the hive that a run of it calls, in their declared order: each
+    role's own (the default, for a role that names none), the ones that write its
+    roles' and its sessions' summaries. Their keys are asked for before a run."""
     default = spec.default_model or next(iter(spec.models), None)
-    used = {default, spec.policy.sessions.context.model}
+    used = {spec.policy.sessions.context.model}
     for role in roles.values():
-        used.add(role.model)
+        used.add(role.model or default)
         used |= {role.compaction.model} if role.compaction is not None else set()
     return [name for name in spec.models if name in used]
 
 
+def models_built(spec: HiveSpec, roles: Mapping[str, Role]) -> list[str]:
+    """The models of the hive its Executor holds, in their declared order: those a run
+    calls (:func:`models_used`) and the default, which an Executor always has. Only
+    these are built: a model declared for later (the demo's ``gpt``, which no role
+    names) costs nothing, not even its client's import."""
+    held = {*models_used(spec, roles), spec.default_model or next(iter(spec.models), None)}
+    return [name for name in spec.models if name in held]
+
+
 def _models_priced(spec: HiveSpec, roles: Mapping[str, Role]) -> bool:
-    """Whether a model the hive uses has a price (the others are not built)."""
-    return any(spec.models[name].price is not None for name in models_used(spec, roles))
+    """Whether a model its Executor holds has a price (the others are not built)."""
+    return any(spec.models[name].price is not None for name in models_built(spec, roles))
 
 
 def _by_models(budgets: Limits, spec: HiveSpec, roles: Mapping[str, Role]) -> Limits:

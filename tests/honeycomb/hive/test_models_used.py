@@ -80,3 +80,24 @@ def test_the_sessions_summarizers_missing_key_is_told(
     (missing,) = load_hive(hive(tmp_path, text)).missing_keys()
     assert ":6:3: models.summer: model " in str(missing)
     assert "OPENAI_API_KEY" in str(missing)
+
+
+def test_a_default_no_role_thinks_with_is_held_but_needs_no_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every role names its model: the default (the first declared) is never called,
+    and its key was asked for all the same, refusing the run."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    text = """\
+    models:
+      gpt: {model: gpt-4o-mini}
+      offline: {provider: offline, latency: 0}
+    roles:
+      planner: {description: Plans., model: offline}
+      scribe: {description: Writes., model: offline}
+    """
+    loaded = load_hive(hive(tmp_path, text))
+    assert loaded.missing_keys() == []
+    assert loaded.models_used() == ["offline"]
+    assert list(Executor.from_hive(loaded).models) == ["gpt", "offline"]  # its default
