@@ -84,6 +84,8 @@ def unrecognized(extra: list[str], task: str | None, options: list[str]) -> str:
     shell split where it was not quoted (``honeycomb run hive.yaml Look up Kyoto``)."""
     message = f"unrecognized arguments: {' '.join(extra)}"
     given = next((word.partition("=")[0] for word in extra if word.startswith("--")), None)
+    if given in options:  # an option, after a '--' that made every word after it the task's
+        return f"{message} ({given} after '--' is read as a word of the task: put it before '--')"
     if given is not None:
         return message + did_you_mean(given, options)
     if task is None or any(word.startswith("-") for word in extra):

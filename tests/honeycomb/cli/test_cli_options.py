@@ -450,6 +450,18 @@ def test_a_hive_file_given_as_the_command_is_told_the_command_that_runs_it(
     assert f"{said}myhive/hive.yaml) (choose from " in err
 
 
+def test_an_option_after_a_double_dash_is_told_where_it_goes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # After '--' every word is the task's: '--no-store' there was told
+    # "(did you mean '--no-store'?)".
+    err = refused(capsys, ["run", STARTER, "--", "-5 degrees in Oslo", "--no-store"])
+    assert err.endswith(
+        "unrecognized arguments: --no-store (--no-store after '--' is read as a word of the "
+        "task: put it before '--')\n"
+    )
+
+
 def test_a_choice_far_from_every_one_is_told_the_choices_alone(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
