@@ -23,7 +23,7 @@ from runtime.events import ApprovalDecided, ApprovalRequested, EventHandler
 from runtime.model import Model
 from runtime.models.cassettes import Cassette, CassetteWriter, Decided
 from runtime.models.layers.cassette import RecordingModel, ReplayModel, current_case
-from runtime.tools.approvals import ApprovalRequest, Approver, Decision
+from runtime.tools.approvals import ApprovalRequest, Approver, Decision, LeftWaiting
 
 __all__ = ["CassetteApprover", "DecisionsKept", "WorkersFollowed", "cassette_approvals"]
 
@@ -59,7 +59,7 @@ class DecisionsKept:
         return self._asked if kind == ApprovalRequested.kind else None
 
     def _finished(self, event: RunFinished) -> None:
-        self.writer.finished(event.run_id)
+        self.writer.finished(event.run_id, waiting=event.status == "waiting")
 
     def _ran(self, event: WorkerStarted | WorkerFinished) -> None:
         if event.worker is not None:
@@ -135,6 +135,12 @@ class CassetteApprover:
         return f"CassetteApprover({str(self.cassette.path)!r})"
 
     async def __call__(self, request: ApprovalRequest) -> Decision:
+        """The recorded decision on the call.
+
+        Raises:
+            LeftWaiting: when the recorded run left the call waiting in its store.
+            CassetteMismatch: when the cassette holds no decision on such a call.
+        """
         found = await self.cassette.decided(
             request.worker or "",
             request.tool,
@@ -142,6 +148,8 @@ class CassetteApprover:
             asked=f"call {request.call_id!r} of turn {request.turn}",
             case=current_case(),
         )
+        if found.waited:
+            raise LeftWaiting(f"call {request.call_id!r} was left waiting when recorded")
         return Decision(
             approve=found.approve, reason=found.reason, arguments=found.edited, by=found.by
         )

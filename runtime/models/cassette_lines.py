@@ -175,6 +175,9 @@ class Decided(Line, frozen=True, kw_only=True, tag="decision"):
         case: The eval case that asked (None: not in one).
         cut: It was still asked (its worker waiting) when the run's wall time cut it
             off: no decision was made (``approve`` is then False).
+        waited: Its run ended with it still waiting for a decision, in the run's store
+            (no approver was attached): no decision was made (``approve`` is then
+            False), and a replay leaves it waiting so.
     """
 
     worker: str
@@ -187,6 +190,7 @@ class Decided(Line, frozen=True, kw_only=True, tag="decision"):
     by: str = ""
     case: str | None = None
     cut: bool = False
+    waited: bool = False
 
 
 _decoder = msgspec.json.Decoder(

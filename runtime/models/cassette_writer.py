@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from msgspec.structs import replace
 
 from runtime.errors import CassetteError
 from runtime.models.cassette_keys import MIN_RUN_ID, RUN, here, renamed, run_of
@@ -106,12 +107,16 @@ class CassetteWriter:
             if call not in self._decided:
                 self._asked[call] = asked
 
-    def finished(self, run: str | None) -> None:
+    def finished(self, run: str | None, *, waiting: bool = False) -> None:
         """Run ``run`` ended: its calls still asked about are no more (a later life
-        that takes up their decisions records those)."""
+        that takes up their decisions records those); one that ended ``waiting``
+        records them as left waiting (a replay leaves them so)."""
         with self._lock:
-            for call in [call for call in self._asked if call[0] == run]:
+            left = {call: asked for call, asked in self._asked.items() if call[0] == run}
+            for call in left:
                 del self._asked[call]
+        for asked in left.values() if waiting else ():
+            self._append(masked(replace(asked, cut=False, waited=True)))
 
     def ran(self, worker: str, case: str | None, *, ended: bool) -> None:
         """``worker`` (of ``case``) started, or ``ended``: a cut of its run's wall time

@@ -271,7 +271,9 @@ class Cassette:
                 str(self.path), tool, difference, worker=worker, case=case, kind="decision"
             )
         fresh = [decided for decided in found if id(decided) not in self._given] or found
-        chosen = max(fresh, key=lambda decided: decided.case == case)
+        # A call its run left waiting and a later life of it decided: the decision.
+        made = [decided for decided in fresh if not decided.waited] or fresh
+        chosen = max(made, key=lambda decided: decided.case == case)
         self._given.add(id(chosen))
         if self._cuts and not chosen.cut:
             self._cuts.taken(chosen, case, worker, cutting())

@@ -32,6 +32,7 @@ from runtime.tools.approvals import (
     ApprovalRule,
     Approver,
     Decision,
+    LeftWaiting,
     MaskedEdit,
     NoApprover,
     PendingApproval,
@@ -173,14 +174,19 @@ class ApprovalGate:
             await away.leave()
             if entry is None and self.log is not None:  # kept as asked: others may decide
                 await self.log.record(ApprovalEntry(pending=pending))
-            first = await self._asked(pending)
+            try:
+                first = await self._asked(pending)
+            except LeftWaiting:  # the approver decides nothing: it waits, as with none
+                if self.log is None:
+                    return Decision.denied(_CANNOT_WAIT)
+                return None
             if isinstance(first, ApprovalEntry):  # another's, recorded first: it stands
                 assert first.decision is not None
                 self._decided(pending, first.decision, first.decided_by)
                 return first.decision
             decision, by = first, first.by or "the run's approver"
         elif self.log is None:
-            return Decision.denied("no approver is attached and the run has no store to wait in")
+            return Decision.denied(_CANNOT_WAIT)
         else:
             return None
         if self.log is not None:
@@ -237,6 +243,8 @@ class ApprovalGate:
         resumed run would make."""
         try:
             return await self._first_decision(pending)
+        except LeftWaiting:  # kept as asked: it waits there
+            raise
         except Exception as exc:
             if self.log is not None:
                 why = f"not run: its worker failed as it was asked about ({type(exc).__name__})"
@@ -290,7 +298,7 @@ class ApprovalGate:
                     answer = await self.approver(request)
         except TimedOut:
             return _timed_out(pending.deadline - pending.asked_at if pending.deadline else 0.0)
-        except CassetteMismatch:  # a replay's approver: the run is not the one recorded
+        except (CassetteMismatch, LeftWaiting):  # a replay's approver: as recorded, or not
             raise
         except Exception as exc:  # a failing approver denies the call, never crashes the worker
             return Decision.denied(f"the approver failed ({type(exc).__name__}: {exc})")
@@ -423,6 +431,9 @@ class _Away:
     ) -> bool | None:
         """The turn's questions are over: the worker takes a slot again, if it left."""
         return await self._stack.__aexit__(kind, error, trace)
+
+
+_CANNOT_WAIT = "no approver is attached and the run has no store to wait in"
 
 
 def _timed_out(timeout_s: float) -> Decision:

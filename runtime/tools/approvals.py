@@ -145,6 +145,13 @@ class Decision(Value, frozen=True, kw_only=True):
         return cls(approve=False, reason=reason, by=by)
 
 
+class LeftWaiting(Exception):
+    """Raised by an approver that decides nothing about the call: it waits in the run
+    store, as if no approver were attached (a replay's approver, for a call that its
+    recorded run left waiting: the run ends waiting as it did). Where it cannot wait
+    (a run with no store), it is denied saying so."""
+
+
 Approver = Callable[[ApprovalRequest], Awaitable[Decision]]
 """An async callable that decides on a call: a terminal prompt, a chat message..."""
 

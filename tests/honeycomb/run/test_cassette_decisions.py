@@ -188,3 +188,28 @@ async def test_a_call_the_cassette_holds_no_decision_on_is_left_waiting_for_nobo
     assert withdrawn.decision.reason == (
         "not run: its worker failed as it was asked about (CassetteMismatch)"
     )
+
+
+async def test_a_run_that_ended_waiting_replays_waiting(tmp_path: Path) -> None:
+    """With no approver, a run's calls wait in its store and the run ends waiting; an
+    eval then denies them after the run. Replayed, the cassette (the approver) found no
+    decision on them and failed their workers: the run ended partial, an eval's case
+    that passed as waiting failed. The cassette keeps them as left waiting, and the
+    replay leaves them so: its run ends waiting too, the same calls waiting."""
+    tape = tmp_path / "waited.cassette.jsonl"
+
+    async def waiting(models: Model, store: Path) -> tuple[RunResult, list[tuple[str, str]]]:
+        executor = Executor([PAYER], models, tools=[pay], aggregator="concat", store=store)
+        result = await executor.run("pay", subtasks=PLAN)
+        pending = await executor.pending(result.run_id)
+        return result, sorted((p.worker, p.tool) for p in pending)
+
+    recorded, recorded_pending = await waiting(cassette(paying(), record=tape), tmp_path / "a.db")
+    assert recorded.status == "waiting"
+    assert recorded_pending == [("s1", "pay"), ("s2", "pay")]
+    kept = sorted((d.worker, d.waited, d.approve) for d in Cassette(tape).decisions)
+    assert kept == [("s1", True, False), ("s2", True, False)]
+    replayed, replayed_pending = await waiting(cassette(paying(), replay=tape), tmp_path / "b.db")
+    assert replayed.status == "waiting"
+    assert replayed_pending == recorded_pending
+    assert replayed.usage == recorded.usage
