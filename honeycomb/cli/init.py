@@ -219,6 +219,7 @@ def add_init_parser(commands: Any) -> None:
     init.add_argument(
         "--template",
         default=DEFAULT_TEMPLATE,
+        metavar="NAME",
         help=f"which template (default: {DEFAULT_TEMPLATE}; --list names them)",
     )
     init.add_argument("--list", action="store_true", help="list the templates and stop")

@@ -81,12 +81,14 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=os.environ.get("HONEYCOMB_MODEL"),
+        metavar="M",
         help="use this model for every role: 'offline', 'local' (llama.cpp in this "
         "process, the local extra) or an OpenAI-compatible model name (env HONEYCOMB_MODEL)",
     )
     parser.add_argument(
         "--base-url",
         action=_BaseUrl,
+        metavar="URL",
         default=os.environ.get("HONEYCOMB_BASE_URL"),
         help="OpenAI-compatible endpoint for --model (env HONEYCOMB_BASE_URL or OPENAI_BASE_URL)",
     )

@@ -209,11 +209,18 @@ def _parser() -> Parser:
     approve.add_argument("run_id", help="the run's id")
     approve.add_argument("call_id", help="the call's id (a waiting run prints it)")
     approve.add_argument("--deny", action="store_true", help="deny the call instead")
-    approve.add_argument("--reason", default=None, help="why (the model is told, with --deny)")
     approve.add_argument(
-        "--arguments", default=None, help="approve with these arguments instead (a JSON object)"
+        "--reason", default=None, metavar="TEXT", help="why (the model is told, with --deny)"
     )
-    approve.add_argument("--worker", default=None, help="the worker that made the call")
+    approve.add_argument(
+        "--arguments",
+        default=None,
+        metavar="JSON",
+        help="approve with these arguments instead (a JSON object)",
+    )
+    approve.add_argument(
+        "--worker", default=None, metavar="W", help="the worker that made the call"
+    )
     approve.add_argument(
         "--turn",
         type=integer(1),
@@ -232,9 +239,15 @@ def _parser() -> Parser:
     trace = commands.add_parser("trace", help="show a run's timeline and critical path")
     trace.add_argument("run_id", help="the run's id (honeycomb runs lists them)")
     trace.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=KEPT_IN)
-    trace.add_argument("--html", type=Path, default=None, help="also write the timeline page")
     trace.add_argument(
-        "--jsonl", type=Path, default=None, help="also write the spans as JSON lines"
+        "--html", type=Path, default=None, metavar="FILE", help="also write the timeline page"
+    )
+    trace.add_argument(
+        "--jsonl",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the spans as JSON lines",
     )
     trace.set_defaults(handler=trace_command)
 

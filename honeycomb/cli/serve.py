@@ -40,7 +40,12 @@ def add_serve(commands: argparse._SubParsersAction[Parser], store: Path) -> None
     serve.add_argument(
         "--store", type=store_argument, default=store, help=f"{STORE_HELP} (default: {store})"
     )
-    serve.add_argument("--host", default="127.0.0.1", help="the interface to listen on")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="the interface to listen on (default 127.0.0.1: this machine alone)",
+    )
     serve.add_argument(
         "--port",
         type=integer(0, 65535),

@@ -78,3 +78,27 @@ def test_the_help_of_store_says_where_runs_are_read_without_it(
     # unless told, and their --help did not say so, where run's did.
     text = " ".join(helped(capsys, list(command)).split())
     assert re.search(r"--store STORE the run store: .*\(default: [^)]*\.honeycomb/runs\.db\)", text)
+
+
+_SAYS = re.compile(r"(--[a-z][a-z-]*)[ =]([A-Z][A-Za-z_.,]*)")
+
+
+def _values(text: str) -> dict[str, str]:
+    """What each option takes, as ``--name VALUE`` (or ``--name=VALUE``) writes it."""
+    return dict(_SAYS.findall(text))
+
+
+@pytest.mark.parametrize(
+    "command", ["demo", "init", "run", "resume", "approve", "runs", "trace", "serve"]
+)
+def test_the_synopsis_and_the_help_name_what_each_option_takes_alike(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # The help said --html HTML, --reason REASON, --host HOST where the page says --html
+    # FILE, --reason TEXT, --host ADDR.
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in f"\n{block}".split("\nhoneycomb ")[1:] if line.split()[0] == command]
+    usage = helped(capsys, [command]).split("\n\n", 1)[0]
+    said = _values(" ".join(lines))  # (an option of choices, {local,ray}, is shown as them)
+    assert {option: said.get(option) for option in _values(usage)} == _values(usage)
