@@ -384,7 +384,10 @@ def _clone() -> Path | None:
     """The clone of the repository this package runs from (an editable install), with
     its ``benchmarks/``; None when the package is installed."""
     root = Path(__file__).resolve().parents[2]
-    found = (root / "pyproject.toml").is_file() and (root / "benchmarks" / "fanout.py").is_file()
+    try:
+        found = all((root / part).is_file() for part in ("pyproject.toml", "benchmarks/fanout.py"))
+    except OSError:  # a folder this user may not look in (its files imported as another's)
+        return None
     return root if found else None
 
 

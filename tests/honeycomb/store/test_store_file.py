@@ -207,12 +207,18 @@ def test_a_store_that_cannot_be_made_on_a_full_disk_says_why(tmp_path: Path) -> 
 
 
 AS_ANOTHER_USER = """
-import os, sys
+import io, os, sys, tempfile
+from contextlib import redirect_stdout
 import anyio, anyio.to_thread
 from honeycomb.cli.main import main
 from honeycomb.errors import StoreError
 from honeycomb.store import RunStore
 if os.geteuid() == 0:  # root may write anything: the test is that of a user who may not
+    # All that the uses below load on the way, loaded first: the checkout and its
+    # environment may be in a folder that user cannot read (a clone in mktemp -d's).
+    with tempfile.TemporaryDirectory() as ours, redirect_stdout(io.StringIO()):
+        mine = os.path.join(ours, "runs.db")
+        RunStore(mine).runs(), anyio.run(RunStore(mine).open), main(["runs", "--store", mine])
     os.setgid(65534)
     os.setuid(65534)
 for where in sys.argv[1:]:
