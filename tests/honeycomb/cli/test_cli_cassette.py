@@ -134,7 +134,9 @@ def test_a_run_that_waited_recorded_through_resume_replays_decided_without_waiti
     assert main([*resume.group(1).split(), "--plain"]) == 0
     resumed = capsys.readouterr()
     assert "continuing the model calls in demo.jsonl" in resumed.err
-    (decided,) = Cassette("demo.jsonl").decisions
+    # The first life left the call waiting; the second went on with the decision.
+    waited, decided = Cassette("demo.jsonl").decisions
+    assert (waited.worker, waited.waited, decided.waited) == ("s4", True, False)
     assert (decided.worker, decided.edited) == ("s4", json.loads(edited))
 
     # Replayed whole, nobody is asked: the call is approved, edited, as it was.
