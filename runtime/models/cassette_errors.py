@@ -6,6 +6,7 @@ what the rest of the run is told of it is what it was told then."""
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import msgspec
@@ -14,7 +15,7 @@ from runtime import errors
 from runtime.messages import Usage
 from runtime.value import Value
 
-__all__ = ["RecordedFailure", "failure_of", "raised"]
+__all__ = ["RecordedFailure", "failure_of", "memory_raised", "raised"]
 
 
 class RecordedFailure(Value, frozen=True, kw_only=True):
@@ -32,10 +33,11 @@ class RecordedFailure(Value, frozen=True, kw_only=True):
     fields: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-def failure_of(error: errors.HoneycombError) -> RecordedFailure:
-    """``error`` as a cassette keeps it (a field JSON cannot hold is left out)."""
+def failure_of(error: Exception) -> RecordedFailure:
+    """``error`` as a cassette keeps it: its class, its arguments and, a Honeycomb
+    error's, its fields (one JSON cannot hold is left out)."""
     fields: dict[str, Any] = {}
-    for name, value in vars(error).items():
+    for name, value in vars(error).items() if isinstance(error, errors.HoneycombError) else ():
         try:
             fields[name] = msgspec.to_builtins(value)
         except TypeError:
@@ -59,7 +61,29 @@ def raised(failure: RecordedFailure) -> errors.HoneycombError:
     fields = dict(failure.fields)
     if isinstance(fields.get("spent"), dict):  # a Usage, as JSON holds it
         fields["spent"] = msgspec.convert(fields["spent"], Usage)
-    error: errors.HoneycombError = cls.__new__(cls, *failure.args)
-    error.args = failure.args
+    return _made_again(cls, failure.args, fields)
+
+
+def memory_raised(failure: RecordedFailure) -> Exception:
+    """The error a memory failed with, made again: of its class (Honeycomb's, or
+    Python's: ``ConnectionError`` ...), with its message and fields, so that a worker
+    is told what it was told when recorded; a class of another library is a
+    :class:`~runtime.errors.MemoryStoreError` that names it."""
+    cls = getattr(errors, failure.type, None) or getattr(builtins, failure.type, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        text = failure.args[0] if failure.args else ""
+        return errors.MemoryStoreError(f"(as recorded) {failure.type}: {text}", path="memory")
+    if issubclass(cls, errors.HoneycombError):
+        return _made_again(cls, failure.args, failure.fields)
+    return cls(*failure.args)
+
+
+def _made_again(
+    cls: type[errors.HoneycombError], args: tuple[Any, ...], fields: dict[str, Any]
+) -> errors.HoneycombError:
+    """An error of ``cls`` with ``args`` and ``fields``, made as one that crossed from
+    another process is: without its ``__init__``."""
+    error = cls.__new__(cls, *args)
+    error.args = args
     vars(error).update(fields)
     return error

@@ -13,18 +13,16 @@ cassette's (:mod:`runtime.models.layers.cassette`) does.
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 
-from runtime import errors
 from runtime.errors import CassetteError, ModelError
 from runtime.limits.spending import Payer, paid_by, payer
 from runtime.messages import Usage
 from runtime.model import Model
-from runtime.models.cassette_errors import RecordedFailure
+from runtime.models.cassette_errors import failure_of, memory_raised
 from runtime.models.cassettes import AttemptSpent, Cassette, CassetteWriter, Embedded, Searched
 from runtime.models.layers.cassette import RecordingModel, ReplayModel, current_case
 from runtime.models.pricing import Price
@@ -185,7 +183,7 @@ class RecordingSearches:
             query=query,
             k=k,
             hits=tuple(msgspec.to_builtins(list(hits))),
-            error=None if error is None else _failure(error),
+            error=None if error is None else failure_of(error),
             worker=worker,
             case=current_case(),
         )
@@ -209,7 +207,7 @@ class ReplaySearches:
         )
         if found is None:
             return None
-        return found.hits, None if found.error is None else _raised(found.error)
+        return found.hits, None if found.error is None else memory_raised(found.error)
 
     def searched(
         self, namespace: str, query: str, k: int, hits: Sequence[Any], error: Exception | None
@@ -222,39 +220,6 @@ def _asking() -> tuple[str | None, str | None]:
     the payer a worker with memory sets (:mod:`runtime.limits.spending`), if any."""
     caller = getattr(payer(), "caller", None)
     return getattr(caller, "run_id", None), getattr(caller, "worker", None)
-
-
-def _failure(error: Exception) -> RecordedFailure:
-    """A memory's failure as a cassette keeps it: its class, message and fields."""
-    fields: dict[str, Any] = {}
-    if isinstance(error, errors.HoneycombError):
-        for name, value in vars(error).items():
-            try:
-                fields[name] = msgspec.to_builtins(value)
-            except TypeError:
-                continue
-    try:
-        args = tuple(msgspec.to_builtins(list(error.args)))
-    except TypeError:
-        args = (str(error),)
-    return RecordedFailure(type=type(error).__name__, args=args, fields=fields)
-
-
-def _raised(failure: RecordedFailure) -> Exception:
-    """The error a memory failed with, made again: of its class (Honeycomb's, or
-    Python's: ``ConnectionError`` ...), with its message and fields, so that a worker
-    is told what it was told when recorded; a class of another library is a
-    :class:`~runtime.errors.MemoryStoreError` that names it."""
-    cls = getattr(errors, failure.type, None) or getattr(builtins, failure.type, None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        text = failure.args[0] if failure.args else ""
-        return errors.MemoryStoreError(f"(as recorded) {failure.type}: {text}", path="memory")
-    if issubclass(cls, errors.HoneycombError):
-        error: Exception = cls.__new__(cls, *failure.args)
-        error.args = failure.args
-        vars(error).update(failure.fields)
-        return error
-    return cls(*failure.args)
 
 
 def cassette_memory(memory: Any, models: Model | Mapping[str, Model] | None) -> Any:
