@@ -34,6 +34,19 @@ def test_demo_prints_the_answer_and_the_summary(
     assert len(list(fast_demo.glob("*.md"))) == 1  # the courier sent one message
 
 
+def test_a_run_leaves_its_store_whole_in_its_one_file(fast_demo: Path, tmp_path: Path) -> None:
+    # The command ended with the store's writer and connections open: SQLite's -wal and
+    # -shm stayed beside the file, the last writes in the -wal, so a copy of the file
+    # alone (a backup, a store sent on) lacked them. It closes the store as it ends.
+    assert main(["demo", "--plain", "--latency", "0", "--store", "runs.db"]) == 0
+    assert sorted(p.name for p in tmp_path.glob("runs.db*")) == ["runs.db"]
+    alone = tmp_path / "copy" / "runs.db"
+    alone.parent.mkdir()
+    alone.write_bytes((tmp_path / "runs.db").read_bytes())
+    [kept] = RunStore(alone).runs()
+    assert kept.status == "ok"
+
+
 @pytest.mark.parametrize("argv", [["demo"], ["run", "myhive/hive.yaml"]], ids=" ".join)
 def test_an_offline_run_says_so_whatever_models_it_declares_for_later(
     fast_demo: Path,
