@@ -8,9 +8,9 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict
+from pydantic import BeforeValidator, ConfigDict
 
 from runtime import ConfigError, did_you_mean
 from runtime.config.imports import import_object, path_meant
@@ -35,6 +35,26 @@ GuardRef = str | Callable[..., Any]
 _ROLE_NAME = r"[A-Za-z0-9_-]{1,64}"
 
 
+def _a_guard(ref: object) -> object:
+    """``ref``, if it may be a guard; else one error that says what a guard is (the
+    union's own would be two: not a string, and not callable).
+
+    Raises:
+        ValueError: for what is neither text nor callable (a number, a mapping).
+    """
+    if isinstance(ref, str) or callable(ref):
+        return ref
+    said = _NOT_A_GUARD.format(type(ref).__name__)
+    if isinstance(ref, dict) and len(ref) == 1:  # YAML's reading of `checks: no_secrets`
+        ((module, name),) = ref.items()
+        said += f" (an import path has no space after its colon: '{module}:{name}')"
+    raise ValueError(said)
+
+
+_NOT_A_GUARD = "a guard is a callable, an import path or a role name, not {}"
+_Declared = Annotated[GuardRef, BeforeValidator(_a_guard)]
+
+
 class Guards(SettingsModel):
     """A role's (or a run's) guards, by kind; each a callable, an import path
     (``module:name``) or a judge role's name."""
@@ -43,9 +63,9 @@ class Guards(SettingsModel):
         defer_build=True, frozen=True, extra="forbid", arbitrary_types_allowed=True
     )
 
-    input: tuple[GuardRef, ...] = ()
-    output: tuple[GuardRef, ...] = ()
-    arguments: tuple[GuardRef, ...] = ()
+    input: tuple[_Declared, ...] = ()
+    output: tuple[_Declared, ...] = ()
+    arguments: tuple[_Declared, ...] = ()
 
     def judges(self) -> list[str]:
         """The judge roles the guards name (a name that is no role's name, nor an
@@ -119,7 +139,7 @@ def guard_problem(ref: object, roles: Sequence[str] | None = None) -> str | None
     if callable(ref):
         return _not_a_check(ref, getattr(ref, "__qualname__", repr(ref)))
     if not isinstance(ref, str):
-        return f"a guard is a callable, an import path or a role name, not {type(ref).__name__}"
+        return _NOT_A_GUARD.format(type(ref).__name__)
     if ":" in ref:
         try:
             found = import_object(ref)

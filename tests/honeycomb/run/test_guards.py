@@ -284,6 +284,39 @@ def test_a_hive_guard_written_as_a_function_not_its_path_is_told_the_path(
     )
 
 
+def test_a_hive_guard_that_is_no_text_is_one_error_saying_what_a_guard_is(
+    tmp_path: Path,
+) -> None:
+    # A number was two errors at one field (not a string, not callable), and
+    # `checks: no_secrets`, which YAML reads as a mapping, was told neither what it is
+    # nor how to write the path.
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        "models: {default: offline}\n"
+        "roles:\n"
+        "  writer:\n"
+        "    guards:\n"
+        "      input: [123]\n"
+        "      output: [checks: no_secrets]\n"
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    found = [(e.line, e.field, e.message) for e in caught.value.errors]
+    assert found == [
+        (
+            5,
+            "roles.writer.guards.input[0]",
+            "a guard is a callable, an import path or a role name, not int",
+        ),
+        (
+            6,
+            "roles.writer.guards.output[0]",
+            "a guard is a callable, an import path or a role name, not dict (an import path "
+            "has no space after its colon: 'checks:no_secrets')",
+        ),
+    ]
+
+
 # --- guards and approvals ---------------------------------------------------------------
 
 
