@@ -197,7 +197,14 @@ class RolePlanner:
     async def plan(self, task: str, context: RunContext) -> Plan:
         prompt, names = await self._catalog(task, context)
         room = context.policy.max_subtasks
-        return await self._ask(prompt, names, context, least=1, room=room, round=1)
+        return await self._ask(
+            lambda problems: _retry(prompt, problems),
+            names,
+            context,
+            least=1,
+            room=room,
+            round=1,
+        )
 
     async def follow_up(
         self,
@@ -212,15 +219,24 @@ class RolePlanner:
         planned, names = await self._catalog(task, context)
         entries = [_result_entry(r) for r in results]
         ids = subtask_ids(room, plan.ids)
-        prompt = fitted_results(  # the results within what the lead's model holds
-            lambda shown: follow_up_task(
-                planned, shown, round=round, rounds=self.rounds, room=room, ids=ids
-            ),
-            entries,
-            context,
-            with_default_instructions(context.roles[self.role], PLANNER_INSTRUCTIONS),
-            max_output_tokens=plan_output_tokens(room, len(plan.ids)),
-        )
+        lead = with_default_instructions(context.roles[self.role], PLANNER_INSTRUCTIONS)
+
+        def prompt(problems: Sequence[str]) -> str:
+            # The results within what the lead's model holds, beside the problems of
+            # its last answer, if any: each message it is sent is fitted.
+            return fitted_results(
+                lambda shown: _retry(
+                    follow_up_task(
+                        planned, shown, round=round, rounds=self.rounds, room=room, ids=ids
+                    ),
+                    problems,
+                ),
+                entries,
+                context,
+                lead,
+                max_output_tokens=plan_output_tokens(room, len(plan.ids)),
+            )
+
         failed = frozenset(r.subtask.id for r in results if not r.ok)
         added = await self._ask(
             prompt, names, context, least=0, room=room, round=round, before=plan, failed=failed
@@ -246,7 +262,7 @@ class RolePlanner:
 
     async def _ask(
         self,
-        prompt: str,
+        prompt: Callable[[Sequence[str]], str],
         names: list[str],
         context: RunContext,
         *,
@@ -257,7 +273,8 @@ class RolePlanner:
         failed: frozenset[str] = frozenset(),
     ) -> Plan:
         """A valid plan from the role (with ``before``, the subtasks it adds to it,
-        which may not depend on those of them that ``failed``).
+        which may not depend on those of them that ``failed``), each time sent the
+        message ``prompt`` makes of the problems of its last answer (none at first).
 
         ``plan_attempts`` bounds the answers the role gives, whatever refuses them: its
         output schema (an answer sent back to it, as its ``output_retries`` allow) or
@@ -283,7 +300,7 @@ class RolePlanner:
             worker = context.worker(
                 role, output_type=schema, output_retries=left - 1, max_output_tokens=limit
             )
-            result = await worker.run(prompt if not problems else _retry(prompt, problems))
+            result = await worker.run(prompt(problems))
             left -= _answers(result)
             if not result.ok or not isinstance(result.output, Plan):
                 if result.exception is not None and not _about_the_answer(result.exception):
@@ -519,7 +536,10 @@ def _about_the_answer(exc: BaseException) -> bool:
     return isinstance(exc, AgentError) and not isinstance(exc, ContextBudgetTooSmall)
 
 
-def _retry(prompt: str, problems: list[str]) -> str:
+def _retry(prompt: str, problems: Sequence[str]) -> str:
+    """``prompt``, followed by the ``problems`` of the planner's last answer, if any."""
+    if not problems:
+        return prompt
     listed = "\n".join(f"- {p}" for p in problems)
     return f"{prompt}\n\nThe plan is invalid; fix these problems and answer again:\n{listed}"
 

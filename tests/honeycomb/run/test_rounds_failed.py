@@ -1,7 +1,8 @@
 """A lead planning in rounds reads which subtasks failed, and is not let add one that
 depends on any of them: it would be skipped, never run (a lead of one's own neither:
 its round is refused). A lead that cannot be asked
-(its context budget cannot hold the results) fails its round, as itself."""
+(its context budget cannot hold the results) fails its round, as itself; one sent back
+with the problems of its round is sent the results fitted beside them."""
 
 from __future__ import annotations
 
@@ -150,3 +151,36 @@ async def test_a_lead_whose_budget_cannot_hold_its_round_fails_the_round_asking_
     )
     with pytest.raises(ContextBudgetTooSmall):  # a first plan's: the run's error, as itself
         await first.run("Study bees. " * 1000)
+
+
+async def test_a_round_sent_back_with_its_problems_fits_the_leads_budget_beside_them() -> None:
+    """The results were cut to fill the lead's budget: its round sent back for a cycle
+    is sent them cut further, beside the problems, not over the budget."""
+    budget = 2000
+    sent: list[str] = []
+
+    async def answer(request: ModelRequest) -> str:
+        if request.output is None or request.output.name != "Plan":
+            return "a long finding " * 1000  # cut to fit the lead
+        text = str(request.messages[-1].content)
+        sent.append(text)
+        if "Planning round 2" not in text:
+            return json.dumps({"subtasks": [_subtask(f"s{i}", f"q{i}") for i in (1, 2, 3)]})
+        if "The plan is invalid" not in text:  # a cycle: the run sends it back
+            return json.dumps({"subtasks": [_subtask("s4", "a", "s5"), _subtask("s5", "b", "s4")]})
+        return json.dumps({"subtasks": []})
+
+    lead = Role(name="lead", compaction=Compaction(budget_tokens=budget))
+    executor = Executor(
+        [lead, Role(name="researcher")],
+        FunctionModel(answer),
+        planner=RolePlanner("lead", rounds=2),
+        aggregator="concat",
+    )
+    result = await executor.run("Study bees.")
+
+    assert result.rounds_ended == "done", result.rounds[-1].error
+    first, again = sent[1:]
+    assert "cycle" in again.split("The plan is invalid", 1)[1]
+    assert "[cut here to fit" in first
+    assert "[cut here to fit" in again
