@@ -489,6 +489,19 @@ class Executor:
                 result = await run.execute(None, resumable=False, steal=False)
         return handed_on(result.answer_text, result.answer_cut_off)
 
+    def check_runnable(self) -> None:
+        """Raise what :meth:`run` raises before any run starts, whatever its task: a
+        model's API key neither given nor set (:meth:`check_keys`), or a hive its roles
+        call as a tool whose calls may need an approval nobody can give (it has no
+        approver, and a sub-run's calls cannot wait in the run store). An eval asks
+        once, before its first case.
+
+        Raises:
+            ConfigErrors: naming each, at its hive line where it has one.
+        """
+        self.check_keys()
+        self._check_deciders()
+
     def check_keys(self) -> None:
         """Raise if a model of its roles (or of the hives they call as tools) needs an
         API key that is neither given nor set: :meth:`run` asks before a run starts.
@@ -670,8 +683,7 @@ class Executor:
         require_asyncio("Executor.run")
         self._serving.adopt()  # another thread's loop using it now: refused before anything
         event_handlers(on_event)  # an async handler refused before anything is kept
-        self.check_keys()
-        self._check_deciders()
+        self.check_runnable()
         if converse is None and resumable and subtasks is None and self.store is not None:
             session = await self._session_of(run_id)
             if session is not None:  # a session's turn: continued as the session does

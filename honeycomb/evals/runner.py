@@ -108,7 +108,9 @@ async def evaluate(
 
     Raises:
         ConfigError: for a ``budget`` in dollars when no model of the Executor (nor of
-            the hives it calls as tools, nor of the judges) has a price.
+            the hives it calls as tools, nor of the judges) has a price; or what the
+            Executor's runs would each raise as they began
+            (:meth:`~honeycomb.Executor.check_runnable`).
         ValueError: for a concurrency or repeat below 1, no cases, two cases of one id, or an
             Executor whose roles recall and keep memories in a memory every run shares
             (not an ``EvalMemory``), unless ``memory`` (or the cases file) says
@@ -132,6 +134,7 @@ async def evaluate(
         judges = judges_of(executor, hives[0] if hives else None)
     judged = any(price_of(model) is not None for model in judges.models)
     check_priced(budget, judged or executor.priced())
+    executor.check_runnable()  # once: else every case would fail alike, as it began
     sharing = memory or (cases.memory if isinstance(cases, Cases) else "own")
     each_run, shared = memories_of(executor, sharing)
     session = _Session(executor, judges, budget, len(named) * repeat, on_run, each_run)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from honeycomb import AssistantMessage, Executor, Role, ToolMessage, tool
+from honeycomb import AssistantMessage, ConfigErrors, Executor, Role, ToolMessage, tool
 from honeycomb.evals import (
     Case,
     CaseRun,
@@ -551,3 +551,40 @@ async def test_a_judges_calls_are_the_cases_in_a_cassette(hive: Hive, tmp_path: 
     recorded = Cassette(tape).calls
     assert len(recorded) == 4  # the run's three calls, and its judge's
     assert [c.case for c in recorded] == ["judged"] * 4
+
+
+async def test_an_executor_no_run_of_which_can_begin_is_refused_before_any_case(
+    tmp_path: Path,
+) -> None:
+    # A hive tool whose hive asks for approval, and nobody to decide: each case's run
+    # raised the same ConfigError as it began, the eval ran them all (every case an
+    # error) and honeycomb eval exited 4, a failing eval, not 2, a hive to mend.
+    (tmp_path / "payer").mkdir()
+    write(tmp_path / "payer", "tools.py", "def pay(to: str) -> str:\n    return f'paid {to}'\n")
+    write(
+        tmp_path / "payer",
+        "hive.yaml",
+        """
+        models: {default: offline}
+        roles:
+          planner: {description: Plans.}
+          payer: {description: Pays., tools: ["tools:pay"]}
+        approvals: {tools: [pay]}
+        """,
+    )
+    lead = write(
+        tmp_path,
+        "hive.yaml",
+        """
+        models: {default: offline}
+        roles:
+          planner: {description: Plans.}
+          lead: {description: Leads., tools: ["hive:payer/hive.yaml"]}
+        """,
+    )
+    runs: list[CaseRun] = []
+    with pytest.raises(ConfigErrors) as refused:
+        await evaluate(Executor.from_hive(load_hive(lead)), [Case(id="a", task="pay")],
+                       on_run=runs.append)  # fmt: skip
+    assert runs == []
+    assert "asks for approval of some calls, and nobody can decide them" in str(refused.value)
