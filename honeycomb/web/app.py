@@ -224,7 +224,12 @@ def create_app(
         Route(base + "sessions", site.sessions),
         Route(base + "sessions/{session_id:honeycomb_id}", site.session),
     ]
-    handlers = {_Refused: _refused, StoreError: _store_failed, Exception: _failed}
+    handlers = {
+        _Refused: _refused,
+        HTTPException: _no_such_page,
+        StoreError: _store_failed,
+        Exception: _failed,
+    }
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.state.links = links  # for the pages that say why a request was refused
     app.state.site = site  # for end_streams
@@ -658,6 +663,22 @@ def _check_forgery(request: Request, given: str, csrf: str) -> None:
 async def _refused(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, _Refused)
     return _refusal(exc, request.app.state.links)
+
+
+async def _no_such_page(request: Request, exc: Exception) -> Response:
+    """An address the app has no page at (``/runs`` with no id), or a method it takes
+    not there (a GET of a decision): said as a page of the app's, with its links, not
+    Starlette's bare text."""
+    assert isinstance(exc, HTTPException)
+    what = f"{request.method} {request.url.path}"
+    why = (
+        f"no page at {what}: the runs, evals and sessions are linked above"
+        if exc.status_code == 404
+        else f"{exc.detail}: {what}"
+    )
+    refused = _refusal(_Refused(exc.status_code, why), request.app.state.links)
+    refused.headers.update(exc.headers or {})  # a 405's Allow
+    return refused
 
 
 async def _store_failed(request: Request, exc: Exception) -> Response:

@@ -121,6 +121,32 @@ def test_a_failure_of_the_server_is_a_page_with_the_usual_headers(db: Path) -> N
     _secure(answer)
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status", "said"),
+    [
+        ("GET", "/runs", 404, "no page at GET /runs: the runs, evals and sessions are"),
+        ("GET", "/runs/r1/calls/c1/decision", 405, "Method Not Allowed: GET /runs/r1/"),
+    ],
+    ids=["no-page", "method"],
+)
+def test_an_address_with_no_page_is_a_page_of_the_apps_saying_so(
+    db: Path, method: str, path: str, status: int, said: str
+) -> None:
+    """An address the app has no page at, or a method it does not take there, was
+    Starlette's bare text (``Not Found``) with no way back; now a page of the app's,
+    with its links, saying which address."""
+    app = create_app(db, token=TOKEN, approvals=_Recorded())
+    with ThreadedServer(app, name="serve") as server, httpx.Client(base_url=server.url) as client:
+        answer = client.request(method, path, headers=BEARER)
+    assert answer.status_code == status
+    assert answer.headers["content-type"].startswith("text/html")
+    assert said in html.unescape(answer.text)
+    assert '<a href="/">runs</a>' in answer.text
+    _secure(answer)
+    if status == 405:
+        assert answer.headers["allow"] == "POST"
+
+
 class _Unwritable(_Recorded):
     """Approvals over a store that cannot be written (another process holds it locked
     past the wait: SQLite's ``database is locked``)."""
