@@ -370,31 +370,29 @@ def critical_path(plan: Plan, durations: Mapping[str, float]) -> float:
 
 
 def _find_cycle(plan: Plan) -> list[str]:
+    """A cycle of the plan's dependencies (its ids, the first one again at the end),
+    or none; depth first without recursion, so a chain of any length is walked."""
     if not plan.has_dependencies:
         return []
     graph = {s.id: [d for d in s.depends_on if d != s.id] for s in plan.subtasks}
-    state: dict[str, int] = {}  # 1: on the stack, 2: finished
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = 1
-        stack.append(node)
-        for dep in graph.get(node, ()):
-            if dep not in graph:
+    state: dict[str, int] = {}  # 1: on the path, 2: finished
+    for root in graph:
+        if root in state:
+            continue
+        path: list[str] = [root]
+        nexts = [iter(graph[root])]
+        state[root] = 1
+        while path:
+            dep = next(nexts[-1], None)
+            if dep is None:
+                state[path.pop()] = 2
+                nexts.pop()
+            elif dep not in graph or state.get(dep) == 2:
                 continue
-            if state.get(dep) == 1:
-                return [*stack[stack.index(dep) :], dep]
-            if state.get(dep) is None:
-                found = visit(dep)
-                if found:
-                    return found
-        stack.pop()
-        state[node] = 2
-        return []
-
-    for node in graph:
-        if state.get(node) is None:
-            found = visit(node)
-            if found:
-                return found
+            elif state.get(dep) == 1:
+                return [*path[path.index(dep) :], dep]
+            else:
+                state[dep] = 1
+                path.append(dep)
+                nexts.append(iter(graph[dep]))
     return []

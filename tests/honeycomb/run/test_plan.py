@@ -148,3 +148,23 @@ def test_a_plan_of_the_schemas_type_reads_back_as_a_plain_plan() -> None:
     )
     assert isinstance(parsed, Plan)
     assert type(Plan.model_validate(parsed.model_dump())) is Plan
+
+
+def test_a_long_chain_of_your_own_is_checked_and_a_cycle_in_it_found() -> None:
+    """A caller's plan is as long as it made it: a chain of 3,000 subtasks, each
+    listed before the one it waits for, is valid, and closing it is a cycle."""
+    count = 3000
+
+    def chain(closed: bool) -> Plan:
+        after = [
+            f"s{i + 1}" if i < count else ("s1" if closed else None) for i in range(1, count + 1)
+        ]
+        return Plan.of(
+            {"id": f"s{i}", "role": "w", "instruction": "x", "depends_on": [d] if d else []}
+            for i, d in enumerate(after, start=1)
+        )
+
+    assert plan_problems(chain(closed=False), ["w"]) == []
+    [problem] = plan_problems(chain(closed=True), ["w"])
+    assert problem.startswith("the dependencies form a cycle: s1 -> s2 -> s3")
+    assert problem.endswith(f"s{count} -> s1")
