@@ -178,6 +178,35 @@ async def test_in_chromium_very_long_lines_stay_within_the_pages(db: Path, brows
         await context.close()
 
 
+async def test_in_chromium_a_long_answer_and_task_leave_the_timeline_near(
+    db: Path, browser: Any
+) -> None:
+    """A run of many workers whose answers are long has an answer of thousands of
+    lines (the task may be as long): they filled the page, and its timeline and workers
+    were tens of thousands of pixels down. Each now scrolls in a box of its own, all of
+    it there, and the timeline is within the first screens."""
+    lines = "\n".join(f"line {n} of the answer" for n in range(3000))
+    workers = [("worker", f"part {n}") for n in range(4)]
+    executor = Executor(
+        [Role(name="worker")], FunctionModel(lambda request: lines), store=db, aggregator="concat"
+    )
+    task = "\n".join(f"step {n}" for n in range(2000))
+    assert (await executor.run(task, subtasks=workers, run_id="long")).status == "ok"
+    with ThreadedServer(create_app(db, token=TOKEN), name="serve") as server:
+        context = await browser.new_context(viewport={"width": 1000, "height": 700})
+        watched = _Watched(await context.new_page())
+        page = watched.page
+        await page.goto(f"{server.url}/runs/long?token={TOKEN}")
+        timeline = await page.eval_on_selector("h2 + .timeline", "e => e.offsetTop")
+        assert timeline < 3 * 700, f"the timeline is {timeline}px down the page"
+        for box in ("pre.answer", "h1 + p.task"):
+            scrolled = "e => e.scrollHeight > e.clientHeight"
+            assert await page.eval_on_selector(box, scrolled), f"{box} does not scroll"
+        assert "line 2999 of the answer" in await page.inner_text("pre.answer")
+        assert watched.errors == [], "\n".join(watched.errors)
+        await context.close()
+
+
 SPOOF = "IBAN DE44 5001 0517 \u202e5407 3249 31\u202c"
 """An account whose digits a right-to-left override shows reversed where text is drawn
 as it is: a person would read ``13 9423 7045`` where the call pays ``5407 3249 31``."""
