@@ -137,6 +137,12 @@ CUT_OFF_BELOW = (
     "output limit of {limit} tokens, so a limit of the model's own applied (a max_tokens "
     "in its settings, or its server's)"
 )
+CUT_OFF_FULL = (
+    "it was cut off after {written} tokens, before it was complete: its prompt of {prompt} "
+    "tokens and the answer filled its model's context, the {held} tokens one call holds "
+    "(give the model a larger context: a hive model's context:, --context of honeycomb's "
+    "--model local; or ask for less)"
+)
 FIX_CUT_OFF = (
     "Your answer was cut off at the output limit of {limit} tokens before it was complete, "
     "so it does not match the required {schema} schema. Answer again, shorter, with JSON "
@@ -525,12 +531,8 @@ class AgentLoop:
             attempts = state.output_attempts + 1
             limit = sent or self.settings.max_output_tokens
             detail = _validation_summary(exc)
-            if cut:  # the limit that applied: the request's, or a lower one of the model's
-                below = 0 < written < limit
-                capped = limit < self.settings.max_output_tokens
-                said = CUT_OFF_BELOW if below else CUT_OFF_CAPPED if capped else CUT_OFF
-                detail = said.format(limit=limit, written=written)
-                limit = written if below else limit
+            if cut:
+                detail, limit = self._cut_off(state, written, limit)
             if attempts > self.settings.output_retries or state.wrapped_up:
                 return Failed(
                     state=state, error=OutputValidationError(out.__name__, attempts, detail)
@@ -543,6 +545,20 @@ class AgentLoop:
             kept = state.messages[:-1] if cut and self._filled(state, written) else state.messages
             return Continue(state=replace(state, messages=(*kept, retry), output_attempts=attempts))
         return await self._guarded(final)
+
+    def _cut_off(self, state: LoopState, written: int, limit: int) -> tuple[str, int]:
+        """Why an answer that ended at an output limit after ``written`` tokens was cut
+        off, and the limit that applied: its model's context, full of its prompt and
+        the answer; a lower limit of the model's own; the cost cap; or the request's
+        ``limit``."""
+        held = context_of(self.model)
+        if held is not None and self._filled(state, written):
+            prompt = state.context_tokens
+            return CUT_OFF_FULL.format(written=written, prompt=prompt, held=held), written
+        below = 0 < written < limit
+        capped = limit < self.settings.max_output_tokens
+        said = CUT_OFF_BELOW if below else CUT_OFF_CAPPED if capped else CUT_OFF
+        return said.format(limit=limit, written=written), written if below else limit
 
     def _filled(self, state: LoopState, written: int) -> bool:
         """Whether an answer cut off after ``written`` tokens stopped where its model's

@@ -237,6 +237,28 @@ async def test_a_plan_cut_below_the_requests_limit_names_the_limit_that_applied(
     assert "cut off at the output limit of 256 tokens" in asked_again
 
 
+async def test_a_plan_cut_where_its_context_was_full_names_the_context() -> None:
+    """SmolLM2 at --context 512: its plan stopped where its prompt and the answer
+    filled the context, at every attempt; the error said a max_tokens of the model's
+    own applied, which there was none of, not the context to raise."""
+    whole = json.dumps({"subtasks": [{"id": "s1", "role": "reader", "instruction": "read"}]})
+    filled = Usage(input_tokens=380, output_tokens=20)  # the context's 400 tokens
+
+    def answer(request: ModelRequest) -> ModelResponse | str:
+        if request.output is not None and request.output.name == "Plan":
+            message = AssistantMessage(content=whole[:30])
+            return ModelResponse(message=message, finish_reason="length", usage=filled)
+        return "done"
+
+    with pytest.raises(PlanError) as failed:
+        await Executor([Role(name="planner"), Role(name="reader")], _Local(answer)).run("t")
+    said = str(failed.value)
+    assert "cut off after 20 tokens" in said
+    assert "its prompt of 380 tokens and the answer filled its model's context" in said
+    assert "the 400 tokens one call holds (give the model a larger context" in said
+    assert "max_tokens" not in said
+
+
 async def test_an_answer_with_nothing_but_its_limit_fails_saying_which_limit() -> None:
     model = FunctionModel(lambda request: cut(""))
     roles = [Role(name="reader", max_output_tokens=50)]
