@@ -85,19 +85,30 @@ def exit_status_table() -> str:
 STOPPED_BY = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
 """The signals that stop a command cleanly, and the status it then exits with."""
 
+AT_ONCE = (
+    "stopping at once, as if the process had died; honeycomb resume continues a run from "
+    "what its store kept (with --force before its lease runs out)"
+)
+"""What a second signal says as it ends the command at once."""
+
 
 @contextlib.contextmanager
 def stopped_by_signals(stopped_by: list[signal.Signals]) -> Iterator[None]:
     """While the block runs, Ctrl-C or SIGTERM cancels it (the first one, noted in
-    ``stopped_by``; the task's cancellation is then taken back by the block's caller)."""
+    ``stopped_by``; the task's cancellation is then taken back by the block's caller).
+    A second one, while what the first one stopped records how it ended (a store that
+    does not answer holds that for as long as it tries again), ends the process at once,
+    as if it had died: a run is continued from what its store kept, as after a crash."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
 
     def stop(received: signal.Signals) -> None:
-        if not stopped_by:
-            stopped_by.append(received)
-            task.cancel()
+        if stopped_by:
+            print(f"\n{received.name} again: {AT_ONCE}", file=sys.stderr, flush=True)
+            os._exit(STOPPED_BY[stopped_by[0]])
+        stopped_by.append(received)
+        task.cancel()
 
     for number in STOPPED_BY:
         loop.add_signal_handler(number, stop, number)

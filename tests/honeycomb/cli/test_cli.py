@@ -209,6 +209,46 @@ def test_a_signal_stops_the_run_cleanly_and_resume_finishes_it(
     assert len(list((tmp_path / "outbox").glob("*.md"))) <= 1  # the courier sent at most once
 
 
+HELD_AS_IT_STOPS = """
+import asyncio, sys
+from honeycomb.cli.exits import stopped_by_signals
+from runtime.concurrency import shielded
+
+async def main() -> None:
+    stopped = []
+    with stopped_by_signals(stopped):
+        try:
+            print("ready", flush=True)
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            print("recording how it ended", flush=True)
+            await shielded(asyncio.Event().wait())  # a store that does not answer
+
+asyncio.run(main())
+"""
+
+
+def test_a_second_signal_stops_the_command_at_once() -> None:
+    # The first Ctrl-C cancels the run, which then records that it was interrupted: with
+    # its store away (PostgreSQL down), that waits for the store's tries to end (half a
+    # minute), and further Ctrl-Cs did nothing. A second one now ends it at once.
+    child = subprocess.Popen(
+        [sys.executable, "-c", HELD_AS_IT_STOPS], text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    try:
+        assert child.stdout.readline() == "ready\n"
+        child.send_signal(signal.SIGINT)
+        assert child.stdout.readline() == "recording how it ended\n"
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+    finally:
+        child.kill()  # (ended by then, unless the second signal did not end it)
+    assert child.returncode == 130
+    assert "SIGINT again: stopping at once, as if the process had died" in err
+
+
 def test_a_signal_before_the_run_is_kept_says_there_is_nothing_to_continue(
     fast_demo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
