@@ -46,7 +46,7 @@ from honeycomb.store import RunStore, RunSummary
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.html import STYLE
 from honeycomb.web.approvals import decidable, decider
-from honeycomb.web.evals import eval_routes
+from honeycomb.web.evals import eval_routes, evals_page
 from honeycomb.web.pages import (
     Links,
     box_text,
@@ -220,6 +220,7 @@ def create_app(
         Route(run + "/live", site.live),
         Route(run + "/events", site.events),
         Route(run + "/calls/{call_id:honeycomb_id}/decision", site.decision, methods=["POST"]),
+        Route(base + "evals", site.evals),
         *eval_routes(site.store, links),
         Route(base + "sessions", site.sessions),
         Route(base + "sessions/{session_id:honeycomb_id}", site.session),
@@ -267,6 +268,12 @@ class _Site:
         return HTMLResponse(
             runs_page(found[:limit], self.store.name, self.links, _more(found, limit))
         )
+
+    async def evals(self, request: Request) -> Response:
+        limit = _limit(request)
+        found = await asyncio.to_thread(self.store.evals, limit + 1)
+        shown = evals_page(found[:limit], self.store.name, self.links, _more(found, limit))
+        return HTMLResponse(shown)
 
     async def sessions(self, request: Request) -> Response:
         limit = _limit(request)
@@ -481,7 +488,7 @@ class _Site:
 
 
 _LISTED = 200
-"""The rows a list of runs or sessions shows unless its address asks for more."""
+"""The rows a list of runs, sessions or evals shows unless its address asks for more."""
 
 _MOST_LISTED = 100_000
 """The most rows a list shows (``?limit=``), as ``honeycomb runs --limit`` lists."""

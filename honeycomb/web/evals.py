@@ -18,7 +18,7 @@ from honeycomb.evals.compare import compare
 from honeycomb.evals.html import comparison_table, report_body
 from honeycomb.evals.report import well_formed
 from honeycomb.store import EvalSummary, RunStore
-from honeycomb.web.pages import Links, page
+from honeycomb.web.pages import Links, listed, page
 
 __all__ = ["eval_page", "eval_routes", "evals_page"]
 
@@ -29,8 +29,11 @@ def _e(text: object) -> str:
     return escape(well_formed(str(text)), quote=True)
 
 
-def evals_page(evals: Sequence[EvalSummary], store: str, links: Links) -> str:
-    """The evals in the store, newest first."""
+def evals_page(
+    evals: Sequence[EvalSummary], store: str, links: Links, more: int | None = None
+) -> str:
+    """The evals in the store, newest first; ``more``: the store holds more, and the
+    link to them shows that many (None: these are all)."""
     if not evals:
         body = f"<h1>evals</h1><p>No evals in {_e(store)} yet (honeycomb eval HIVE CASES).</p>"
         return page("evals", body, links)
@@ -42,9 +45,9 @@ def evals_page(evals: Sequence[EvalSummary], store: str, links: Links) -> str:
         for e in evals
     )
     body = (
-        f'<h1>evals</h1><p class="muted">{_e(store)}, newest first</p><table class="runs">'
-        f"<thead><tr><th>eval</th><th>started</th><th>result</th><th>cases</th></tr></thead>"
-        f"<tbody>\n{rows}\n</tbody></table>"
+        f"<h1>evals</h1>{listed(len(evals), 'eval', store, links.evals, more)}"
+        f'<table class="runs"><thead><tr><th>eval</th><th>started</th><th>result</th>'
+        f"<th>cases</th></tr></thead><tbody>\n{rows}\n</tbody></table>"
     )
     return page("evals", body, links)
 
@@ -77,11 +80,8 @@ def eval_page(
 
 
 def eval_routes(store: RunStore, links: Links) -> list[Route]:
-    """The routes of the eval pages, under ``links.base``."""
-
-    async def evals(request: Request) -> Response:
-        found = await asyncio.to_thread(store.evals, 200)
-        return HTMLResponse(evals_page(found, store.name, links))
+    """The route of an eval's page, under ``links.base`` (the app lists the evals, as
+    it lists runs and sessions: :func:`evals_page`)."""
 
     async def one(request: Request) -> Response:
         try:
@@ -98,7 +98,7 @@ def eval_routes(store: RunStore, links: Links) -> list[Route]:
         return HTMLResponse(eval_page(report, others, links, baseline))
 
     one_eval = links.base + "evals/{eval_id:honeycomb_id}"  # app.py registers honeycomb_id
-    return [Route(links.base + "evals", evals), Route(one_eval, one)]
+    return [Route(one_eval, one)]
 
 
 class _Unreadable(Exception):

@@ -40,6 +40,7 @@ from workers.guards import refusal_text
 __all__ = [
     "Links",
     "box_text",
+    "listed",
     "live_parts",
     "named",
     "page",
@@ -131,15 +132,15 @@ def runs_page(runs: Sequence[RunSummary], store: str, links: Links, more: int | 
     )
     rows = "\n".join(_run_row(run, links) for run in runs)
     body = (
-        f"<h1>runs</h1>{_listed(len(runs), 'run', store, links.base, more)}"
+        f"<h1>runs</h1>{listed(len(runs), 'run', store, links.base, more)}"
         f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>\n{rows}\n</tbody></table>'
     )
     return page("runs", body, links)
 
 
-def _listed(shown: int, noun: str, store: str, address: str, more: int | None) -> str:
-    """The line above a list: the store's, newest first, or, when the store holds more
-    than it shows, that it does, with a link to a longer list."""
+def listed(shown: int, noun: str, store: str, address: str, more: int | None) -> str:
+    """The line above a list (of runs, sessions, evals): the store's, newest first, or,
+    when the store holds more than it shows, that it does, with a link to a longer list."""
     if more is None:
         return f'<p class="muted">{_e(store)}, newest first</p>'
     return (
@@ -175,7 +176,7 @@ def sessions_page(
     )
     head = "<tr><th>session</th><th>turns</th><th>last message</th><th>it said</th></tr>"
     body = (
-        f"<h1>sessions</h1>{_listed(len(sessions), 'session', store, links.sessions, more)}"
+        f"<h1>sessions</h1>{listed(len(sessions), 'session', store, links.sessions, more)}"
         f'<table class="runs"><thead>{head}</thead><tbody>\n{rows}\n</tbody></table>'
     )
     return page("sessions", body, links)

@@ -79,3 +79,21 @@ def test_an_unknown_eval_is_a_404_and_the_token_is_needed(client: httpx.Client) 
     assert client.get("/evals/ev-bad", params={"baseline": "ev-none"}).status_code == 404
     refused = client.get("/evals", headers={"authorization": "Bearer wrong"})
     assert refused.status_code == 401
+
+
+def test_the_evals_page_says_when_the_store_holds_more_than_it_lists(
+    client: httpx.Client,
+) -> None:
+    """The evals page listed the newest 200 and said nothing of the others (its
+    ``?limit=`` unread), where the runs and sessions say the store holds more and link
+    to them; now it lists as they do."""
+    page = client.get("/evals", params={"limit": "1"})
+    assert page.status_code == 200
+    assert "the newest 1 eval in runs.db (it holds more)" in page.text
+    assert '<a href="/evals?limit=2">show the newest 2</a>' in page.text
+    assert "ev-bad" in page.text
+    assert "ev-good" not in page.text
+    every = client.get("/evals", params={"limit": "2"}).text
+    assert "ev-good" in every
+    assert "it holds more" not in every
+    assert client.get("/evals", params={"limit": "0"}).status_code == 422
