@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from honeycomb.run.context import RunContext
@@ -43,6 +43,8 @@ from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus, why_failed
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime.concurrency import TimedOut, run_together, stoppable
+from runtime.limits.budget import InFlight
+from runtime.limits.cut import worker_cut
 from runtime.limits.room import Room, in_room, nested_work
 from runtime.limits.worktime import OwnTime, in_clock
 from workers import Worker, WorkerError, WorkerResult
@@ -186,6 +188,7 @@ class Scheduler:
         room = Room(self._slots) if self._slots is not None else None
         started: float | None = None
         result: WorkerResult | None = None
+        cut_off: list[InFlight] = []  # what it had under way as its time limit cut it off
         # One clock for the whole life: a pause for a decision (between two stretches
         # of its run) does not give it its limit anew.
         own = OwnTime(limit) if limit is not None else None
@@ -203,6 +206,7 @@ class Scheduler:
                         try:
                             # A person's time deciding on its calls is not its own.
                             with own.stretch() as deadline:
+                                self._keep_cut_off(subtask, cut_off)
                                 result = await running
                         except TimedOut:
                             if not deadline.expired:
@@ -229,7 +233,7 @@ class Scheduler:
             # Raised by run(), in the run's own task: out of a task of its own, asyncio
             # would let a KeyboardInterrupt or SystemExit escape its event loop.
             return
-        await self._ended(subtask, worker, result, started)
+        await self._ended(subtask, worker, result, started, cut_off)
 
     async def _prepared(
         self, subtask: Subtask
@@ -324,13 +328,28 @@ class Scheduler:
             return _nested(running)
         return running
 
+    def _keep_cut_off(self, subtask: Subtask, found: list[InFlight]) -> None:
+        """Keep in ``found`` the calls the subtask's worker has under way when its time
+        limit cuts it off (a judge's, say), which its error names."""
+        cut, budget = worker_cut.get(), self.context.budget
+        if cut is not None:
+            cut.tell(lambda _: found.extend(budget.in_flight_of(subtask.id)), found)
+
     async def _ended(
-        self, subtask: Subtask, worker: Worker, result: WorkerResult | None, started: float | None
+        self,
+        subtask: Subtask,
+        worker: Worker,
+        result: WorkerResult | None,
+        started: float | None,
+        cut_off: Sequence[InFlight] = (),
     ) -> None:
-        """Record how the worker ended: its result (None: past the worker timeout)."""
+        """Record how the worker ended: its result (None: past the worker timeout, with
+        what it had under way then, ``cut_off``)."""
         if result is None:
             limit = self.policy.worker_timeout_s or 0.0
             said = f"the worker ran past {limit:g}s, its policy's worker_timeout_s (raise it)"
+            if cut_off:
+                said += f"; cut off in flight: {'; '.join(map(str, cut_off))}"
             error = WorkerError(type="WorkerTimeout", message=said)
             await self._finish(subtask, "failed", None, error, started)
             return

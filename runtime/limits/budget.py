@@ -307,6 +307,21 @@ class Budget:
         seen = (call.seen(now, prefix) for call, prefix in self._spent.calls.items())
         return tuple(sorted(seen, key=lambda c: -c.seconds))
 
+    def in_flight_of(self, worker: str) -> tuple[InFlight, ...]:
+        """The calls under way now of the worker this budget's run names ``worker``, as
+        :meth:`in_flight` names them: its model calls, its guards' checks and its
+        judges' calls (``judge reviewer of s1``), and those of the nested workers and
+        sub-runs its tool calls started (``s1/call_1``)."""
+        own, now = f"{self._prefix}{worker}", time.monotonic()
+        seen = (
+            call.seen(now, prefix)
+            for call, prefix in self._spent.calls.items()
+            # A check names the worker it checks after " of " (a guard's, a judge's).
+            if (whose := prefix + call.who.rsplit(" of ", 1)[-1]) == own
+            or whose.startswith(f"{own}/")
+        )
+        return tuple(sorted(seen, key=lambda c: -c.seconds))
+
     def charge(self, usage: Usage) -> None:
         """Add tokens, tool calls and cost spent (model calls are counted on reserve)."""
         spent = self._spent

@@ -21,6 +21,7 @@ from honeycomb import (
     ModelRequest,
     Policy,
     Role,
+    ToolCall,
     tool,
 )
 from honeycomb.testing import FunctionModel, call
@@ -85,6 +86,40 @@ async def test_a_runs_own_guard_that_hangs_is_named_without_a_worker() -> None:
     with pytest.raises(BudgetExceeded) as caught:
         await executor.run("task", subtasks=[("w", "a")])
     assert in_flight(caught) == ["guard hangs"]
+
+
+async def test_a_worker_its_time_limit_cuts_off_names_the_guards_and_judges_it_waited_on() -> None:
+    # The error said only that the worker ran past its worker_timeout_s, not that its
+    # time went to a judge (a role of its own, with a model and a model_timeout of its
+    # own) or to a guard, as the wall time's does; nor a nested worker's judge.
+    async def answer(request: ModelRequest) -> str | list[ToolCall]:
+        if "You are a guard" in (request.messages[0].content or ""):
+            await anyio.sleep(30 if "slow" in (request.messages[-1].content or "") else 0)
+            return "PASS"
+        if "You are the lead" in (request.messages[0].content or ""):
+            return [call("w", {"instruction": "slow"}, id="ask")]
+        return f"{request.messages[-1].content} answer"
+
+    executor = Executor(
+        [
+            Role(name="w", guards=Guards(output=("reviewer",))),
+            Role(name="g", guards=Guards(output=(hangs,))),
+            Role(name="lead", tools=("agent:w",)),
+            Role(name="reviewer"),
+        ],
+        FunctionModel(answer),
+        aggregator="concat",
+        policy=Policy(failure="best_effort", worker_timeout_s=WALL),
+    )
+    subtasks = [("w", "slow"), ("w", "fast"), ("g", "any"), ("lead", "ask")]
+    result = await executor.run("task", subtasks=subtasks)
+    errors = {sid: str(s.error) for sid, s in result.subtasks.items() if not s.ok}
+    cut = f"ran past {WALL:g}s, its policy's worker_timeout_s (raise it); cut off in flight"
+    assert set(errors) == {"s1", "s3", "s4"}  # s2's judge passed it at once
+    assert f"{cut}: judge reviewer of s1 (" in errors["s1"]
+    assert f"{cut}: guard hangs of s3 (" in errors["s3"]
+    assert f"{cut}: judge reviewer of s4/ask (" in errors["s4"]
+    assert all(errors[s].count(" of s") == 1 for s in errors)  # its own, no other's
 
 
 def refuses(check: GuardCheck) -> str:
