@@ -9,7 +9,7 @@ deeper than a limit. Running them is the orchestrator's (``honeycomb.run.agents`
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import PurePath
 
 from runtime.value import Value
@@ -77,7 +77,8 @@ def nesting_problems(
     """Every problem with the agent tools of the roles whose tool references are
     ``tools`` (by role name): an unknown role, a cycle (``a → b → a``), a chain of
     more than ``max_depth`` agent tools. Each cycle and each too deep chain is told
-    once, at the tool that starts it in the first role (in order) on it."""
+    once, at the tool that starts it in the first role (in order) on it; the chains
+    past the limit that start at one tool, once for them all (with one of them)."""
     problems: list[NestingProblem] = []
     edges: dict[str, list[tuple[int, str]]] = {}
     for role, refs in tools.items():
@@ -96,7 +97,7 @@ def nesting_problems(
                 )
                 continue
             edges.setdefault(role, []).append((index, target))
-    told: set[frozenset[str]] = set()
+    told: set[Hashable] = set()
     for role in tools:
         problems += _walk(role, edges, max_depth, told)
     return problems
@@ -106,12 +107,14 @@ def _walk(
     start: str,
     edges: Mapping[str, Sequence[tuple[int, str]]],
     max_depth: int,
-    told: set[frozenset[str]],
+    told: set[Hashable],
 ) -> Iterable[NestingProblem]:
-    """The cycles and too deep chains that start at ``start`` (depth first)."""
+    """The cycles and too deep chains that start at ``start`` (depth first, in the
+    order of the tools)."""
     stack: list[tuple[list[str], int | None]] = [([start], None)]
     while stack:
         chain, first = stack.pop()
+        further: list[tuple[list[str], int]] = []
         for index, target in edges.get(chain[-1], ()):
             at = index if first is None else first
             path = [*chain, target]
@@ -124,7 +127,9 @@ def _walk(
                     )
                 continue
             if len(path) - 1 > max_depth:
-                key = frozenset({"depth", *path})
+                # One for all the chains its tool starts: a role that calls many, each
+                # calling many, starts a chain past the limit through each of them.
+                key = ("depth", start, at)
                 if key not in told:
                     told.add(key)
                     yield NestingProblem(
@@ -137,7 +142,8 @@ def _walk(
                         ),
                     )
                 continue
-            stack.append((path, at))
+            further.append((path, at))
+        stack.extend(reversed(further))  # the first tool's chains are walked first
 
 
 def _arrow(path: Sequence[str]) -> str:

@@ -295,6 +295,24 @@ def test_the_executor_rejects_a_chain_deeper_than_the_limit() -> None:
     Executor(chain_roles(edges), FunctionModel(researcher))  # a → b → c → d: three
 
 
+def test_chains_past_the_limit_through_one_tool_are_told_once_at_it() -> None:
+    """A lead calls three researchers, each three checkers, each three fetchers, each
+    a reader: 27 chains four deep, told as 27 errors at the lead's three tools."""
+    layers = [["lead"], ["r1", "r2", "r3"], ["c1", "c2", "c3"], ["f1", "f2", "f3"], ["reader"]]
+    edges: dict[str, Sequence[str]] = {
+        name: (layers[depth + 1] if depth + 1 < len(layers) else [])
+        for depth, names in enumerate(layers)
+        for name in names
+    }
+    with pytest.raises(ConfigErrors) as caught:
+        Executor(chain_roles(edges), FunctionModel(researcher))
+    told = [str(error) for error in caught.value.errors]
+    assert [t.split(": agent tools")[0] for t in told] == [
+        f"role 'lead': tools[{index}]" for index in range(3)
+    ]
+    assert all("nest 4 deep, past the limit of 3: lead → r" in t for t in told)
+
+
 def test_an_agent_tool_named_as_another_tool_of_its_role_is_named() -> None:
     """The error said only 'a tool named 'researcher' is already registered'."""
 
