@@ -102,7 +102,7 @@ class OpenAIModel(OpenAIEndpoint):
         params["messages"] = messages_out(
             request.messages, instruction, alternating=self.alternating
         )
-        self._limit_output(params, self._limit_key, request.max_output_tokens)
+        self._limit_output(params, self._limit_key, request)
         if request.tools:
             params["tools"] = [
                 {

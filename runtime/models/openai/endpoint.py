@@ -53,6 +53,7 @@ from runtime.limits.ratelimit import AdaptiveLimiter
 from runtime.limits.retry import ShownText, endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse, TextSink
+from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.models.openai._completion import estimated_usage
 from runtime.models.openai.refusals import (
     MAX_TOKENS,
@@ -343,7 +344,7 @@ class OpenAIEndpoint(abc.ABC):
         """Whether ``exc`` refuses ``max_tokens``, the name Honeycomb chose for the
         request's output limit (one the settings name is theirs to change)."""
         chosen = not {"max_tokens", "max_completion_tokens"} & self.settings.keys()
-        limited = request.max_output_tokens is not None
+        limited = request.max_output_tokens is not None or self.context_tokens is not None
         return self.api == "chat" and chosen and limited and refuses(exc, MAX_TOKENS)
 
     def _rename_limit(self, exc: ModelHTTPError) -> None:
@@ -552,8 +553,16 @@ class OpenAIEndpoint(abc.ABC):
         ``model_timeout``), else the model's."""
         return request.timeout if request.timeout is not None else self.timeout
 
-    def _limit_output(self, params: dict[str, Any], key: str, limit: int | None) -> None:
-        """Set the output limit ``key`` to ``limit``, unless the settings set a lower one."""
+    def _limit_output(self, params: dict[str, Any], key: str, request: ModelRequest) -> None:
+        """Set the output limit ``key`` to the request's, unless the settings set a lower
+        one; and, for a model that says its context, to no more than the context leaves
+        the request's prompt (by the token estimate): a server refuses a request whose
+        prompt and output limit together pass its context (vLLM's max_model_len)."""
+        limit = request.max_output_tokens
+        if self.context_tokens is not None:
+            room = self.context_tokens - prompt_tokens(request)
+            if room > 0 and (limit is None or room < limit):
+                limit = room  # else the prompt alone fills it: the server says so
         if limit is not None:
             given = params.get(key)
             params[key] = limit if not isinstance(given, int) else min(given, limit)

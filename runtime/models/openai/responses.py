@@ -75,7 +75,7 @@ class OpenAIResponsesModel(OpenAIEndpoint):
             instruction = output_instruction(output)
         params = self._base_params(request)
         params["input"] = input_items(request.messages, instruction)
-        self._limit_output(params, "max_output_tokens", request.max_output_tokens)
+        self._limit_output(params, "max_output_tokens", request)
         if request.tools:
             params["tools"] = [
                 {

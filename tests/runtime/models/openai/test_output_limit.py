@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from runtime import ModelRequest, OpenAIModel, OpenAIResponsesModel, RetryPolicy, UserMessage
+from runtime.models.layers.cost_cap import prompt_tokens
 from tests.support.openai_server import OpenAIServer
 
 ONCE = RetryPolicy(attempts=1)
@@ -61,3 +62,25 @@ async def test_the_responses_api_is_sent_max_output_tokens(openai_server: OpenAI
     await model.complete(ask(300))
     await model.client.close()
     assert openai_server.requests[-1].body["max_output_tokens"] == 300
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_a_model_that_says_its_context_asks_for_no_more_than_it_leaves_the_prompt(
+    openai_server: OpenAIServer, api: str
+) -> None:
+    """A server refuses a request whose prompt and output limit together pass its
+    context (vLLM's max_model_len): a planner's output limit (9,604 tokens for a few
+    subtasks) on a model of 4,096 was refused whatever the prompt. A model that says
+    its context asks for what the context leaves the prompt, by the token estimate; one
+    that does not says nothing of it."""
+    asked = (UserMessage(content="Plan it. " * 50),)
+    request = ModelRequest(messages=asked, max_output_tokens=9604)
+    key = "max_tokens" if api == "chat" else "max_output_tokens"
+    for context in (4096, None):
+        adapter = OpenAIModel if api == "chat" else OpenAIResponsesModel
+        model = adapter("llama3.1", base_url=openai_server.base_url, context_tokens=context)
+        await model.complete(request)
+        await model.client.close()
+    said, unsaid = (r.body[key] for r in openai_server.requests)
+    assert said == 4096 - prompt_tokens(request)
+    assert unsaid == 9604
