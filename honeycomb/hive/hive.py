@@ -22,7 +22,6 @@ from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, wit
 from honeycomb.hive.specs import (
     DEFAULT_MEMORY,
     HiveSpec,
-    LlamaServers,
     MemorySpec,
     ModelSpec,
     salvaged,
@@ -75,10 +74,6 @@ class Hive:
         self.file = file
         self.hives = hives or {}
         """The hives its roles call as tools, by their reference (``hive:PATH``)."""
-        self.servers: LlamaServers = {}
-        """The llama.cpp servers of the ``provider: llama`` models built so far, which
-        the models of one GGUF file share (with their slots, context, threads and seed):
-        one for the hive and the hives it calls as tools (:func:`load_hive`)."""
         self.spec = spec
         self.roles = roles
         self.registry = registry
@@ -226,7 +221,7 @@ class Hive:
         return {
             name: given[name]
             if name in given
-            else self.spec.models[name].build(self.folder, self.servers, self._key_env(name))
+            else self.spec.models[name].build(self.folder, self._key_env(name))
             for name in models_built(self.spec, self.roles)
         }
 
@@ -385,14 +380,7 @@ def load_hive(path: str | Path) -> Hive:
     Raises:
         ConfigErrors: every problem, each with file, line, column and field path.
     """
-    hive = _load(Path(path), ())
-    called = list(hive.hives.values())
-    while called:  # one server a GGUF file, for the hive and every hive it calls
-        sub = called.pop()
-        if sub.servers is not hive.servers:
-            sub.servers = hive.servers
-            called.extend(sub.hives.values())
-    return hive
+    return _load(Path(path), ())
 
 
 def _load(file: Path, chain: tuple[Path, ...]) -> Hive:

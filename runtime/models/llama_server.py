@@ -20,6 +20,7 @@ import importlib.util
 import json
 import secrets
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ __all__ = [
     "default_threads",
     "gguf_problem",
     "llama_missing",
+    "shared_server",
 ]
 
 LLAMA_MISSING = (
@@ -118,6 +120,49 @@ def default_threads() -> int:
     one that another program preempts holds up the rest: on a busy machine, all of its
     CPUs decode far slower than half of them."""
     return max(1, usable_cpus() // 2)
+
+
+def shared_server(
+    path: Path | None,
+    *,
+    parallel: int = 4,
+    context: int = 4096,
+    threads: int | None = None,
+    seed: int | None = None,
+) -> LlamaServer:
+    """The server of this process for the GGUF file ``path`` (None: SmolLM2's) with
+    these slots, context, threads and seed: the one made before, while a model on it
+    lives, else a new one that stops once unused. The hives a process loads share
+    their models' servers through it: the model is loaded once, and their calls share
+    its slots.
+
+    Raises:
+        ConfigError: as :class:`LlamaServer`, and when there is no GGUF file to run.
+    """
+    found = path if path is not None else bundled_gguf()
+    if found is None:
+        raise ConfigError(NO_GGUF)
+    key = (found.resolve(), parallel, context, threads or default_threads(), seed)
+    with _SHARED_LOCK:
+        server = _SHARED.get(key)
+        if server is None:
+            server = LlamaServer(
+                found,
+                parallel=parallel,
+                context=context,
+                threads=threads,
+                seed=seed,
+                stops_unused=True,
+            )
+            _SHARED[key] = server
+    return server
+
+
+_SHARED: weakref.WeakValueDictionary[tuple[Path, int, int, int, int | None], LlamaServer] = (
+    weakref.WeakValueDictionary()
+)
+"""The servers :func:`shared_server` made, while a model on them lives."""
+_SHARED_LOCK = threading.Lock()  # hives may be loaded in several threads at once
 
 
 class LlamaServer:

@@ -199,7 +199,20 @@ def test_a_hive_called_as_a_tool_shares_its_callers_server(tmp_path: Path) -> No
     called = loaded.hives["hive:sub.yaml"].models()["local"]
     assert isinstance(called, LlamaModel)
     assert called.server is model.server
-    assert list(loaded.servers.values()) == [model.server]
+
+
+def test_hives_loaded_apart_in_one_process_share_one_server(tmp_path: Path) -> None:
+    """Two hives of a service, loaded one after the other, of one GGUF file with the
+    same slots, context, threads and seed, started a server each: the model loaded
+    twice, and their threads decoded against each other's on the same CPUs."""
+    hive = "models:\n  local: {provider: llama, context: 512, seed: %d}\nroles:\n  w: {}\n"
+    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
+        (tmp_path / f"{name}.yaml").write_text(hive % seed)
+    a, b, c = (llama_of(load_hive(tmp_path / f"{n}.yaml").models()["local"]) for n in "abc")
+    assert b.server is a.server
+    assert b.limiter is a.server.limiter  # one server's slots, for the calls of both
+    assert c.server is not a.server  # another seed: another server
+    assert a.server.stops_unused  # once no model on it is held or calling
 
 
 def test_the_hive_page_tells_every_field_and_provider_of_a_model() -> None:
