@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from honeycomb.run.crew import Crew
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
+    from honeycomb.run.worker_record import WorkerRecord
     from honeycomb.trace.spans import SubRunSpans
 
 __all__ = [
@@ -76,6 +77,8 @@ class NestedRuns:
         # Nested workers paused for approval in this life, by name: the call that runs
         # one again once its calls are decided continues it from there.
         self._paused: dict[str, LoopState] = {}
+        # The nested workers of callers not kept, by name: how many had it in this life.
+        self._unkept: dict[str, int] = {}
 
     @property
     def context(self) -> RunContext:
@@ -133,7 +136,10 @@ class NestedRuns:
             ApprovalNeeded: when its calls wait in the run store for a decision.
             NotStarted: when an earlier life left it paused, and it cannot start again.
         """
-        name = nested_name(ctx.worker or role, ctx.call_id)
+        caller = ctx.worker or role
+        if self.record is None or not self.record.keeps(caller):
+            return await self._unkept_call(role, instruction, ctx, caller)
+        name = nested_name(caller, ctx.call_id)
         resumed = self.resumed
         before = resumed.finished.get(name) if resumed is not None else None
         if before is not None and before.worker is not None:  # it ended in an earlier life
@@ -141,11 +147,33 @@ class NestedRuns:
         state = self._paused.pop(name, None)
         if state is None and resumed is not None:
             state = resumed.states.get(name)
-        record = None
-        if self.record is not None and self.record.keeps(ctx.worker or ""):
-            # Kept as its caller is: a caller that is not (the planner, the aggregator)
-            # cannot wait for a decision, nor be resumed, and neither can it.
-            record = self.record.worker(name, len(state.messages) if state else 0)
+        # Kept as its caller is, turn by turn: a resumed run continues it.
+        record = self.record.worker(name, len(state.messages) if state else 0)
+        return await self._run(role, instruction, ctx, name, state, record)
+
+    async def _unkept_call(self, role: str, instruction: str, ctx: ToolContext, caller: str) -> str:
+        """A call of a caller that is not kept (the planner, the aggregator, any worker
+        of a run without a store): its nested worker is not either (it cannot wait for
+        a decision, nor be resumed), and is named anew when its name was taken in this
+        life: the planner is asked afresh each round and each attempt, its call ids
+        starting over (``lead/call_1``, then ``lead/call_1~2``)."""
+        name = nested_name(caller, ctx.call_id)
+        taken = self._unkept[name] = self._unkept.get(name, 0) + 1
+        if taken > 1:
+            name = nested_name(caller, f"{ctx.call_id}~{taken}")
+        return await self._run(role, instruction, ctx, name, None, None)
+
+    async def _run(
+        self,
+        role: str,
+        instruction: str,
+        ctx: ToolContext,
+        name: str,
+        state: LoopState | None,
+        record: WorkerRecord | None,
+    ) -> str:
+        """Run the nested worker ``name`` of ``role`` (from ``state``, kept in
+        ``record`` if given) for the call ``ctx``; its answer."""
         ctx_run = self.context
         try:
             await ctx_run.crew.prepare([ctx_run.roles[role]])  # its MCP tools, as any worker's

@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy, Role, RunFailed, tool
+from honeycomb.planning import RolePlanner
 from honeycomb.run.agents import CANNOT_WAIT
 from honeycomb.run.context import NOT_KEPT
 from honeycomb.run.events import WorkerStarted
@@ -25,7 +26,7 @@ from honeycomb.testing import FunctionModel
 from honeycomb.trace.spans import SpanRecorder
 from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import build_timeline, measure
-from runtime import AssistantMessage, Event, ModelRequest, ToolCallStarted
+from runtime import AssistantMessage, Event, ModelRequest, ToolCall, ToolCallStarted
 from runtime.testing import call
 from runtime.tools.approvals import ApprovalRequest, Decision, PendingApproval
 from tests.support.concurrency import MEET_LIMIT_S, Overlap, Rendezvous
@@ -311,6 +312,38 @@ def test_chains_past_the_limit_through_one_tool_are_told_once_at_it() -> None:
         f"role 'lead': tools[{index}]" for index in range(3)
     ]
     assert all("nest 4 deep, past the limit of 3: lead → r" in t for t in told)
+
+
+async def test_a_leads_nested_workers_of_each_round_have_names_of_their_own() -> None:
+    """A lead planning in rounds is asked afresh each round, and a model that numbers
+    its calls from call_1 in each conversation called its helper call_1 every time:
+    the three nested workers were all lead/call_1, one row of the timeline."""
+    events: list[Event] = []
+    recorder = SpanRecorder()
+
+    def lead(request: ModelRequest) -> Answer:
+        if not observations(request):  # the same id as a local model numbers it
+            asked = ToolCall(id="call_1", name="helper", arguments='{"instruction": "help"}')
+            return AssistantMessage(tool_calls=(asked,))
+        text = str(request.messages[1].content)
+        more = "Planning round 3" not in text
+        subtasks = [{"id": f"s{text.count('found') + 1}", "role": "worker", "instruction": "w"}]
+        return json.dumps({"subtasks": subtasks if more else []})
+
+    executor = Executor(
+        [Role(name="lead", tools=("agent:helper",)), Role(name="helper"), Role(name="worker")],
+        by_role(lead=lead, helper=lambda r: "helped", worker=lambda r: "found"),
+        planner=RolePlanner("lead", rounds=3, roles=["worker"]),
+        aggregator="concat",
+        on_event=[events.append, recorder],
+    )
+    result = await executor.run("bees")
+
+    assert result.rounds_ended == "done"
+    nested = [e.worker for e in events if isinstance(e, WorkerStarted) and e.parent == "lead"]
+    assert nested == ["lead/call_1", "lead/call_1~2", "lead/call_1~3"]
+    spans = {s.worker for s in recorder.spans if s.kind == "worker"}
+    assert set(nested) <= spans
 
 
 def test_an_agent_tool_named_as_another_tool_of_its_role_is_named() -> None:
