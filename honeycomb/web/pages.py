@@ -364,6 +364,9 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: 
     return (
         f'<form class="approval" method="post" action="{_e(links.decision(run_id, call.call_id))}" '
         f'data-key="{key}" {who}>{told}'
+        # The form's default button, disabled: Enter in the reason's field (a denial's)
+        # sends nothing, where it sent the first button's choice, approve.
+        '<button type="submit" disabled hidden></button>'
         f'<input type="hidden" name="csrf" value="{_e(csrf)}">'
         f'<input type="hidden" name="worker" value="{_e(call.worker)}">'
         f'<input type="hidden" name="turn" value="{call.turn}">'

@@ -12,6 +12,7 @@ import io
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -28,12 +29,17 @@ from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage
 from runtime.testing import call
+from tests.honeycomb.web import test_serve
+from tests.honeycomb.web.test_serve import _Watched
+from tests.honeycomb.web.test_serve_edges import _payer
 from tests.support.asgi_server import ThreadedServer
 
 TOKEN = "test-token-0123456789"
 BEARER = {"authorization": f"Bearer {TOKEN}"}
 PAGE = "a person with the token of honeycomb serve, on its page (from 127.0.0.1)"
 SCRIPT = "a script with the token of honeycomb serve (from 127.0.0.1)"
+
+browser = test_serve.browser  # the neighbouring tests' fixture, as it is
 
 
 PAID: list[str] = []
@@ -169,3 +175,46 @@ async def test_a_decision_on_the_page_settles_a_call_the_terminal_asks_about(
     said = f"withdrawn: the call was denied (not this month) by {SCRIPT}"
     assert said in terminal.getvalue()
     assert _deciders(db) == {"s1": SCRIPT}
+
+
+class _Tried(StoreApprovals):
+    """The store's approvals, with every decision sent to them (approve or not) kept,
+    recorded or refused."""
+
+    def __init__(self, store: RunStore) -> None:
+        super().__init__(store)
+        self.tried: list[bool] = []
+
+    async def decide(self, run_id: str, call_id: str, *, approve: bool, **more: Any) -> None:
+        self.tried.append(approve)
+        await super().decide(run_id, call_id, approve=approve, **more)
+
+
+async def test_in_chromium_enter_in_a_denials_reason_does_not_approve(
+    db: Path, browser: Any
+) -> None:
+    """A person typing why they deny a call and pressing Enter approved it: Enter in a
+    form's text field sends the form with its first button, approve. The form's first
+    button is now a disabled one: Enter sends nothing, and the call is denied with the
+    reason typed once its deny is clicked."""
+    waiting = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="enter")
+    assert waiting.status == "waiting"
+    store = RunStore(db)
+    decisions = _Tried(store)
+    with ThreadedServer(create_app(db, token=TOKEN, approvals=decisions)) as server:
+        context = await browser.new_context()
+        watched = _Watched(await context.new_page())
+        page = watched.page
+        await page.goto(f"{server.url}/runs/enter?token={TOKEN}")
+        reason = "form.approval input[name=reason]"
+        await page.fill(reason, "not to ann")
+        await page.press(reason, "Enter")
+        async with page.expect_navigation():
+            await page.click("form.approval button[value=deny]", timeout=10_000)
+        assert watched.errors == [], "\n".join(watched.errors)
+        await context.close()
+    assert decisions.tried == [False]
+    (entry,) = await store.approvals_of("enter")
+    assert entry.decision is not None
+    assert (entry.decision.approve, entry.decision.reason) == (False, "not to ann")
+    store.close()
