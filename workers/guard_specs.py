@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
+from msgspec.structs import replace
 from pydantic import BeforeValidator, ConfigDict
 
 from runtime import ConfigError, did_you_mean
@@ -105,11 +106,14 @@ class GuardCheck(Value, frozen=True, kw_only=True):
 
 
 class Guard(Value, frozen=True, kw_only=True):
-    """A resolved guard: a function to call, or a judge role to ask."""
+    """A resolved guard: a function to call, or a judge role to ask, of the run whose
+    guard it is: ``up`` runs up from the run it checks (a calling run's argument guard
+    checks the calls of the hive it calls as a tool, whose roles are not its own)."""
 
     name: str
     fn: Callable[[GuardCheck], Any] | None = None
     judge: str | None = None
+    up: int = 0
 
 
 class ResolvedGuards(Value, frozen=True, kw_only=True):
@@ -130,6 +134,13 @@ class ResolvedGuards(Value, frozen=True, kw_only=True):
         return ResolvedGuards(
             input=self.input, output=self.output, arguments=(*self.arguments, *more)
         )
+
+    def with_callers(self, caller: ResolvedGuards) -> ResolvedGuards:
+        """These guards of a sub-run (a hive called as a tool), and the argument guards
+        of its ``caller``'s run, which check its calls too, each judge of them asked of
+        the run whose guard it is (the sub-run may have a role of that name of its own)."""
+        lifted = [replace(g, up=g.up + 1) if g.judge is not None else g for g in caller.arguments]
+        return self.with_arguments(lifted)
 
 
 def guard_problem(ref: object, roles: Sequence[str] | None = None) -> str | None:

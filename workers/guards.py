@@ -239,7 +239,7 @@ class GuardRunner:
                     )
                 reported = current_call.set(report)
                 try:
-                    reason, usage, model = await self.judge.ask(guard.judge, check)
+                    reason, usage, model = await self.judge.ask(guard.judge, check, guard.up)
                 finally:
                     current_call.reset(reported)
             else:

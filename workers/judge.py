@@ -62,8 +62,8 @@ class Judge:
         model_for: The model a role thinks with (given one of ``roles``).
         budget: Checked before each call and charged with what it cost.
         caller: The judge of the run this one's is a sub-run of (a hive called as a
-            tool): it asks the judge roles that are not among ``roles`` (those of the
-            caller's guards, which check the sub-run's calls too).
+            tool): it asks the judge roles of the caller's guards, which check the
+            sub-run's calls too.
     """
 
     def __init__(
@@ -78,17 +78,21 @@ class Judge:
         self.budget = budget
         self.caller = caller
 
-    async def ask(self, role_name: str, check: GuardCheck) -> tuple[str | None, Usage, str]:
-        """The judge's verdict (None: pass, or its reason), its usage and model name.
+    async def ask(
+        self, role_name: str, check: GuardCheck, up: int = 0
+    ) -> tuple[str | None, Usage, str]:
+        """The judge's verdict (None: pass, or its reason), its usage and model name;
+        ``up``: how many runs up the role is (a calling run's guard's judge is its own
+        role, even where the sub-run has one of that name: ``Guard.up``).
 
         Raises:
             BudgetExceeded: when the call would go past the run's budget.
             HoneycombError: when the judge is not a role here, or its model call failed
                 or gave no verdict (an empty answer, or one its output limit cut off).
         """
+        if up > 0 and self.caller is not None:
+            return await self.caller.ask(role_name, check, up - 1)
         role = self.roles.get(role_name)
-        if role is None and self.caller is not None:
-            return await self.caller.ask(role_name, check)
         if role is None:
             raise ConfigError(f"the judge role {role_name!r} is not defined")
         model = self.model_for(role)

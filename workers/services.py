@@ -119,7 +119,7 @@ class Services(Value, frozen=True, kw_only=True):
         own = self.approver is not None
         return msgspec.structs.replace(
             self,
-            guards=self.guards.with_arguments(caller.guards.arguments),
+            guards=self.guards.with_callers(caller.guards),
             budget=caller.budget,
             locks=caller.locks,
             tool_slots=caller.tool_slots,

@@ -449,10 +449,12 @@ class DriverJudge(Judge):
     def __init__(self) -> None:
         super().__init__({}, _no_model)
 
-    async def ask(self, role_name: str, check: GuardCheck) -> tuple[str | None, Usage, str]:
+    async def ask(
+        self, role_name: str, check: GuardCheck, up: int = 0
+    ) -> tuple[str | None, Usage, str]:
         # Cut off here (its worker cancelled, the run's wall time out), it is cut off
         # there too, and says what it spent, which its guard reports.
-        answer = await here.get().ask_spending("services.judge.ask", role_name, check)
+        answer = await here.get().ask_spending("services.judge.ask", role_name, check, up)
         return cast(tuple[str | None, Usage, str], answer)
 
 

@@ -126,6 +126,44 @@ async def test_a_runs_argument_guards_check_the_calls_of_the_hives_it_calls(judg
     assert "evil address" in result.answer_text
 
 
+async def test_a_runs_judge_checks_a_called_hives_calls_not_its_role_so_named() -> None:
+    # The called hive's own 'reviewer' (which passes everything) judged the calls the
+    # calling run's guard 'reviewer' was to check: the evil address was sent.
+    sent.clear()
+    judged: list[tuple[str, str]] = []
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        system = str(request.messages[0].content)
+        if "You are a guard" in system:
+            whose = "strict" if "strict" in system else "lenient"
+            text = str(request.messages[1].content)
+            judged.append((whose, text.split("\n")[0]))
+            return "evil address" if whose == "strict" and "evil" in text else "PASS"
+        answered = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if answered:
+            return answered[0].content
+        if system.startswith("You are the lead worker"):
+            return AssistantMessage(tool_calls=(call("mailer", {"instruction": "mail"}),))
+        return AssistantMessage(tool_calls=(call("send", {"to": "evil"}),))
+
+    model = FunctionModel(answer)
+    mailer = Executor(
+        [Role(name="clerk", tools=("send",), guards=Guards(output=("reviewer",))),
+         Role(name="reviewer", instructions="lenient")],
+        model, tools=[send], planner=lambda task: [("clerk", task)], aggregator="concat",
+    )  # fmt: skip
+    executor = Executor(
+        [Role(name="lead", tools=("mailer",)), Role(name="reviewer", instructions="strict")],
+        model, tools=[mailer.as_tool("mailer")], aggregator="concat",
+        guards=Guards(arguments=("reviewer",)),
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=[("lead", "go")])
+    assert sent == []
+    assert "evil address" in result.answer_text
+    assert judged[:2] == [("strict", "Tool: mailer"), ("strict", "Tool: send")]
+    assert judged[2][0] == "lenient"  # the called hive's own guard asks its own role
+
+
 async def test_a_roles_input_guard_fails_its_worker_under_the_failure_policy() -> None:
     role = Role(name="w", guards=Guards(input=("tests.support.guards:no_secrets",)))
     model = ScriptedModel(["fine"])
