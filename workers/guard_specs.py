@@ -128,11 +128,14 @@ class ResolvedGuards(Value, frozen=True, kw_only=True):
         return not (self.input or self.output or self.arguments)
 
     def with_arguments(self, more: Sequence[Guard]) -> ResolvedGuards:
-        """These guards, and ``more`` argument guards (a run's, for every worker)."""
-        if not more:
+        """These guards, and ``more`` argument guards (a run's, for every worker), but
+        those already among them: a guard both a role and its run name judges each
+        call once (twice, it would give the same verdict, its judge paid twice)."""
+        added = tuple(g for g in more if g not in self.arguments)
+        if not added:
             return self
         return ResolvedGuards(
-            input=self.input, output=self.output, arguments=(*self.arguments, *more)
+            input=self.input, output=self.output, arguments=(*self.arguments, *added)
         )
 
     def with_callers(self, caller: ResolvedGuards) -> ResolvedGuards:

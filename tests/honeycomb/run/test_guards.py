@@ -164,6 +164,33 @@ async def test_a_runs_judge_checks_a_called_hives_calls_not_its_role_so_named() 
     assert judged[2][0] == "lenient"  # the called hive's own guard asks its own role
 
 
+async def test_a_guard_both_a_role_and_its_run_name_judges_each_call_once() -> None:
+    # Each call was checked by the function twice and by the judge twice, to the same
+    # verdict: the judge's tokens spent twice.
+    checked: list[str] = []
+
+    def counted(check: GuardCheck) -> None:
+        checked.append("function")
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        if "You are a guard" in str(request.messages[0].content):
+            checked.append("judge")
+            return "PASS"
+        if isinstance(request.messages[-1], ToolMessage):
+            return "done"
+        return AssistantMessage(tool_calls=(call("send", {"to": "good"}),))
+
+    both = Guards(arguments=("reviewer", counted))
+    executor = Executor(
+        [Role(name="w", tools=("send",), guards=both), Role(name="reviewer")],
+        FunctionModel(answer), tools=[send], aggregator="concat", guards=both,
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=[("w", "a")])
+    assert result.status == "ok"
+    assert sorted(checked) == ["function", "judge"]
+    assert result.usage.model_calls == 3  # the call, the answer, and one verdict
+
+
 async def test_a_roles_input_guard_fails_its_worker_under_the_failure_policy() -> None:
     role = Role(name="w", guards=Guards(input=("tests.support.guards:no_secrets",)))
     model = ScriptedModel(["fine"])
