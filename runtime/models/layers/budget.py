@@ -26,7 +26,7 @@ from msgspec.structs import replace
 from runtime.messages import Usage
 from runtime.model import ModelResponse
 from runtime.models.layers.base import ModelCall, ModelLayer
-from runtime.models.layers.cost_cap import price_of, prompt_tokens
+from runtime.models.layers.cost_cap import price_of, sent_tokens
 
 __all__ = ["Budgeted", "failed_usage", "spending", "spent_by", "unanswered_usage"]
 
@@ -100,7 +100,7 @@ def failed_usage(call: ModelCall | None) -> Usage:
 def _spent(call: ModelCall, prompts: int, pieces: int) -> Usage:
     """``prompts`` times ``call``'s prompt and ``pieces`` tokens of answer, by the token
     estimate, at its model's price."""
-    prompt = prompt_tokens(call.request) * prompts
+    prompt = sent_tokens(call.model, call.request) * prompts
     price = price_of(call.model)
     cost = price.of(prompt, pieces) if price is not None else 0.0
     return Usage(input_tokens=prompt, output_tokens=pieces, cost=cost)

@@ -29,7 +29,7 @@ from msgspec.structs import replace
 
 from runtime.errors import BudgetExceeded, ConfigError
 from runtime.messages import AssistantMessage
-from runtime.model import Model, ModelRequest, wrapped
+from runtime.model import Model, ModelRequest, request_writer, wrapped
 from runtime.models.layers.base import ModelCall, ModelLayer
 from runtime.models.tokens import estimated_tokens
 
@@ -41,6 +41,7 @@ __all__ = [
     "Pricing",
     "check_priced",
     "price_of",
+    "sent_tokens",
     "unpriced_called",
     "unpriced_problem",
 ]
@@ -72,11 +73,12 @@ class CostCap(ModelLayer):
         self.price = price
 
     def opened(self, call: ModelCall) -> None:
-        call.request = self._capped(call.request)
+        call.request = self._capped(call.request, call.model)
 
-    def _capped(self, request: ModelRequest) -> ModelRequest:
-        """``request``, its output limit within what the cap leaves its prompt."""
-        prompt = self.price.of(prompt_tokens(request), 0)
+    def _capped(self, request: ModelRequest, model: Model) -> ModelRequest:
+        """``request``, its output limit within what the cap leaves the prompt
+        ``model`` sends for it."""
+        prompt = self.price.of(sent_tokens(model, request), 0)
         per_token = self.price.of(0, 1)
         room = self.cap - prompt
         if room < per_token:
@@ -88,6 +90,15 @@ class CostCap(ModelLayer):
         if limit is not None and limit <= allowed:
             return request
         return replace(request, max_output_tokens=allowed)
+
+
+def sent_tokens(model: Model, request: ModelRequest) -> int:
+    """The tokens ``model`` sends for ``request``, by the token estimate: the request
+    as the model writes it out (:func:`~runtime.model.request_writer`: a tool
+    protocol's model sends its tools, its rules and the calls as text, twice or thrice
+    the tokens of the request it is given)."""
+    write = request_writer(model)
+    return prompt_tokens(request if write is None else write(request))
 
 
 def prompt_tokens(request: ModelRequest) -> int:

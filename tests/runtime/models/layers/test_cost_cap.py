@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from anyio import CapacityLimiter
 
 from runtime.errors import BudgetExceeded
 from runtime.limits import LimitedModel
 from runtime.messages import UserMessage
-from runtime.model import Model, ModelRequest
+from runtime.model import Model, ModelRequest, ToolSchema
 from runtime.models.layers import CostCap, ModelCalls, price_of
-from runtime.models.layers.cost_cap import prompt_tokens
+from runtime.models.layers.cost_cap import prompt_tokens, sent_tokens
 from runtime.models.pricing import Price, PricedModel
+from runtime.models.protocols import TextToolModel
 from runtime.testing import ScriptedModel
 
 # A tenth of a cent a prompt token, two tenths an answer's.
@@ -56,3 +58,23 @@ def test_the_price_is_found_through_the_models_layers() -> None:
     scripted = ScriptedModel([])
     assert price_of(LimitedModel(PricedModel(scripted, PRICE), CapacityLimiter(1))) == PRICE
     assert price_of(scripted) is None
+
+
+async def test_the_prompt_is_what_a_tool_protocols_model_sends() -> None:
+    """Through the text protocol, the cap priced the request it was given, without
+    the tools' catalogue and the rules its model writes into the prompt (more than
+    twice its tokens): the output limit it left let the call cost past the cap."""
+    weather = ToolSchema(
+        name="get_weather",
+        description="The weather in a city today.",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+    )
+    inner = ScriptedModel(["ok"])
+    protocol = TextToolModel(inner)
+    request = msgspec.structs.replace(asking(3), tools=(weather,))
+    await ModelCalls(PricedModel(protocol, PRICE), (CostCap(1.0, PRICE),)).complete(request)
+    (sent,) = inner.requests
+    prompt = prompt_tokens(protocol.written(request))
+    assert prompt > 2 * prompt_tokens(request)
+    assert sent.max_output_tokens == int((1.0 - prompt * 0.001) / 0.002)
+    assert sent_tokens(protocol, request) == prompt
