@@ -267,7 +267,13 @@ def live_parts(
         )
         + f'<div id="live" class="part">{_answer(run.result)}{_decisions(decided)}'
         + f"<h2>timeline</h2>{trace}"
-        + f"{_workers(run.workers, statuses, held=answers_held(run, summary.status))}</div>"
+        + _workers(
+            run.workers,
+            statuses,
+            [row.name for row in timeline.rows],
+            held=answers_held(run, summary.status),
+        )
+        + "</div>"
     )
 
 
@@ -448,14 +454,22 @@ def _arguments(arguments: dict[str, Any]) -> str:
     return f'<dl class="arguments">{"".join(items)}</dl>'
 
 
-def _workers(workers: dict[str, StoredWorker], statuses: dict[str, str], *, held: bool) -> str:
-    """The workers, each with its transcript; ``held``: without their answers (the run's
-    answer is made of them, and its output guards have not passed it)."""
+def _workers(
+    workers: dict[str, StoredWorker],
+    statuses: dict[str, str],
+    order: Sequence[str],
+    *,
+    held: bool,
+) -> str:
+    """The workers, each with its transcript, in ``order`` (the timeline's rows: the
+    plan's), any other after by name; ``held``: without their answers (the run's answer
+    is made of them, and its output guards have not passed it)."""
     if not workers:
         return ""
+    place = {name: index for index, name in enumerate(order)}
     parts = "\n".join(
-        _worker(name, worker, statuses.get(name, worker.status), held=held)
-        for name, worker in sorted(workers.items())
+        _worker(name, workers[name], statuses.get(name, workers[name].status), held=held)
+        for name in sorted(workers, key=lambda name: (place.get(name, len(place)), name))
     )
     return f"<h2>workers</h2>{parts}"
 
