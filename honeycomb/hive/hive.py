@@ -18,6 +18,7 @@ from honeycomb.hive.backend import BackendSpec
 from honeycomb.hive.budgets import budget_warnings
 from honeycomb.hive.checks import check_across_fields, role_error
 from honeycomb.hive.imports import imports_from
+from honeycomb.hive.judges import idle_tool_warnings
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
 from honeycomb.hive.specs import (
     DEFAULT_MEMORY,
@@ -273,6 +274,15 @@ class Hive:
             found += sub.small_budgets()
         return found
 
+    def idle_tools(self) -> list[ConfigError]:
+        """A warning at the tools of each role that only judges (its own, and those of
+        the hives its roles call as tools): a judge never calls them
+        (:mod:`honeycomb.hive.judges`); ``honeycomb validate`` gives them."""
+        found = idle_tool_warnings(self.spec, self.roles, self._doc, self._places)
+        for sub in self.hives.values():
+            found += sub.idle_tools()
+        return found
+
     def missing_password(self) -> ConfigError | None:
         """The error of the hive's PostgreSQL store when its ``password_env`` names a
         variable that is not set, at that line (None: nothing is missing). Like an API
@@ -383,9 +393,9 @@ def load_hive(path: str | Path) -> Hive:
     return _load(Path(path), ())
 
 
-def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
+def _load(file: Path, chain: tuple[Path, ...], limits: tuple[int, ...] = ()) -> Hive:
     """A hive file, called as a tool through the hive files of ``chain`` (outermost
-    first)."""
+    first), whose ``max_nesting`` are ``limits``."""
     try:
         doc = load_yaml(file, interpolate=True, secrets=_SECRETS)
     except ConfigError as exc:
@@ -430,7 +440,8 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
         places = {name: place for name, (place, _) in read.items()}  # where each is written
         check_across_fields(doc, spec, roles, places, models, errors)  # its guards' imports
         check_models_used(doc, spec, roles, errors)
-    hives = _sub_hives(doc, spec, roles, places, file, (*chain, file.resolve()), errors)
+    outer = ((*chain, file.resolve()), (*limits, spec.policy.max_nesting))
+    hives = _sub_hives(doc, spec, roles, places, file, outer, errors)
     check_called_prices(doc, spec, roles, places, hives, errors)  # their calls spend its budget
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
@@ -633,12 +644,15 @@ def _sub_hives(
     roles: Mapping[str, Role],
     places: Mapping[str, YamlPlace],
     file: Path,
-    chain: tuple[Path, ...],
+    outer: tuple[tuple[Path, ...], tuple[int, ...]],
     errors: list[ConfigError],
 ) -> dict[str, Hive]:
     """The hives the roles call as tools, each file loaded once (its own errors are
-    told as its, in its file). Told at the tool that names it: a hive file it cannot
-    load (see :func:`_unreachable`), and a tool name taken (see :func:`_name_taken`)."""
+    told as its, in its file), ``file`` being called through the chain of hive files
+    ``outer`` holds (itself last) with their ``max_nesting``. Told at the tool that
+    names it: a hive file it cannot load (see :func:`_unreachable`), and a tool name
+    taken (see :func:`_name_taken`)."""
+    chain, limits = outer
     found: dict[str, Hive] = {}
     loaded: dict[Path, Hive | None] = {}  # None: it has errors, told once
     named: dict[str, tuple[Path, str]] = {}  # a hive tool's name: its file, its first ref
@@ -649,28 +663,39 @@ def _sub_hives(
                 continue
             given = file.parent / target  # named as the hive is: relative stays relative
             path = given.resolve()  # one file, however it is named
-            unreachable = _unreachable(ref, given, chain, spec.policy.max_nesting)
+            unreachable = _unreachable(ref, given, chain, limits)
             for problem in (_name_taken(ref, given, spec, named), unreachable):
                 if problem is not None:
                     errors.append(role_error(doc, places, name, ("tools", index), problem))
             if unreachable is None:
                 if path not in loaded:
-                    loaded[path] = _called(given, chain, f"{ref!r} of {file.name}", errors)
+                    caller = f"{ref!r} of {file.name}"
+                    loaded[path] = _called(given, outer, caller, errors)
                 called = loaded[path]
                 if called is not None:
                     found[ref] = called
     return found
 
 
-def _unreachable(ref: str, path: Path, chain: tuple[Path, ...], max_nesting: int) -> str | None:
+def _unreachable(
+    ref: str, path: Path, chain: tuple[Path, ...], limits: tuple[int, ...]
+) -> str | None:
     """Why the hive file ``path`` of the tool ``ref``, called through the hive files
-    of ``chain``, cannot be loaded: a cycle of hive files, a chain of them past
-    ``max_nesting``, no such file; None when it can."""
+    of ``chain``, cannot be loaded: a cycle of hive files, a chain of them past the
+    ``max_nesting`` of one of them (``limits``: each bounds the chain from it, as a hive
+    called as a tool is bounded by its callers' limits), no such file; None when it
+    can."""
     shown = " → ".join(p.name for p in (*chain, path))
     if path.resolve() in chain:
         return f"hive tools make a cycle: {shown}"
-    if len(chain) > max_nesting:
-        return f"hive tools nest {len(chain)} deep, past the limit of {max_nesting}: {shown}"
+    for start, limit in enumerate(limits):
+        deep = len(chain) - start
+        if deep > limit:
+            shown = " → ".join(p.name for p in (*chain[start:], path))
+            return (
+                f"hive tools nest {deep} deep, past the limit of {limit} (the policy "
+                f"max_nesting of {chain[start].name}): {shown}"
+            )
     if not path.is_file():
         return f"{ref!r}: no hive file {path}"
     return None
@@ -701,13 +726,16 @@ def _name_taken(
 
 
 def _called(
-    path: Path, chain: tuple[Path, ...], caller: str, errors: list[ConfigError]
+    path: Path,
+    outer: tuple[tuple[Path, ...], tuple[int, ...]],
+    caller: str,
+    errors: list[ConfigError],
 ) -> Hive | None:
     """The hive file ``path``, which ``caller`` calls as a tool, loaded and able to
     answer a call: a call plans its task, so the hive needs a planner. None: it cannot,
     and why is added to ``errors`` (in its own file)."""
     try:
-        called = _load(path, chain)
+        called = _load(path, *outer)
     except ConfigErrors as exc:
         errors.extend(exc.errors)
         return None

@@ -144,6 +144,29 @@ async def test_a_hive_tool_runs_a_sub_run_under_the_runs_budget(tmp_path: Path) 
     assert partial.usage.model_calls <= outer + 1
 
 
+def test_a_chain_of_hive_tools_is_bounded_by_the_max_nesting_of_each_caller(
+    tmp_path: Path,
+) -> None:
+    """a.yaml (max_nesting 1) calls b.yaml, which calls c.yaml, which calls d.yaml:
+    each hive checked only its own limit (3, by default) against the whole chain."""
+    for name, called in (("a", "b"), ("b", "c"), ("c", "d"), ("d", None)):
+        policy = "policy: {max_nesting: 1}\n" if name == "a" else ""
+        tools = f", tools: ['hive:{called}.yaml']" if called else ""
+        (tmp_path / f"{name}.yaml").write_text(
+            f"models: {{default: offline}}\n{policy}roles:\n"
+            f"  planner: {{description: Plans.}}\n  w: {{description: Works.{tools}}}\n"
+        )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(tmp_path / "a.yaml")
+    [error] = caught.value.errors
+    assert str(error).startswith(f"{tmp_path / 'b.yaml'}:4:")
+    assert str(error).endswith(
+        "hive tools nest 2 deep, past the limit of 1 (the policy max_nesting of a.yaml): "
+        "a.yaml → b.yaml → c.yaml"
+    )
+    load_hive(tmp_path / "b.yaml")  # alone, b.yaml's own limit (3) holds its chain
+
+
 def test_hive_tools_that_make_a_cycle_or_name_no_file_are_told(tmp_path: Path) -> None:
     back = INNER.replace(
         "  checker: {description: Checks facts about a topic.}\n",
