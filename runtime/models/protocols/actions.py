@@ -17,7 +17,9 @@ The classic ReAct format (``Action: <tool>``, then ``Action Input: <JSON>``) is 
 in a reply that has no JSON action.
 
 A reply is cut at a line starting with "Observation" after its first action: the
-model went on to write the tool's answer itself, and whatever follows rests on it.
+model went on to write the tool's answer itself, and whatever follows rests on it. A
+fence opened after the actions with nothing in it (the next action's, cut off by the
+output limit as it began) is not prose.
 
 A fence inside an action's arguments (a markdown body) does not close the action's
 fence. Degenerate output (thousands of brackets) is read in one pass, and JSON nested
@@ -54,6 +56,7 @@ class Reply(Value, frozen=True, kw_only=True):
 
 _FENCE_OPEN = re.compile(r"```[ \t]*[\w+.-]*[ \t]*\n?")
 _FENCE_CLOSE = re.compile(r"\s*(?:(```)|(?=[\[{]))")  # the closing fence, or another value
+_OPENED_FENCE = re.compile(r"\s*```[\w+.-]*\s*\Z")  # a fence opened last, nothing in it
 _THINK = re.compile(r"\s*<think>(.*?)</think>", re.S)
 _OBSERVATION = re.compile(r"^[ \t>*_#]*observation\b", re.I | re.M)
 # A block that is not JSON but meant as an action: a tool key near its start.
@@ -95,6 +98,8 @@ def read_reply(text: str) -> Reply:
     prose.append(text[at:])
     content = re.sub(r"\n{3,}", "\n\n", "".join(prose)).strip() if spans else text
     actions = tuple(a for _, _, found_actions in spans for a in found_actions)
+    if actions and content.count("```") % 2:  # the fence of an action cut off as it opened
+        content = _OPENED_FENCE.sub("", content)
     return Reply(content=content or None, actions=actions, thinking=thinking)
 
 

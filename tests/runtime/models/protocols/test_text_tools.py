@@ -528,3 +528,29 @@ async def test_the_wrap_up_call_reads_the_conversation_as_text_and_refuses_actio
     assert wrap_up.tools == ()
     assert not any(isinstance(m, ToolMessage) for m in wrap_up.messages)
     assert "Observation for call_1 (fetch): value-of-a" in wrap_up.messages[3].content  # type: ignore[union-attr]
+
+
+async def test_the_fence_of_an_action_cut_off_as_it_opened_is_not_shown_as_prose() -> None:
+    """SmolLM2 wrote an action, then its output limit cut the next one off right after
+    its opening fence: the live view showed 'Checking.' and a stray fence, which the
+    turn's text kept."""
+    from honeycomb import Executor, Role
+    from runtime import TextDelta
+
+    cut = ModelResponse(
+        message=AssistantMessage(content=f"Checking.\n\n{block('fetch', key='a')}\n```json"),
+        finish_reason="length",
+    )
+    model = FunctionModel(lambda request: cut if len(request.messages) == 2 else "a is known.")
+    executor = Executor(
+        [Role(name="w", tools=("fetch",))], TextToolModel(model), tools=[fetch], aggregator="concat"
+    )
+    async with executor.stream("t", subtasks=[("w", "What is a?")]) as events:
+        shown = [e.text async for e in events if isinstance(e, TextDelta)]
+    assert shown == ["Checking.", "a is known."]
+    turn = events.result.subtasks["s1"].worker.transcript.messages[2]  # type: ignore[union-attr]
+    assert isinstance(turn, AssistantMessage)
+    assert (turn.content, [c.name for c in turn.tool_calls]) == ("Checking.", ["fetch"])
+    assert read_reply("Code:\n```python\nprint(1)\n```\n" + block("fetch")).content == (
+        "Code:\n```python\nprint(1)\n```"  # a closed fence is prose
+    )
