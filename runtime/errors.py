@@ -568,8 +568,8 @@ class OutputValidationError(AgentError):
         self.attempts = attempts
         self.detail = detail
         super().__init__(
-            f"the final answer failed the {schema_name} schema {attempts} times; last error: "
-            f"{detail}"
+            f"the final answer failed the {schema_name} schema ({attempts} answers not "
+            f"accepted); last error: {detail}"
         )
 
 
@@ -935,7 +935,8 @@ class GuardrailTripped(HoneycombError):
         guard: The guard's name (its import path, function name or judge role).
         kind: ``input``, ``output`` or ``arguments``.
         reason: What the guard said.
-        attempts: Answers it refused (output guards; 1 for the others).
+        attempts: Answers not accepted, the last refused by the guard (output guards;
+            1 for the others): those before may have failed an output schema.
         broken: The guard raised (a judge whose model could not be reached ...): it
             said nothing of what it checks, so another answer would not pass it.
         partial: The run's partial result, when the guard stopped a run (set by the
@@ -951,7 +952,9 @@ class GuardrailTripped(HoneycombError):
         self.attempts = attempts
         self.broken = broken
         self.partial: Any = None
-        tries = f" ({attempts} answers refused)" if attempts > 1 else ""
+        # The answers before the last may have failed an output schema (they share
+        # output_retries): not all of them were this guard's to refuse.
+        tries = f" ({attempts} answers not accepted)" if attempts > 1 else ""
         super().__init__(f"{kind} guard {guard!r} tripped{tries}: {reason}")
 
 

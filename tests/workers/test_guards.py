@@ -162,6 +162,34 @@ async def test_a_guard_that_changes_what_it_is_shown_changes_neither_the_call_no
     assert seen[:2] == [{"to": "ANN@example.com", "cc": ["c"]}] * 2  # each saw them as given
 
 
+def to_ann(check: GuardCheck) -> str | None:
+    return None if check.output.to == "ann" else "not ann"
+
+
+@pytest.mark.parametrize(
+    ("answers", "error"),
+    [
+        (
+            ["no letter", '{"to": "eve", "cc": []}', '{"to": "eve", "cc": []}'],
+            "GuardrailTripped: output guard 'to_ann' tripped (3 answers not accepted): not ann",
+        ),
+        (
+            ['{"to": "eve", "cc": []}', "no letter", "no letter"],
+            "OutputValidationError: the final answer failed the Letter schema (3 answers not "
+            "accepted); last error: ",
+        ),
+    ],
+)
+async def test_a_failure_of_a_schema_and_guards_sharing_retries_counts_answers_not_accepted(
+    answers: list[str], error: str
+) -> None:
+    # The guard was said to have refused 3 answers, one of which failed the schema
+    # (and the schema to have failed 3 times, one answer being the guard's refusal).
+    role = Role(name="w", guards=Guards(output=(to_ann,)))
+    result = await Worker(role, ScriptedModel(answers), output_type=Letter).run("t")
+    assert str(result.error).startswith(error)
+
+
 async def test_guards_of_one_kind_run_together_sync_and_async() -> None:
     # The three go on only once all three are in: one after another, or the sync one
     # on the event loop (which it would block), they never meet and the worker fails.
