@@ -362,8 +362,8 @@ def _validate(args: argparse.Namespace) -> ExitStatus:
             print(f"  warning: {missing}")  # the environment's, not the file's: a warning
         for small in hive.small_budgets():
             print(f"  warning: {small}")  # it may still run: the task and turns are unknown
-        for idle in hive.idle_tools():
-            print(f"  warning: {idle}")  # from Python, a subtask may still name the role
+        for judge in hive.judge_warnings():
+            print(f"  warning: {judge}")  # from Python, a subtask may still name the role
         for name, spec in hive.spec.models.items():
             if spec.provider == "openai" and spec.settings:
                 sdk, extra = spec.settings_sent()

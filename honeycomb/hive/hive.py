@@ -18,7 +18,7 @@ from honeycomb.hive.backend import BackendSpec
 from honeycomb.hive.budgets import budget_warnings
 from honeycomb.hive.checks import check_across_fields, role_error
 from honeycomb.hive.imports import imports_from
-from honeycomb.hive.judges import idle_tool_warnings
+from honeycomb.hive.judges import judges_warned
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
 from honeycomb.hive.specs import (
     DEFAULT_MEMORY,
@@ -274,13 +274,14 @@ class Hive:
             found += sub.small_budgets()
         return found
 
-    def idle_tools(self) -> list[ConfigError]:
-        """A warning at the tools of each role that only judges (its own, and those of
-        the hives its roles call as tools): a judge never calls them
-        (:mod:`honeycomb.hive.judges`); ``honeycomb validate`` gives them."""
-        found = idle_tool_warnings(self.spec, self.roles, self._doc, self._places)
+    def judge_warnings(self) -> list[ConfigError]:
+        """A warning of each role that only judges and has tools, which it never calls,
+        or names itself as its judge, which makes it one (its own, and those of the
+        hives its roles call as tools: :mod:`honeycomb.hive.judges`); ``honeycomb
+        validate`` gives them."""
+        found = judges_warned(self.spec, self.roles, self._doc, self._places)
         for sub in self.hives.values():
-            found += sub.idle_tools()
+            found += sub.judge_warnings()
         return found
 
     def missing_password(self) -> ConfigError | None:

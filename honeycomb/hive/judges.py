@@ -1,8 +1,9 @@
-"""The warning ``honeycomb validate`` gives of a role that only judges and has tools
-(:func:`idle_tool_warnings`): a judge's call is one model call without tools, so a
-role that is given no work (no planner may give it a subtask, no role calls it as an
-``agent:`` tool, it neither plans nor merges) never calls its tools. From Python,
-``run(task, subtasks=...)`` may still give it a subtask: a warning, not an error."""
+"""The warnings ``honeycomb validate`` gives of a role that only judges (no planner
+may give it a subtask, no role calls it as an ``agent:`` tool, it neither plans nor
+merges): one that has tools, which a judge's call, one
+model call without tools, never calls; and one that names itself as its judge, which
+made it a judge given no work. From Python, ``run(task, subtasks=...)`` may still give
+it a subtask: warnings, not errors."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from runtime import ConfigError, YamlDocument
 from runtime.config.yaml_config import YamlPlace
 from workers import Role
 
-__all__ = ["idle_tool_warnings"]
+__all__ = ["judges_warned"]
 
 
-def idle_tool_warnings(
+def judges_warned(
     spec: HiveSpec, roles: Mapping[str, Role], doc: YamlDocument, places: Mapping[str, YamlPlace]
 ) -> list[ConfigError]:
-    """A warning at the ``tools`` of each role that only judges and has tools."""
+    """A warning at the ``tools`` of each role that only judges and has tools, and at
+    the guard of each role that only judges because it names itself as its judge."""
     named = list(spec.guards.judges()) if spec.guards is not None else []
     for role in roles.values():
         named += role.guards.judges() if role.guards is not None else []
@@ -37,7 +39,26 @@ def idle_tool_warnings(
             "too, name it among the planner's roles (planner: {role: ..., roles: [...]})"
         )
         found.append(role_error(doc, places, name, ("tools",), message))
+    for name, role in roles.items():
+        if role.guards is None or name in working:
+            continue
+        for field, ref in role.guards.refs():
+            if ref == name:  # a role that judges its own answers is a judge, given no work
+                found.append(role_error(doc, places, name, _path(field), _SELF.format(name)))
     return found
+
+
+_SELF = (
+    "the role {0!r} names itself as its judge, which makes it a role that only judges: no "
+    "planner gives it a subtask; for it to work too, name it among the planner's roles "
+    "(planner: {{role: ..., roles: [...]}}), or give its guard another judge role"
+)
+
+
+def _path(field: str) -> tuple[str | int, ...]:
+    """``guards.output[0]`` as a path in the role: ``("guards", "output", 0)``."""
+    head, index = field.rstrip("]").split("[")
+    return (*head.split("."), int(index))
 
 
 def _working(spec: HiveSpec, roles: Mapping[str, Role]) -> set[str]:

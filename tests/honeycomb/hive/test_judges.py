@@ -31,7 +31,7 @@ def test_a_role_that_only_judges_is_warned_its_tools_are_never_called(
 ) -> None:
     # It was told nothing: its tools were silently never offered to it.
     path = hive(tmp_path, HIVE.format(planner="", writer_tools=""))
-    [warning] = [str(w) for w in load_hive(path).idle_tools()]
+    [warning] = [str(w) for w in load_hive(path).judge_warnings()]
     assert warning.startswith(
         f"{path}:11:5: roles.reviewer.tools: the role 'reviewer' only judges (a guard names "
         "it as its judge, and it is given no work): a judge's call is one model call "
@@ -49,4 +49,19 @@ def test_a_judge_that_also_works_is_not_warned_of(
     tmp_path: Path, planner: str, writer_tools: str
 ) -> None:
     path = hive(tmp_path, HIVE.format(planner=planner, writer_tools=writer_tools))
-    assert load_hive(path).idle_tools() == []
+    assert load_hive(path).judge_warnings() == []
+
+
+def test_a_role_that_names_itself_as_its_judge_is_warned_it_is_given_no_work(
+    tmp_path: Path,
+) -> None:
+    # It was told nothing: the planner silently never gave the writer a subtask.
+    text = HIVE.format(planner="", writer_tools="").replace(
+        "output: [reviewer]", "output: [writer]"
+    )
+    path = hive(tmp_path, text)
+    [warning] = [str(w) for w in load_hive(path).judge_warnings()]
+    assert warning.startswith(
+        f"{path}:9:16: roles.writer.guards.output[0]: the role 'writer' names itself as its "
+        "judge, which makes it a role that only judges: no planner gives it a subtask; "
+    )
