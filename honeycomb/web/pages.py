@@ -286,15 +286,17 @@ def _answer(result: str | None) -> str:
 
 def _decisions(decided: Sequence[ApprovalEntry]) -> str:
     """The decisions made on the run's calls, in the order the calls asked: the call,
-    what was decided (a denial's reason, an edit said), by whom and when."""
+    what was decided (a denial's reason; an edit's arguments, as the store keeps them:
+    the call ran with these, not the model's the transcript shows), by whom and when."""
     items = []
     for entry in decided:
         call, d = entry.pending, entry.decision
         if d is None:
             continue
-        verdict = "approved" if d.approve else "denied"
+        verdict, edited = ("approved" if d.approve else "denied"), ""
         if d.approve and d.arguments is not None:
             verdict += " with edited arguments"
+            edited = f'<pre class="json edited">{_e(box_text(d.arguments))}</pre>'
         elif not d.approve and d.reason:
             verdict += f" ({d.reason})"
         at = f" at {_when(entry.decided_at)}" if entry.decided_at is not None else ""
@@ -302,7 +304,8 @@ def _decisions(decided: Sequence[ApprovalEntry]) -> str:
             f'<li data-call="{_e(call.call_id)}" data-worker="{_e(call.worker)}">'
             f"<b>{_read(call.tool)}</b> by {_read(call.worker)} ({_read(call.role)}), turn "
             f'{call.turn}: <span class="decision">{_read(verdict)}</span> by '
-            f'<span class="decided-by">{_read(entry.decided_by or "someone")}</span>{_e(at)}</li>'
+            f'<span class="decided-by">{_read(entry.decided_by or "someone")}</span>{_e(at)}'
+            f"{edited}</li>"
         )
     return f'<h2>decisions</h2><ul class="decisions">{"".join(items)}</ul>' if items else ""
 

@@ -9,6 +9,7 @@ import asyncio
 import getpass
 import html
 import io
+import json
 import os
 import re
 from pathlib import Path
@@ -21,7 +22,7 @@ from starlette.authentication import AuthCredentials, AuthenticationBackend, Sim
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 
-from honeycomb import Approvals, Executor, ModelRequest, Role, Subtask, tool
+from honeycomb import Approvals, Executor, ModelRequest, Role, Subtask, add_secret, tool
 from honeycomb.cli.approve import TerminalApprover
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, ScriptedModel
@@ -218,3 +219,45 @@ async def test_in_chromium_enter_in_a_denials_reason_does_not_approve(
     assert entry.decision is not None
     assert (entry.decision.approve, entry.decision.reason) == (False, "not to ann")
     store.close()
+
+
+PASSWORD = "pg-pass-51c0ffee"
+"""The database password a call's arguments hold, known to the service as a secret."""
+
+
+async def test_the_decisions_show_an_edits_arguments_with_its_secrets_masked(db: Path) -> None:
+    """A call approved with edited arguments ran with them, but the page said only
+    'approved with edited arguments', and its transcript shows the model's: a person
+    read that the model's SQL ran. The decision now shows the arguments it ran with,
+    as the store keeps them (a password masked)."""
+    add_secret(PASSWORD, "password")
+    ran: list[str] = []
+
+    @tool(side_effects=True)
+    async def run_sql(dsn: str, sql: str) -> str:
+        """Run SQL."""
+        ran.append(sql)
+        return "done"
+
+    dsn = f"postgresql://app:{PASSWORD}@db/prod"
+    role = Role(name="dba", tools=("run_sql",), approvals=Approvals(tools=("run_sql",)))
+    model = ScriptedModel([call("run_sql", {"dsn": dsn, "sql": "delete from old"}), "tidied"])
+    executor = Executor([role], model, tools=[run_sql], store=db, aggregator="concat")
+    waiting = await executor.run("tidy", subtasks=[("dba", "tidy")], run_id="r1")
+    (asked,) = waiting.pending
+    decided = StoreApprovals(RunStore(db), tools=lambda run_id: executor.tool_for)
+    edit = {"dsn": "postgresql://app:[password hidden]@db/prod", "sql": "delete from old <b>"}
+    with ThreadedServer(create_app(db, token=TOKEN, approvals=decided), name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            form = {"decision": "approve", "arguments": json.dumps(edit)}
+            answer = await client.post(f"/runs/r1/calls/{asked.call_id}/decision", data=form)
+            assert answer.status_code == 303, answer.text
+            assert (await executor.resume("r1")).status == "ok"
+            page = (await client.get("/runs/r1")).text
+    assert ran == ["delete from old <b>"]
+    shown = page[page.index('<ul class="decisions">') : page.index("</ul>")]
+    assert "approved with edited arguments" in shown
+    boxed = re.sub(r".*<pre[^>]*>|</pre>.*", "", shown, flags=re.S)
+    assert json.loads(html.unescape(boxed)) == edit
+    assert "&lt;b&gt;" in shown
+    assert PASSWORD not in page
