@@ -163,21 +163,24 @@ def _hoisted(schema: dict[str, Any], prefix: str, defs: dict[str, Any]) -> dict[
     rewritten, so that two tools' definitions of one name do not meet. Its other
     references within itself (``#/properties/a``, as zod-to-json-schema writes a part
     used twice; ``#``, a recursive one) point at a copy of it in ``defs``
-    (``prefix-schema``): where it is embedded is not the root they name."""
+    (``prefix-schema``): where it is embedded is not the root they name. A reference
+    to another document is left out (that part takes any value here; the tool still
+    validates its arguments): no server that decodes under the schema fetches one,
+    and llama.cpp refuses the whole request."""
     found = copy.deepcopy(schema)
     own: dict[str, Any] = {**found.pop("definitions", {}), **found.pop("$defs", {})}
     renamed = {name: f"{prefix}.{name}" for name in own}
     whole = f"{prefix}-schema"
     rooted: list[str] = []  # the references to its root, as found
 
-    def moved(ref: str) -> str:
+    def moved(ref: str) -> str | None:
         for root in ("#/$defs/", "#/definitions/"):
             if ref.startswith(root):
                 name, slash, rest = ref[len(root) :].partition("/")
                 if name in renamed:
                     return f"#/$defs/{renamed[name]}{slash}{rest}"
         if ref != "#" and not ref.startswith("#/"):
-            return ref  # another document's
+            return None  # another document's, which no server fetches: any value
         rooted.append(ref)
         return f"#/$defs/{whole}{ref[1:]}"
 
@@ -189,7 +192,7 @@ def _hoisted(schema: dict[str, Any], prefix: str, defs: dict[str, Any]) -> dict[
     return result
 
 
-def _rewritten(node: Any, moved: Callable[[str], str]) -> Any:
+def _rewritten(node: Any, moved: Callable[[str], str | None]) -> Any:
     if isinstance(node, list):
         return [_rewritten(v, moved) for v in node]
     if not isinstance(node, dict):
@@ -197,7 +200,11 @@ def _rewritten(node: Any, moved: Callable[[str], str]) -> Any:
     out = {k: _rewritten(v, moved) for k, v in node.items()}
     ref = out.get("$ref")
     if isinstance(ref, str):
-        out["$ref"] = moved(ref)
+        where = moved(ref)
+        if where is None:
+            del out["$ref"]
+        else:
+            out["$ref"] = where
     return out
 
 

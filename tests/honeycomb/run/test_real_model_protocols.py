@@ -15,9 +15,12 @@ from runtime import (
     AssistantMessage,
     Dispatcher,
     JsonToolModel,
+    ModelRequest,
     TextToolModel,
     ToolMessage,
     ToolRegistry,
+    ToolSchema,
+    UserMessage,
 )
 from runtime.models.llama import LlamaModel
 from runtime.models.llama_server import LlamaServer
@@ -108,3 +111,28 @@ async def test_several_calls_of_one_answer_to_a_side_effecting_tool_run_in_order
     assert [m.tool_call_id for m in told] == [c.id for c in calls]
     cities = [json.loads(c.arguments)["city"] for c in calls]
     assert ran == [(edge, city) for city in cities for edge in ("start", "end")]
+
+
+async def test_a_tool_whose_schema_names_another_document_is_called_through_the_json_protocol(
+    llama_server: LlamaServer,
+) -> None:
+    """llama.cpp refused every turn that offered the tool (HTTP 400, 'unsupported $ref
+    https://...'): the turn's schema kept the reference, which it cannot fetch."""
+    tag = ToolSchema(
+        name="tag",
+        description="Tag a text.",
+        parameters={
+            "type": "object",
+            "properties": {"text": {"type": "string"}, "label": {"$ref": "https://x.test/l.json"}},
+            "required": ["text", "label"],
+        },
+    )
+    model = JsonToolModel(LlamaModel(server=llama_server, settings={"temperature": 0.2}))
+    request = ModelRequest(
+        messages=(UserMessage(content="Tag 'hello'."),),
+        tools=(tag,),
+        tool_choice="required",
+        max_output_tokens=24,
+    )
+    answer = await model.complete(request)
+    assert [c.name for c in answer.message.tool_calls] == ["tag"]

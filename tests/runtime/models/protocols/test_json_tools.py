@@ -147,6 +147,24 @@ def test_a_tools_references_to_parts_of_itself_hold_where_it_is_embedded() -> No
     assert not valid(schema, {"tool": "tree", "arguments": {"kids": [{"leaf": 3}]}})
 
 
+def test_a_reference_to_another_document_takes_any_value_in_the_turns_schema() -> None:
+    """A tool schema that names a part by another document's address: the turn's
+    schema kept the reference, which no server that decodes under it fetches, and
+    llama.cpp refused every call of the turn ('unsupported $ref http://...')."""
+    note = ToolSchema(
+        name="note",
+        parameters={
+            "type": "object",
+            "properties": {"text": {"type": "string"}, "tag": {"$ref": "https://x.test/t.json"}},
+            "required": ["text", "tag"],
+        },
+    )
+    schema = turn_schema(ModelRequest(messages=ASK, tools=(note,), tool_choice="required"))
+    assert "https://x.test/t.json" not in json.dumps(schema)
+    assert valid(schema, {"tool": "note", "arguments": {"text": "a", "tag": {"any": 1}}})
+    assert not valid(schema, {"tool": "note", "arguments": {"text": 3, "tag": "b"}})
+
+
 class Verdict(BaseModel):
     city: str
     warm: bool
