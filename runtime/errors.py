@@ -584,17 +584,32 @@ class OutputCutOff(AgentError):
             one of the model's own stopped it (``own``).
         capped: The limit was what the run's ``budgets.cost_per_call`` left the call.
         own: A limit of the model's own stopped it, below the one it was sent.
+        context: Where the prompt and the answer filled the model's context, the tokens
+            one call of it holds (a local model's); None: they did not.
     """
 
     def __init__(
-        self, turn: int, limit: int | None, *, capped: bool = False, own: bool = False
+        self,
+        turn: int,
+        limit: int | None,
+        *,
+        capped: bool = False,
+        own: bool = False,
+        context: int | None = None,
     ) -> None:
         self.turn = turn
         self.limit = limit
         self.capped = capped
         self.own = own
+        self.context = context
         at = f"its output limit of {limit} tokens" if limit is not None else "its output limit"
-        if own:
+        if context is not None:
+            at = f"the end of its model's context ({context} tokens, its prompt and the answer)"
+            fix = (
+                "give the model a larger context (a hive model's context:, --context of "
+                "honeycomb's --model local), or ask for less"
+            )
+        elif own:
             fix = (
                 "a limit of the model's own applied, below the request's: raise the max_tokens "
                 "in its settings (or its server's)"

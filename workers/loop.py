@@ -387,7 +387,8 @@ class AgentLoop:
                 own = 0 < written < limit  # a lower limit of the model's own stopped it
                 capped = not own and limit < self.settings.max_output_tokens  # a cost cap
                 at = written if own else limit
-                cut_off = OutputCutOff(state.turn, at, capped=capped, own=own)
+                full = context_of(self.model) if self._filled(state, written) else None
+                cut_off = OutputCutOff(state.turn, at, capped=capped, own=own, context=full)
                 return Failed(state=state, error=cut_off)
             if state.nudged or wrap_up:
                 empty = EmptyResponse(

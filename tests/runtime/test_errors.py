@@ -102,6 +102,7 @@ def examples() -> list[runtime.HoneycombError]:
         e.OutputCutOff(4, 256),
         e.OutputCutOff(4, 12, capped=True),
         e.OutputCutOff(4, 12, own=True),
+        e.OutputCutOff(4, 12, own=True, context=2048),
         e.ContextBudgetTooSmall(
             "s1", 600, 612, [("the system prompt and the task", 315), ("1 tool", 297)]
         ),

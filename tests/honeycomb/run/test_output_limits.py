@@ -259,6 +259,27 @@ async def test_a_plan_cut_where_its_context_was_full_names_the_context() -> None
     assert "max_tokens" not in said
 
 
+async def test_an_answer_cut_to_nothing_where_its_context_was_full_names_the_context() -> None:
+    """A local reasoning model thought until its prompt and its thinking filled the
+    context: the error said to raise the max_tokens of its settings, which it had none
+    of, not the context."""
+    thought = ModelResponse(
+        message=AssistantMessage(content=None, reasoning="hmm " * 20),
+        finish_reason="length",
+        usage=Usage(input_tokens=390, output_tokens=10),  # the context's 400 tokens
+    )
+    with pytest.raises(RunFailed) as caught:
+        await Executor([Role(name="reader")], _Local(lambda request: thought)).run(
+            "t", subtasks=[("reader", "think hard")]
+        )
+    assert caught.value.partial is not None
+    (failed,) = caught.value.partial.failures
+    assert failed.error is not None
+    assert failed.error.type == "OutputCutOff"
+    assert "the end of its model's context (400 tokens" in failed.error.message
+    assert "give the model a larger context" in failed.error.message
+
+
 async def test_an_answer_with_nothing_but_its_limit_fails_saying_which_limit() -> None:
     model = FunctionModel(lambda request: cut(""))
     roles = [Role(name="reader", max_output_tokens=50)]
