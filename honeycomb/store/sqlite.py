@@ -109,9 +109,14 @@ class SQLiteDatabase:
             try:
                 db.execute("BEGIN")  # one snapshot for the whole read
                 found = read(SQLiteConnection(db))
-            except sqlite3.Error as exc:
+            except Exception as exc:
+                # Read as an immutable file while it changed, a page of it torn between
+                # two writes fails in SQLite or in what is made of its rows (a value
+                # decoded): read it again, as a store in use.
                 if unchanged is not None and not unchanged():
-                    continue  # read while it changed: read it again
+                    continue
+                if not isinstance(exc, sqlite3.Error):
+                    raise
                 raise StoreError(f"cannot read the run store: {exc}", path=self.where) from exc
             finally:
                 db.close()

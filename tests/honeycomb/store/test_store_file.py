@@ -457,6 +457,34 @@ def test_a_store_a_run_opens_while_it_is_read_is_read_again(tmp_path: Path) -> N
         writer.close()
 
 
+def test_a_store_whose_rows_a_run_tears_as_they_are_read_is_read_again(tmp_path: Path) -> None:
+    # Read as an immutable file as a run of another process opened it and wrote, a page
+    # torn between two writes may hold rows that SQLite returns and the read cannot make
+    # sense of (a value that does not decode): only SQLite's own errors were read again,
+    # and a page of honeycomb serve failed with 500 while runs went on (once, in CI).
+    db = tmp_path / "runs.db"
+    store = RunStore(db)
+    anyio.run(store.open)
+    store.close()  # a store no run has open
+
+    def read_as_a_run_writes(connection: Connection) -> list[str]:
+        found = [row[0] for row in connection.execute("SELECT run_id FROM runs")]
+        if not found:  # a run of another process writes (and keeps the file open) ...
+            writer.execute(
+                "INSERT INTO runs (run_id, task, status, started_at) "
+                "VALUES ('r1', 't', 'running', 0)"
+            )
+            raise ValueError("a row torn as it was read")  # ... as its rows are made sense of
+        return found
+
+    writer = sqlite3.connect(db, isolation_level=None)
+    none: list[str] = []
+    try:
+        assert store._reading(read_as_a_run_writes, none) == ["r1"]
+    finally:
+        writer.close()
+
+
 PEEK = "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM runs').fetchone()[0])"  # noqa: E501
 
 

@@ -340,7 +340,7 @@ async def test_the_pages_load_while_another_process_writes_its_runs(
         "/sessions",
         *(f"/runs/{run_id}{part}" for run_id in run_ids for part in ("", "/live")),
     ]
-    failed: list[tuple[str, int]] = []
+    failed: list[tuple[str, int, str]] = []  # and what the page said why
     going = 0  # pages that showed a run still going
     with ThreadedServer(app, name="serve") as server:
         async with httpx.AsyncClient(base_url=server.url, headers=BEARER, timeout=30) as client:
@@ -350,7 +350,7 @@ async def test_the_pages_load_while_another_process_writes_its_runs(
                         answer = await client.get(path)
                         going += 'data-status="running"' in answer.text
                         if answer.status_code not in (200, 404):  # 404: not begun yet
-                            failed.append((path, answer.status_code))
+                            failed.append((path, answer.status_code, answer.text[-300:]))
                 assert child.stdout is not None
                 said = json.loads(b"".join([part async for part in child.stdout]))
             events = (await client.get("/runs/m0/events")).text
