@@ -606,8 +606,8 @@ class OutputCutOff(AgentError):
         if context is not None:
             at = f"the end of its model's context ({context} tokens, its prompt and the answer)"
             fix = (
-                "give the model a larger context (a hive model's context:, --context of "
-                "honeycomb's --model local), or ask for less"
+                "give the model a larger context (a llama model's context:, --context of "
+                "honeycomb's --model local, an endpoint's on its server), or ask for less"
             )
         elif own:
             fix = (

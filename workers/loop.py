@@ -140,8 +140,8 @@ CUT_OFF_BELOW = (
 CUT_OFF_FULL = (
     "it was cut off after {written} tokens, before it was complete: its prompt of {prompt} "
     "tokens and the answer filled its model's context, the {held} tokens one call holds "
-    "(give the model a larger context: a hive model's context:, --context of honeycomb's "
-    "--model local; or ask for less)"
+    "(give the model a larger context: a llama model's context:, --context of honeycomb's "
+    "--model local, an endpoint's on its server; or ask for less)"
 )
 FIX_CUT_OFF = (
     "Your answer was cut off at the output limit of {limit} tokens before it was complete, "
