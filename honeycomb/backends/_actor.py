@@ -170,6 +170,7 @@ class Hive:
                     inputs=spec.inputs,
                     resume=spec.resume,
                     conversation=spec.conversation,
+                    keep=spec.keep,
                 )
         except asyncio.CancelledError:
             raise  # it says it stopped as it ends (see _ended)

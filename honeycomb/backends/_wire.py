@@ -215,6 +215,8 @@ class WorkerSpec:
         conversation: What it is shown of a session's conversation.
         resume: The state it continues from (a checkpoint, or a paused worker's).
         services: What crosses of its services.
+        keep: Keep its answer in its role's memory as it ends (False: the run does,
+            once its output guards pass it).
     """
 
     name: str
@@ -226,6 +228,7 @@ class WorkerSpec:
     conversation: str
     resume: LoopState | None
     services: SentServices
+    keep: bool = True
 
 
 @dataclass(frozen=True)

@@ -272,6 +272,7 @@ class RayBackend:
         inputs: Mapping[str, str] | None,
         resume: LoopState | None,
         conversation: str = "",
+        keep: bool = True,
     ) -> WorkerResult:
         """Run ``worker`` in an actor, its services served from here.
 
@@ -328,6 +329,7 @@ class RayBackend:
                             services=sent_services(
                                 worker, model_slots is not None, link.pinned.going_on, state
                             ),
+                            keep=keep,
                         )
                         self._runs += 1
                         channel = actor.channel_here(self._channels)

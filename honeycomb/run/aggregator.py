@@ -28,6 +28,7 @@ from honeycomb.run.result import SubtaskResult
 from runtime import BudgetExceeded, ConfigError, GuardrailTripped, HoneycombError, RunFailed
 from runtime.value import validation_summary
 from workers import Role, WorkerResult
+from workers.memory import keep_result
 
 __all__ = [
     "Aggregator",
@@ -37,6 +38,7 @@ __all__ = [
     "RoleAggregator",
     "aggregate",
     "as_aggregator",
+    "keep_answers",
 ]
 
 
@@ -255,3 +257,27 @@ def as_aggregator(
     if isinstance(spec, Aggregator):
         return spec
     return FunctionAggregator(spec)
+
+
+async def keep_answers(results: Sequence[SubtaskResult], context: RunContext) -> None:
+    """Keep each subtask's answer in its role's memory (``store_result``), as its
+    worker keeps it as it ends unless the run's answer is made of them: then the run
+    keeps them once its output guards passed that answer
+    (:attr:`~honeycomb.run.context.RunContext.holds_answers`), its earlier lives'
+    included. A memory that fails is logged, as a worker's is."""
+    for result in results:
+        role = context.roles.get(result.subtask.role)
+        uses = role.memory if role is not None else None
+        if role is None or uses is None or not uses.store_result or not result.ok:
+            continue
+        memory = context.crew.setup_for(role, None, context.services.memory).memory
+        if memory is not None:
+            await keep_result(
+                memory,
+                uses,
+                result.text,
+                run_id=context.run_id,
+                role=role.name,
+                worker=result.subtask.id,
+                timeout_s=role.tool_timeout,
+            )

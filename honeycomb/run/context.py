@@ -35,9 +35,11 @@ class Backend(Protocol):
         inputs: Mapping[str, str] | None,
         resume: LoopState | None,
         conversation: str = "",
+        keep: bool = True,
     ) -> WorkerResult:
-        """Run ``worker`` on ``task``, as ``worker.run`` would, its services (its
-        budget, locks, store ...) served from here."""
+        """Run ``worker`` on ``task``, as ``worker.run`` would (its answer kept in its
+        role's memory as it ends unless not ``keep``), its services (its budget, locks,
+        store ...) served from here."""
         ...
 
 
@@ -63,6 +65,9 @@ class RunContext(Value, frozen=True, kw_only=True):
             their nested workers') wait for decisions. Its other workers, not kept
             turn by turn, cannot: with no approver, their calls are denied saying so
             (:data:`NOT_KEPT`).
+        holds_answers: Whether its answer is made of its subtasks' answers (``concat``,
+            a function) and its output guards check it: their answers are kept in
+            their roles' memory once the guards passed it, not as each ends.
     """
 
     services: Services
@@ -73,6 +78,7 @@ class RunContext(Value, frozen=True, kw_only=True):
     conversation: Conversation | None = None
     aggregator: str | None = None
     kept: bool = False
+    holds_answers: bool = False
 
     def shown_to(self, role: str) -> str:
         """What a worker of ``role`` (a subtask's, a nested agent's) is shown of the

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec.structs import replace
 
 from honeycomb.run.agents import NestedRuns
-from honeycomb.run.aggregator import aggregate, aggregator_role
+from honeycomb.run.aggregator import aggregate, aggregator_role, keep_answers
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import (
     AggregationFinished,
@@ -158,6 +158,8 @@ class Run:
             backend=within.backend if within is not None else shared.backend,
             aggregator=aggregator_role(shared.phases.aggregator),
             kept=self.record is not None,
+            holds_answers=bool(self.guards.guards.output)
+            and aggregator_role(shared.phases.aggregator) is None,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
@@ -414,6 +416,8 @@ class Run:
         if self.guards.guards.output:  # the final answer, whatever made it
             _tripwire("output", await self.guards.output(answer_as_text(answer), answer, 0))
         await keep()  # in the aggregator role's memory: never an answer a guard refused
+        if self.context.holds_answers:  # the workers' answers it was made of, so too
+            await keep_answers(list(outcomes.values()), self.context)
         overspent = self.context.budget.overspent()
         if overspent is not None:  # the aggregator's (or its judges') calls went past a limit
             raise overspent
@@ -433,7 +437,7 @@ class Run:
         its workers' answers (``concat``, a function), which the stream holds from the
         start too (:meth:`_hold_answer_text`); None when no output guard checks the
         answer, or an aggregator role writes it anew."""
-        return "workers" if self.guards.guards.output and self.context.aggregator is None else None
+        return "workers" if self.context.holds_answers else None
 
     def _hold_answer_text(self) -> HeldText | None:
         """The hold of the final answer's text until the run's output guards pass it

@@ -318,11 +318,12 @@ class Scheduler:
         ctx = self.context
         backend = ctx.backend
         task, shown = subtask.instruction, ctx.shown_to(subtask.role)
+        keep = not ctx.holds_answers  # else kept once the run's output guards pass them
         if backend is None:
-            running = worker.run(task, inputs=inputs, resume=state, conversation=shown)
+            running = worker.run(task, inputs=inputs, resume=state, conversation=shown, keep=keep)
         else:
             running = backend.run_worker(
-                worker, task, inputs=inputs, resume=state, conversation=shown
+                worker, task, inputs=inputs, resume=state, conversation=shown, keep=keep
             )
         if in_clock() or (self._slots is None and in_room()):  # a sub-run's worker
             return _nested(running)

@@ -22,7 +22,9 @@ from honeycomb import (
     ModelRequest,
     Policy,
     Role,
+    RoleMemory,
     RunFailed,
+    SQLiteMemory,
     ToolMessage,
     tool,
 )
@@ -434,3 +436,36 @@ async def test_arguments_a_person_edits_on_approval_pass_the_argument_guards(
     assert worker is not None
     [observation] = [m.content for m in worker.transcript.messages if m.role == "tool"]
     assert "eve@evil.test is not an example.com address" in observation
+
+
+@pytest.mark.parametrize("says", ["the password is hunter2", "the weather is fine"])
+async def test_a_workers_answer_the_runs_guard_refuses_is_never_kept_in_memory(
+    tmp_path: Path, says: str
+) -> None:
+    # With concat, the run's answer is its workers' answers, which its output guard
+    # checks; a worker whose role keeps its answers (store_result) kept its answer as
+    # it ended, before the guard refused it, so a refused answer was recalled by later
+    # runs. The run keeps them once its guard passes the answer.
+    memory = SQLiteMemory(tmp_path / "memory.db")
+    keeper = Role(name="w", memory=RoleMemory(namespace="n", remember=False, store_result=True))
+    executor = Executor(
+        [keeper], FunctionModel(lambda request: says), aggregator="concat", memory=memory,
+        guards=Guards(output=(_no_password,)),
+    )  # fmt: skip
+    if "hunter2" in says:
+        with pytest.raises(GuardrailTripped):
+            await executor.run("t", subtasks=[("w", "a")])
+        assert await memory.list("n") == ()
+    else:
+        result = await executor.run("t", subtasks=[("w", "a")])
+        [kept] = await memory.list("n")
+        assert (kept.text, kept.kind, kept.worker, kept.run_id) == (
+            says,
+            "result",
+            "s1",
+            result.run_id,
+        )
+
+
+def _no_password(check: GuardCheck) -> str | None:
+    return "it tells a password" if "hunter2" in check.text else None
