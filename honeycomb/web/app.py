@@ -45,7 +45,7 @@ from honeycomb.run.session import StoreRows
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.html import STYLE
-from honeycomb.web.approvals import decidable, decider
+from honeycomb.web.approvals import StoreApprovals, decidable, decider
 from honeycomb.web.evals import eval_routes, evals_page
 from honeycomb.web.pages import (
     Links,
@@ -181,7 +181,8 @@ def create_app(
     Args:
         store: The run store (a file, created by no read).
         token: What every request must carry (see the module's docstring).
-        approvals: Where pending calls are decided; without it runs show none.
+        approvals: Where pending calls are decided; without it the pages decide none
+            (the waiting calls are shown, read from the store, without a form).
         poll_s: How often a run page's events read the store.
         stream_s: How long one response of a run's events lasts; the page then
             asks for the next at once. A server that stops waits for the responses
@@ -206,6 +207,8 @@ def create_app(
         store=opened,
         csrf=csrf_value(token),
         approvals=approvals,
+        # Without approvals to decide with, the waiting calls are still shown, read only.
+        shown=approvals if approvals is not None else StoreApprovals(opened),
         poll_s=poll_s,
         stream_s=stream_s,
         links=links,
@@ -255,6 +258,7 @@ class _Site:
     store: RunStore
     csrf: str
     approvals: Approvals | None
+    shown: Approvals  # where the waiting calls a page shows are read
     poll_s: float
     stream_s: float
     links: Links
@@ -317,10 +321,11 @@ class _Site:
             hint=hint,
             decided=decided,
             unable=unable,
+            deciding=self.approvals is not None,
         )
 
     async def _pending(self, run_id: str) -> list[PendingApproval]:
-        return await self.approvals.pending(run_id) if self.approvals is not None else []
+        return await self.shown.pending(run_id)
 
     async def events(self, request: Request) -> Response:
         """``change`` whenever what the run page shows changed, ``end`` once the run

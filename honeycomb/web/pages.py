@@ -210,10 +210,20 @@ def run_page(
     hint: str | None = None,
     decided: Sequence[ApprovalEntry] = (),
     unable: str | None = None,
+    deciding: bool = True,
 ) -> str:
     """One run: what it is, then the parts that change while it goes."""
     body = f'<h1>run {_e(run.run_id)}</h1><p class="task">{_e(run.task)}</p>' + live_parts(
-        summary, run, spans, pending, csrf, links, hint=hint, decided=decided, unable=unable
+        summary,
+        run,
+        spans,
+        pending,
+        csrf,
+        links,
+        hint=hint,
+        decided=decided,
+        unable=unable,
+        deciding=deciding,
     )
     return page(f"run {run.run_id}", body, links, live=f"{links.run(run.run_id)}/events")
 
@@ -229,13 +239,15 @@ def live_parts(
     hint: str | None = None,
     decided: Sequence[ApprovalEntry] = (),
     unable: str | None = None,
+    deciding: bool = True,
 ) -> str:
     """What the run page shows that changes while the run goes: its status
     (``#state``), the calls waiting for a person (``#approvals``), and its answer,
     the decisions made on its calls (``decided``: who made each, and when), timeline
     and workers (``#live``). ``hint``: the command that continues the run (None: it
     was not started from a hive file, and its code continues it); ``unable``: why the
-    server could not continue it once its calls were decided."""
+    server could not continue it once its calls were decided; ``deciding``: whether
+    this server decides calls (without, the waiting ones are shown with no form)."""
     timeline = stored_timeline(run, spans, summary.status)
     lives = len(timeline.lives)
     took, ran = format_took(summary.duration_s, timeline.wall_s if spans else summary.wall_s)
@@ -264,6 +276,7 @@ def live_parts(
             hint,
             cancelled=run.status == "interrupted",
             unable=unable,
+            deciding=deciding,
         )
         + f'<div id="live" class="part">{_answer(run.result)}{_decisions(decided)}'
         + f"<h2>timeline</h2>{trace}"
@@ -319,6 +332,7 @@ def _approvals(
     *,
     cancelled: bool = False,
     unable: str | None = None,
+    deciding: bool = True,
 ) -> str:
     """The calls that wait for a person, each with its form, or said timed out once its
     time to decide ran out; and for a run that waits on no call a person can still
@@ -327,7 +341,7 @@ def _approvals(
     key comes again, so a form keeps what was typed in it. ``unable``: why this server
     could not continue the run, said while it waits to be continued."""
     now = time.time()
-    items = [_approval(summary.run_id, call, csrf, links, now) for call in pending]
+    items = [_approval(summary.run_id, call, csrf, links, now, deciding) for call in pending]
     to_decide = any(decidable(call, now) for call in pending)
     if unable is not None and summary.status in ("waiting", "interrupted"):
         items.append(
@@ -345,11 +359,14 @@ def _approvals(
     )
 
 
-def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: float) -> str:
+def _approval(
+    run_id: str, call: PendingApproval, csrf: str, links: Links, now: float, deciding: bool
+) -> str:
     """A call waiting for a person: who calls which tool, what it will do (in the
     tool's words, if it says), why it asks, its arguments as a person reads them (a
     string as its text), and the form: the arguments to edit as JSON, a reason, the
-    two choices. A call whose time to decide ran out has no form: it says so."""
+    two choices. A call whose time to decide ran out has no form, nor has one on a
+    server that decides no calls (not ``deciding``): each says so."""
     can_decide = decidable(call, now)
     due = "decide by" if can_decide else "was due"
     deadline = f" · {due} {_e(_when(call.deadline))}" if call.deadline is not None else ""
@@ -366,6 +383,14 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: 
             f'<div class="approval timed-out" data-key="{key}" {who}>{told}'
             '<p class="error">Its time to decide ran out (approval_timeout_s): the run denies '
             "it as it goes on, or once it is resumed.</p></div>"
+        )
+    if not deciding:
+        key = _e(f"elsewhere\n{_call_key(call)}")
+        return (
+            f'<div class="approval elsewhere" data-key="{key}" {who}>{told}'
+            '<p class="muted">It waits for a person. This server decides no calls: decide '
+            "it with <code>honeycomb approve</code>, or <code>Executor.decide</code> in the "
+            "code that made the run.</p></div>"
         )
     arguments = box_text(call.arguments)
     rows = sum(1 + len(line) // 90 for line in arguments.splitlines())  # as it wraps

@@ -316,6 +316,33 @@ async def test_a_call_whose_time_ran_out_is_shown_timed_out_without_a_form(db: P
     assert "No call is left to decide" in page  # and how the run goes on
 
 
+async def test_a_server_that_decides_no_calls_shows_the_waiting_ones_without_a_form(
+    db: Path,
+) -> None:
+    """A service's pages made without approvals (read only) said of a run whose call
+    waited 'No call is left to decide: the run goes on once it is resumed', which was
+    false. The waiting call is now shown as it waits, with no form, saying where it is
+    decided; a decision sent is still refused."""
+    waiting = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="read")
+    assert waiting.status == "waiting"
+    page = await _page(create_app(db, token=TOKEN), "/runs/read")
+    assert "No call is left to decide" not in page
+    assert '<div class="approval elsewhere"' in page
+    assert "This server decides no calls: decide it with <code>honeycomb approve</code>" in page
+    assert '<dd data-argument="to"><pre class="text">ann</pre></dd>' in page
+    assert "<form" not in page
+    with ThreadedServer(create_app(db, token=TOKEN), name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            form = {"decision": "approve"}
+            refused = await client.post("/runs/read/calls/call_1/decision", data=form)
+    assert refused.status_code == 404
+    store = RunStore(db)
+    try:
+        assert [p.call_id for p in await pending_of(store, "read")] == ["call_1"]
+    finally:
+        store.close()
+
+
 async def test_a_run_decided_elsewhere_is_left_to_its_decider_and_its_page_says_how(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
