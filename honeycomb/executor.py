@@ -318,7 +318,8 @@ class Executor:
                 the hives it calls as tools too; a model of one of those alone by the
                 tool's name, ``{"facts/gpt": model}`` (deeper: ``facts/checks/gpt``);
                 or one model, as ``model``.
-            policy: Replace the declared policy.
+            policy: Replace the declared policy; so do ``planner``, ``aggregator`` and
+                ``guards`` given among ``options``.
             options: The Executor's own options (``on_event``, ``output_type``,
                 ``store``, ``memory``, ``backend`` ...). The hive's ``store:`` is a
                 path relative to the file; so is its ``memory: path:``. Its
@@ -327,9 +328,17 @@ class Executor:
                 (``async with``) stops.
 
         Raises:
-            TypeError: when both ``model`` and ``models`` are given.
+            TypeError: when both ``model`` and ``models`` are given, or ``tools``,
+                ``mcp_servers`` or ``default_model``, which the hive declares.
             ConfigErrors: for a name in ``models`` that the hive does not declare.
         """
+        declared = sorted({"tools", "mcp_servers", "default_model"} & options.keys())
+        if declared:
+            raise TypeError(
+                f"{' and '.join(declared)}: the hive file declares them (its "
+                f"{', '.join(d + ':' for d in declared)}); name them there, or make an "
+                "Executor of your own roles"
+            )
         if model is not None and models is not None:
             raise TypeError(
                 "pass model= (one model for every role) or models= (the hive's models "
@@ -373,13 +382,15 @@ class Executor:
                 hive.roles,
                 hive.models(_own(models)),
                 tools=registry,
-                planner=hive.planner,
-                aggregator=hive.spec.aggregator,
                 policy=policy or hive.policy,
                 default_model=hive.default_model,
                 mcp_servers=hive.mcp_servers,
-                guards=hive.spec.guards,
-                **options,
+                **{  # the hive's, unless given
+                    "planner": hive.planner,
+                    "aggregator": hive.spec.aggregator,
+                    "guards": hive.spec.guards,
+                    **options,
+                },
             )
         executor._hive = hive  # what it declares is masked while it lives: its secrets
         executor._stop_pool = built.stop if built is not None else None  # its own: aclose

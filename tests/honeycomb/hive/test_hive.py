@@ -663,3 +663,16 @@ def test_an_unknown_field_anywhere_in_a_hive_lists_every_field_allowed_there(
     field = ".".join((*where, "bogus_field"))
     (error,) = [e for e in errors if f": {field}: unknown field 'bogus_field'" in e]
     assert error.endswith(f"; allowed: {', '.join(sorted(_fields(model)))}")
+
+
+def test_what_a_hive_declares_may_be_given_instead_or_is_refused_saying_so(
+    tmp_path: Path,
+) -> None:
+    # Executor.from_yaml(path, aggregator="concat") raised TypeError: got multiple values
+    # for keyword argument 'aggregator'. A planner, an aggregator and guards given
+    # replace the hive's, as a policy given does; its tools and models are its own.
+    path = hive(tmp_path, GOOD)
+    executor = Executor.from_yaml(path, aggregator="concat")
+    assert executor.shared.phases.aggregator.__class__.__name__ == "ConcatAggregator"
+    with pytest.raises(TypeError, match=r"tools: the hive file declares them \(its tools:\)"):
+        Executor.from_yaml(path, tools=[])
