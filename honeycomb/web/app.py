@@ -382,10 +382,12 @@ class _Site:
         """A decision on a call: recorded, and the browser sent back to the run's page;
         refused (decided already, by another tab say), a page saying why that leads
         back to the run's page."""
+        run_id = request.path_params["run_id"]
         try:
             return await self._decision(request)
         except _Refused as refused:
-            refused.back = self.links.run(request.path_params["run_id"])
+            if refused.status != 404 or await self.store.summary(run_id) is not None:
+                refused.back = self.links.run(run_id)  # not to a run there is none of
             raise
 
     async def _decision(self, request: Request) -> Response:

@@ -343,6 +343,23 @@ async def test_a_server_that_decides_no_calls_shows_the_waiting_ones_without_a_f
         store.close()
 
 
+async def test_a_decision_on_a_run_the_store_has_not_leads_back_nowhere(db: Path) -> None:
+    """A decision sent for a run the store does not have is refused with 404, and its
+    page led 'back to the run', another 404; it leads back only to a run there is."""
+    await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="here")
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)))
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            form = {"decision": "deny"}
+            missing = await client.post("/runs/gone/calls/call_1/decision", data=form)
+            other = await client.post("/runs/here/calls/none/decision", data=form)
+    assert missing.status_code == 404
+    assert "has no such run" in missing.text
+    assert "back to the run" not in missing.text
+    assert other.status_code == 409
+    assert '<a class="back" href="/runs/here">back to the run</a>' in other.text
+
+
 async def test_a_run_decided_elsewhere_is_left_to_its_decider_and_its_page_says_how(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
