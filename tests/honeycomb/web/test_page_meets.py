@@ -200,8 +200,11 @@ async def test_in_chromium_a_long_answer_and_task_leave_the_timeline_near(
         timeline = await page.eval_on_selector("h2 + .timeline", "e => e.offsetTop")
         assert timeline < 3 * 700, f"the timeline is {timeline}px down the page"
         for box in ("pre.answer", "h1 + p.task"):
-            scrolled = "e => e.scrollHeight > e.clientHeight"
-            assert await page.eval_on_selector(box, scrolled), f"{box} does not scroll"
+            # Waited for, not read at once: the page's style is applied as it loads (in
+            # one loaded CI run the answer's box was read before it was).
+            found = f"document.querySelector({box!r})"
+            scrolls = f"() => {found}.scrollHeight > {found}.clientHeight"
+            await page.wait_for_function(scrolls, timeout=15_000)
         assert "line 2999 of the answer" in await page.inner_text("pre.answer")
         assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
