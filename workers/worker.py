@@ -487,18 +487,12 @@ class Worker:
     async def keep(self, result: WorkerResult) -> None:
         """Keep its answer ``result`` in the memory, if its role says ``store_result``
         (a worker of the plan's, one called as a tool, or one run on its own alike)."""
-        memory, uses = self.setup.memory, self.role.memory
-        if memory is not None and uses is not None and uses.store_result:
-            with self.paying_for_memory():
-                await keep_result(
-                    memory,
-                    uses,
-                    result.text,
-                    run_id=self.services.run_id,
-                    role=self.role.name,
-                    worker=self.name,
-                    timeout_s=self.role.tool_timeout,
-                )
+        memory = self.setup.memory
+        if memory is None:  # most roles: nothing to pay for
+            return
+        with self.paying_for_memory():
+            run_id = self.services.run_id
+            await keep_result(memory, self.role, result.text, run_id=run_id, worker=self.name)
 
     def paying_for_memory(self) -> AbstractContextManager[None]:
         """The block's memory calls (their embeddings) are paid by this worker: they

@@ -443,36 +443,22 @@ async def _run_and_report(
             print(other, file=sys.stderr)
             return ExitStatus.UNUSABLE
     try:
-        return await _run_on(hive, task, models, new_view, args, out, kept, run_id, backend)
+        with cassette_memory_of(hive, args, models) as memory:  # --record, --replay: its own
+            run = functools.partial(_run, hive, task, models, args=args, out=out, memory=memory)
+            pool = backend.build(hive.folder)
+            if pool is None:
+                return await run(new_view(), kept, run_id, None)
+            if not args.json:
+                print(f"backend: {backend.described()}", file=sys.stderr)
+            async with pool_running(pool) as problem:
+                if problem is not None:
+                    print(f"backend: {backend.described()}: {problem}", file=sys.stderr)
+                    return ExitStatus.UNUSABLE
+                # The view's clock starts with the run, once Ray has started.
+                return await run(new_view(), kept, run_id, pool)
     finally:
         if kept is not None:  # its writer done and its files closed: the store whole in
             await kept.aclose()  # its one file (SQLite's), as another process reads it
-
-
-async def _run_on(
-    hive: Hive,
-    task: str,
-    models: Model | Mapping[str, Model] | None,
-    new_view: Callable[[], View],
-    args: argparse.Namespace,
-    out: TextIO,
-    store: RunStore | None,
-    run_id: str,
-    backend: BackendSpec,
-) -> ExitStatus:
-    with cassette_memory_of(hive, args, models) as memory:  # --record, --replay: the run's own
-        run = functools.partial(_run, hive, task, models, args=args, out=out, memory=memory)
-        pool = backend.build(hive.folder)
-        if pool is None:
-            return await run(new_view(), store, run_id, None)
-        if not args.json:
-            print(f"backend: {backend.described()}", file=sys.stderr)
-        async with pool_running(pool) as problem:
-            if problem is not None:
-                print(f"backend: {backend.described()}: {problem}", file=sys.stderr)
-                return ExitStatus.UNUSABLE
-            # The view's clock starts with the run, once Ray has started.
-            return await run(new_view(), store, run_id, pool)
 
 
 async def _run(

@@ -267,17 +267,8 @@ async def keep_answers(results: Sequence[SubtaskResult], context: RunContext) ->
     included. A memory that fails is logged, as a worker's is."""
     for result in results:
         role = context.roles.get(result.subtask.role)
-        uses = role.memory if role is not None else None
-        if role is None or uses is None or not uses.store_result or not result.ok:
-            continue
-        memory = context.crew.setup_for(role, None, context.services.memory).memory
-        if memory is not None:
+        if role is not None and result.ok:
+            memory = context.crew.setup_for(role, None, context.services.memory).memory
             await keep_result(
-                memory,
-                uses,
-                result.text,
-                run_id=context.run_id,
-                role=role.name,
-                worker=result.subtask.id,
-                timeout_s=role.tool_timeout,
+                memory, role, result.text, run_id=context.run_id, worker=result.subtask.id
             )

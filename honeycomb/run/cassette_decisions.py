@@ -40,6 +40,7 @@ class DecisionsKept:
 
     def __init__(self, writer: CassetteWriter) -> None:
         self.writer = writer
+        self._ran = WorkersFollowed(writer)  # a cut of the run records which had ended
 
     def __call__(self, event: Any) -> None:
         handler = self.handler_for(event.kind)
@@ -60,11 +61,6 @@ class DecisionsKept:
 
     def _finished(self, event: RunFinished) -> None:
         self.writer.finished(event.run_id, waiting=event.status == "waiting")
-
-    def _ran(self, event: WorkerStarted | WorkerFinished) -> None:
-        if event.worker is not None:
-            ended = isinstance(event, WorkerFinished)
-            self.writer.ran(event.worker, current_case(), ended=ended)
 
     def _asked(self, event: ApprovalRequested) -> None:
         if event.worker is None:
@@ -98,15 +94,15 @@ class DecisionsKept:
 
 
 class WorkersFollowed:
-    """Tells a replay's cassette as the run's workers start and end (its
-    ``worker.started`` and ``worker.finished`` events): a cut of the recorded run falls
-    replayed once the workers that had ended as it fell have ended.
+    """Tells a cassette as the run's workers start and end (its ``worker.started`` and
+    ``worker.finished`` events): a recording's cut of the run records which had ended,
+    and a replay's falls once they have ended replayed too.
 
     Args:
-        cassette: The cassette replayed (its models').
+        cassette: The cassette's writer (recording), or the cassette (replaying).
     """
 
-    def __init__(self, cassette: Cassette) -> None:
+    def __init__(self, cassette: CassetteWriter | Cassette) -> None:
         self.cassette = cassette
 
     def __call__(self, event: Any) -> None:
