@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
@@ -57,9 +57,6 @@ from runtime.memory import DEFAULT_NAMESPACE
 from runtime.secrets import masked
 from runtime.tools.render import cut
 from runtime.value import SettingsModel
-
-if TYPE_CHECKING:
-    from workers.role import Role
 
 __all__ = [
     "RECALL_HEADER",
@@ -262,13 +259,19 @@ def memory_tools(memory: Memory, settings: RoleMemory, role: str) -> tuple[Tool[
 
 
 async def keep_result(
-    memory: Memory | None, role: Role, text: str, *, run_id: str | None, worker: str
+    memory: Memory | None,
+    settings: RoleMemory | None,
+    text: str,
+    *,
+    run_id: str | None,
+    role: str,
+    worker: str,
+    timeout_s: float | None = None,
 ) -> None:
-    """Keep a finished worker's answer, if its role says ``store_result``
-    (``role.memory``). A memory that fails, or does not answer within the role's tool
-    timeout, is logged (``memory.store_failed``, a warning), never raised: the worker's
-    result stands."""
-    settings, timeout_s = role.memory, role.tool_timeout
+    """Keep a finished worker's answer, if its role's memory ``settings`` say
+    ``store_result``. A memory that fails, or does not answer within ``timeout_s``
+    (the role's tool timeout), is logged (``memory.store_failed``, a warning), never
+    raised: the worker's result stands."""
     if memory is None or settings is None or not settings.store_result:
         return
     if not text.strip():
@@ -280,7 +283,7 @@ async def keep_result(
                 namespace=settings.namespace,
                 kind="result",
                 run_id=run_id,
-                role=role.name,
+                role=role,
                 worker=worker,
             )
     except Exception as exc:  # any memory's failure (user code): the result stands

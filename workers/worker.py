@@ -490,9 +490,17 @@ class Worker:
         memory = self.setup.memory
         if memory is None:  # most roles: nothing to pay for
             return
+        role = self.role
         with self.paying_for_memory():
-            run_id = self.services.run_id
-            await keep_result(memory, self.role, result.text, run_id=run_id, worker=self.name)
+            await keep_result(
+                memory,
+                role.memory,
+                result.text,
+                run_id=self.services.run_id,
+                role=role.name,
+                worker=self.name,
+                timeout_s=role.tool_timeout,
+            )
 
     def paying_for_memory(self) -> AbstractContextManager[None]:
         """The block's memory calls (their embeddings) are paid by this worker: they

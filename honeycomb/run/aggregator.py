@@ -270,5 +270,11 @@ async def keep_answers(results: Sequence[SubtaskResult], context: RunContext) ->
         if role is not None and result.ok:
             memory = context.crew.setup_for(role, None, context.services.memory).memory
             await keep_result(
-                memory, role, result.text, run_id=context.run_id, worker=result.subtask.id
+                memory,
+                role.memory,
+                result.text,
+                run_id=context.run_id,
+                role=role.name,
+                worker=result.subtask.id,
+                timeout_s=role.tool_timeout,
             )
