@@ -87,7 +87,9 @@ def test_a_damaged_store_is_said_to_be_damaged_not_another_applications(
 
 def test_a_file_of_another_honeycomb_version_is_refused_unchanged(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    anyio.run(RunStore(db).open)
+    made = RunStore(db)
+    anyio.run(made.open)
+    made.close()  # not left to its finalizer, which would close it while the file is read
     with sqlite3.connect(db) as raw:
         raw.execute("PRAGMA user_version = 99")
     raw.close()
