@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
 
-from honeycomb.store import forked
+from honeycomb.store import forked, readers
 from honeycomb.store.database import Connection, Rows
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime import ConfigError, StoreError
@@ -271,6 +271,7 @@ class PostgresDatabase:
         self._current = False
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._lock = threading.Lock()
+        readers.unprinted()  # what psycopg logs of its connections, where nothing takes it
         forked.inherited(self)
 
     def forked(self) -> None:
@@ -412,7 +413,7 @@ class PostgresDatabase:
         import psycopg_pool
 
         try:
-            with self._readers().connection() as conn, conn.transaction():
+            with readers.ours(), self._readers().connection() as conn, conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 # A store of an earlier version is read as it is (reading changes
                 # nothing): a table or column it lacks reads as none, or its default.
@@ -449,38 +450,25 @@ class PostgresDatabase:
         Raises:
             StoreError: when no connection could be made.
         """
-        import psycopg_pool
-
         with self._lock:
             if self._pool is None:
                 # A server that cannot be reached is told at once, with why: the pool
                 # would try again for its timeout, logging each failure.
                 self._connection().close()
-                pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+                self._pool = readers.open_pool(
                     self.conninfo,
-                    min_size=1,
-                    max_size=max(1, self.pool_size),
-                    kwargs={"autocommit": True, "application_name": "honeycomb", **self._options},
+                    size=self.pool_size,
+                    options=self._options,
                     configure=self._configure,
-                    # A connection the server dropped (it restarted) is made anew.
-                    check=psycopg_pool.ConnectionPool.check_connection,
-                    timeout=_CONNECT_TIMEOUT_S,
-                    name=f"honeycomb-store-{self.schema}",
-                    open=False,
+                    name=self.schema,
+                    where=self.where,
+                    timeout_s=_CONNECT_TIMEOUT_S,
                 )
-                try:
-                    pool.open(wait=True, timeout=_CONNECT_TIMEOUT_S)
-                except psycopg_pool.PoolTimeout as exc:
-                    pool.close()
-                    raise StoreError(
-                        f"cannot connect to the run store within {_CONNECT_TIMEOUT_S}s",
-                        path=self.where,
-                    ) from exc
-                self._pool = pool
             return self._pool
 
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.close()
+            with readers.ours():
+                pool.close()
