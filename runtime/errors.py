@@ -730,6 +730,9 @@ class BudgetExceeded(HoneycombError):
         partial: Whatever results the run had when it stopped (set by the Executor).
         in_flight: The model calls under way when the wall-time budget ran out (who,
             for how long, the tokens they had streamed), which it cut off.
+        reached_by: What spent the last of the budget, when it is known and is not
+            what was refused (a session's summary call, before the turn's planner's
+            call it leaves none for); None: not known.
     """
 
     def __init__(
@@ -741,6 +744,7 @@ class BudgetExceeded(HoneycombError):
         *,
         requested: float | None = None,
         running: float = 0,
+        reached_by: str | None = None,
     ) -> None:
         self.limit = limit
         self.allowed = allowed
@@ -748,10 +752,13 @@ class BudgetExceeded(HoneycombError):
         self.requested = requested
         self.running = running
         self.in_flight = tuple(in_flight)
+        self.reached_by = reached_by
         self.partial: Any = None
         # "used 6 of 7 allowed" alone reads as within the limit: say what was asked.
         asked = f", and a turn asked for {requested:g} more" if requested is not None else ""
         under_way = f" ({running:g} in turns under way)" if running else ""
+        # The call refused is not always what spent the budget: say what did.
+        by = f", reached by {reached_by}" if reached_by is not None else ""
         cut = f"; cut off in flight: {'; '.join(map(str, in_flight))}" if in_flight else ""
         if limit == "cost_per_call":  # nothing was used: a call was refused for its prompt
             message = (
@@ -761,7 +768,7 @@ class BudgetExceeded(HoneycombError):
             )
         else:
             message = f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed"
-        super().__init__(f"{message}{under_way}{asked}{cut}")
+        super().__init__(f"{message}{under_way}{by}{asked}{cut}")
 
 
 class PlanError(HoneycombError):

@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Literal
 import msgspec
 from pydantic import ConfigDict, Field
 
-from runtime import AssistantMessage, Budget, ConfigError, Message, Model, ModelRequest, Tracer
+from runtime import (
+    AssistantMessage,
+    Budget,
+    BudgetExceeded,
+    ConfigError,
+    Message,
+    Model,
+    ModelRequest,
+    Tracer,
+)
 from runtime.events import Caller
 from runtime.model import context_of
 from runtime.value import SettingsModel, Value
@@ -37,6 +46,7 @@ __all__ = [
     "Turn",
     "TurnResult",
     "fit_conversation",
+    "folding_spent",
     "sessions_within",
     "shown_the_conversation",
     "turn_text",
@@ -307,6 +317,35 @@ async def fit_conversation(
         summarized=state.summarized,
         turns=len(earlier),
     )
+
+
+FOLDED_BY = "the summary call that folded the session's oldest messages before the turn was planned"
+"""What a budget the conversation's summary calls spent says spent it."""
+
+
+def folding_spent(budget: Budget, made: int, stopped: BudgetExceeded | None = None) -> None:
+    """Raise if the summary calls that fitted the conversation, made once ``made``
+    model calls of the run's ``budget`` were, left nothing of it: what stopped one of
+    them (``stopped``: a retry refused), or what the turn's next call would be refused
+    with, named as theirs. The planner's call is refused next, and the workers' of a
+    planner that calls no model: either would be blamed for what the summary spent.
+
+    Raises:
+        BudgetExceeded: ``stopped`` itself, when no summary call was made (the budget
+            was spent before them); else saying :data:`FOLDED_BY` reached it.
+    """
+    if budget.usage.model_calls == made:
+        if stopped is not None:
+            raise stopped
+        return
+    try:
+        if stopped is not None:
+            raise stopped
+        budget.check()
+    except BudgetExceeded as spent:
+        raise BudgetExceeded(
+            spent.limit, spent.allowed, spent.used, reached_by=FOLDED_BY
+        ) from spent
 
 
 def _joined(head: Sequence[str], turns: Sequence[Message], left: int) -> str:

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
 import msgspec
 
-from honeycomb.run.conversation import Conversation, SessionPolicy, Turn, fit_conversation
+from honeycomb.run.conversation import (
+    Conversation,
+    SessionPolicy,
+    Turn,
+    fit_conversation,
+    folding_spent,
+)
 from honeycomb.run.session_rows import MemoryRows, StoreRows, turn_of
 from honeycomb.run.stream import RunStream, streamed
 from runtime import (
@@ -581,19 +587,25 @@ class Session:
         again, if it folds more)."""
 
         async def converse(context: RunContext) -> Conversation:
-            compaction = self._policy.context
-            found = await fit_conversation(
-                earlier,
-                summary=turn.summary,
-                summarized=turn.summarized,
-                compaction=compaction,
-                summarizer=_summarizer(compaction, context),
-                budget=context.budget,
-                tracer=context.tracer,
-                run_id=context.run_id,
-            )
+            compaction, budget = self._policy.context, context.budget
+            made = budget.usage.model_calls
+            try:
+                found = await fit_conversation(
+                    earlier,
+                    summary=turn.summary,
+                    summarized=turn.summarized,
+                    compaction=compaction,
+                    summarizer=_summarizer(compaction, context),
+                    budget=budget,
+                    tracer=context.tracer,
+                    run_id=context.run_id,
+                )
+            except BudgetExceeded as stopped:
+                folding_spent(budget, made, stopped)
+                raise
             if (found.summary, found.summarized) != (turn.summary, turn.summarized):
-                await self._rows.fitted(turn, found)
+                await self._rows.fitted(turn, found)  # kept, whatever the budget left
+            folding_spent(budget, made)
             return found
 
         return converse

@@ -67,7 +67,9 @@ def examples() -> list[runtime.HoneycombError]:
 
     e = runtime.errors
     http = e.ModelHTTPError(503, {"error": "busy"}, retry_after=2.0, model="m")
-    busy = e.BudgetExceeded("wall_time_s", 5.0, 5.2, in_flight=("w1 for 3s",))
+    busy = e.BudgetExceeded(
+        "wall_time_s", 5.0, 5.2, in_flight=("w1 for 3s",), reached_by="a summary call"
+    )
     busy.partial = {"s1": "done"}
     failed = e.RunFailed("every subtask failed")
     failed.partial = ("partial", 1)
