@@ -5,6 +5,7 @@ which imports them once. What a guard is shown is a :class:`GuardCheck`."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Sequence
@@ -151,7 +152,7 @@ def guard_problem(ref: object, roles: Sequence[str] | None = None) -> str | None
     import a callable, a callable that cannot be given a check, or a judge that is none
     of ``roles`` (None: not checked)."""
     if callable(ref):
-        return _not_a_check(ref, getattr(ref, "__qualname__", repr(ref)))
+        return _not_a_check(ref, _name_of(ref))
     if not isinstance(ref, str):
         return _NOT_A_GUARD.format(type(ref).__name__)
     if ":" in ref:
@@ -188,6 +189,17 @@ def _not_a_check(fn: Callable[..., Any], name: str) -> str | None:
     except ValueError:  # no signature to read (a builtin): it is called as it is
         return None
     return None
+
+
+def _name_of(fn: Callable[..., Any]) -> str:
+    """A guard given as a callable, named as its refusals and events name it: a
+    function by its qualified name; an object by its class's, a ``functools.partial``
+    by its function's. Never by its repr, whose address changes from one process to
+    the next: the correction that names it would too, which a cassette then does not
+    replay."""
+    inner = fn.func if isinstance(fn, functools.partial) else fn
+    name = getattr(inner, "__qualname__", None)
+    return name if isinstance(name, str) else type(inner).__qualname__
 
 
 def judge_problems(guards: Guards | None, roles: Sequence[str]) -> list[str]:
@@ -229,7 +241,7 @@ def resolve_guards(guards: Guards | None, roles: Sequence[str] | None = None) ->
             if problem is not None:
                 raise ConfigError(f"guards.{kind}[{index}]: {problem}")
             if not isinstance(ref, str):
-                out.append(Guard(name=getattr(ref, "__qualname__", repr(ref)), fn=ref))
+                out.append(Guard(name=_name_of(ref), fn=ref))
             elif ":" in ref:
                 out.append(Guard(name=ref, fn=import_object(ref)))
             else:

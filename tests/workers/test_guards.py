@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from typing import Any
@@ -120,6 +121,39 @@ async def test_an_argument_guards_reason_is_the_calls_error_observation() -> Non
     assert [o.status for o in observations] == ["ok", "error"]
     assert "b@evil.test is outside example.com" in observations[1].content
     assert "guard 'only_example'" in observations[1].content
+
+
+class AtMost:
+    """A guard written as a class: one object of it per limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __call__(self, check: GuardCheck) -> str | None:
+        return f"over {self.limit} characters" if len(check.text) > self.limit else None
+
+
+def at_most(check: GuardCheck, limit: int) -> str | None:
+    return f"over {limit} characters" if len(check.text) > limit else None
+
+
+@pytest.mark.parametrize(
+    ("guard", "name"),
+    [(AtMost(5), "AtMost"), (functools.partial(at_most, limit=5), "at_most")],
+)
+async def test_a_guard_given_as_an_object_is_named_by_its_class_not_its_address(
+    guard: Any, name: str
+) -> None:
+    # Its repr holds an address that changes from one process to the next: so would
+    # the correction that names it, which a cassette recorded in another then lacks.
+    model = ScriptedModel(["far too long", "short"])
+    refusing = Role(name="w", output_retries=0, guards=Guards(output=(guard,)))
+    result = await Worker(refusing, ScriptedModel(["far too long"])).run("t")
+    assert isinstance(result.exception, GuardrailTripped)
+    assert result.exception.guard == name
+    corrected = await Worker(refusing.model_copy(update={"output_retries": 1}), model).run("t")
+    assert corrected.ok
+    assert f"- {name}: over 5 characters" in model.requests[1].messages[-1].content
 
 
 class Letter(BaseModel):
