@@ -79,6 +79,8 @@ class NestedRuns:
         self._paused: dict[str, LoopState] = {}
         # The nested workers of callers not kept, by name: how many had it in this life.
         self._unkept: dict[str, int] = {}
+        # The kept nested workers cut off in this life (stored ``cancelled``), by name.
+        self._cut: set[str] = set()
 
     @property
     def context(self) -> RunContext:
@@ -149,6 +151,8 @@ class NestedRuns:
             state = resumed.states.get(name)
         # Kept as its caller is, turn by turn: a resumed run continues it.
         record = self.record.worker(name, len(state.messages) if state else 0)
+        if resumed is not None or name in self._cut:  # a call of it may have cut it off
+            await record.going_on()
         return await self._run(role, instruction, ctx, name, state, record)
 
     async def _unkept_call(self, role: str, instruction: str, ctx: ToolContext, caller: str) -> str:
@@ -207,6 +211,9 @@ class NestedRuns:
                     )
                 )
         except asyncio.CancelledError:  # its call cut off (a time limit, a run that stops)
+            if record is not None:  # the store says what the trace does
+                record.cut_off()
+                self._cut.add(name)
             if tracer.enabled:
                 tracer.emit(_finished(name, role, ctx_run.run_id, ctx, "cancelled", started))
             raise

@@ -24,7 +24,8 @@ _LEFT_AS = {"running": "running", "waiting": "waiting", "interrupted": "interrup
 def worker_statuses(run: StoredRun, status: str | None = None) -> dict[str, str]:
     """What each worker of ``run`` is at: its outcome once it has one (``ok``,
     ``failed`` ...); ``waiting`` while a call of it waits for a person (not in a run
-    that ended for good, which left the call undecided: :data:`ENDED`); else what its
+    that ended for good, which left the call undecided: :data:`ENDED`); ``cancelled``
+    once its call cut it off (a nested worker: its caller may go on); else what its
     run is at (``running``, ``interrupted``; ``cancelled`` for a run that ended).
 
     Args:
@@ -39,6 +40,8 @@ def worker_statuses(run: StoredRun, status: str | None = None) -> dict[str, str]
             statuses[name] = worker.status
         elif now not in ENDED and any(e.decision is None for e in worker.approvals.values()):
             statuses[name] = "waiting"
+        elif worker.status == "cancelled":  # a nested worker its call cut off
+            statuses[name] = worker.status
         else:
             statuses[name] = _LEFT_AS.get(now, "cancelled")
     return statuses

@@ -90,6 +90,13 @@ _JUDGED = (
 )
 """The guards' verdict on a call they judged, which has not begun (``passed``, or its
 refusal as its outcome)."""
+_STATUS = (
+    "INSERT INTO workers (run_id, worker, status, updated_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (run_id, worker) DO UPDATE SET status = excluded.status, "
+    "updated_at = excluded.updated_at"
+)
+"""What a worker with no outcome is at: ``cancelled`` once its call cut it off, its
+checkpoint kept; ``running`` again as a later life continues it."""
 
 
 class WorkerRecord:
@@ -152,6 +159,28 @@ class WorkerRecord:
             (_SAVE_STATE, row),
             lease=self._run.lease,
         )
+
+    def cut_off(self) -> None:
+        """Mark the worker ``cancelled``, as its trace says it: its call cut it off (a
+        tool time limit, the end of its run), and nothing runs it now. Its checkpoint
+        stays: a caller that makes the call again continues it (:meth:`going_on`).
+        Queued in order with the run's writes (a checkpoint leaves the status as it
+        is)."""
+        run = self._run
+        run.store.write(self._status("cancelled"), lease=run.lease)
+
+    async def going_on(self) -> None:
+        """Mark the worker ``running`` again, as a call continues it; return once that
+        is committed.
+
+        Raises:
+            RunBusy: when the run was taken over (its writes are refused).
+            StoreError: when the store cannot be written.
+        """
+        await self._run.store.commit(self._status("running"), lease=self._run.lease)
+
+    def _status(self, status: str) -> tuple[str, tuple[str, str, str, float]]:
+        return _STATUS, (self._run.run_id, self._worker, status, time.time())
 
     async def flush(self) -> None:
         """Return once every state saved so far is committed, with what the run has

@@ -1,0 +1,140 @@
+"""What the run store says of nested workers (``agent:ROLE``) that do not end with an
+answer of their own, and the names a resumed run gives them: every view of a run reads
+its workers' states there."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from honeycomb import Executor, Role, tool
+from honeycomb.run.events import WorkerFinished
+from honeycomb.run.shown import worker_statuses
+from honeycomb.store import RunStore, StoredRun
+from honeycomb.testing import FunctionModel
+from runtime import AssistantMessage, Event, ModelRequest
+from runtime.testing import call
+from tests.support.concurrency import MEET_LIMIT_S
+from tests.support.model_requests import Answer, observations, role_of
+from tests.support.stores import Where
+
+ONE = [{"id": "s1", "role": "lead", "instruction": "find out"}]
+
+
+async def loaded(store: Where, run_id: str = "r1") -> StoredRun:
+    stored = await RunStore(store).load(run_id)
+    assert stored is not None
+    return stored
+
+
+async def interrupted_at(run: Callable[[], Awaitable[object]], reached: anyio.Event) -> None:
+    """Run ``run`` until ``reached`` is set, then cancel it (the run is interrupted)."""
+    with anyio.fail_after(MEET_LIMIT_S):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await reached.wait()
+            tg.cancel_scope.cancel()
+
+
+async def test_a_nested_worker_its_call_cut_off_is_stored_cancelled_through_a_resume(
+    store: Where,
+) -> None:
+    """A lead's tool_timeout cut its nested worker off: the trace said ``cancelled``, the
+    store kept it ``running``, and every view showed it running while the run, and a
+    resumed life of it, went on."""
+    events: list[Event] = []
+    life = {"now": 1}
+    asked: list[tuple[str, int]] = []
+    lead_again = anyio.Event()
+
+    @tool
+    async def slow(query: str) -> str:
+        """Take long."""
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def model(request: ModelRequest) -> Answer:
+        role = role_of(request)
+        asked.append((role, life["now"]))
+        seen = observations(request)
+        if role == "researcher":
+            return AssistantMessage(tool_calls=(call("slow", {"query": "x"}),))
+        if not seen:
+            asks = call("researcher", {"instruction": "go"}, id="c1")
+            return AssistantMessage(tool_calls=(asks,))
+        if life["now"] == 1:  # the run is interrupted as the lead reads the time out
+            lead_again.set()
+            await anyio.sleep_forever()
+        return f"lead: {seen[0].status}"
+
+    def executor() -> Executor:
+        return Executor(
+            [Role(name="lead", tools=("agent:researcher",), tool_timeout=0.2),
+             Role(name="researcher", tools=("slow",))],
+            FunctionModel(model), tools=[slow], aggregator="concat", store=store,
+            on_event=[events.append],
+        )  # fmt: skip
+
+    await interrupted_at(lambda: executor().run("t", subtasks=ONE, run_id="r1"), lead_again)
+    ends = [e.status for e in events if isinstance(e, WorkerFinished) and e.worker == "s1/c1"]
+    assert ends == ["cancelled"]
+    stored = await loaded(store)
+    assert stored.workers["s1/c1"].status == "cancelled"
+    assert worker_statuses(stored) == {"s1": "interrupted", "s1/c1": "cancelled"}
+
+    life["now"] = 2
+    result = await executor().resume("r1")
+
+    assert result.subtasks["s1"].text == "lead: timeout"
+    assert [role for role, when in asked if when == 2] == ["lead"]  # its call is over
+    stored = await loaded(store)
+    assert stored.workers["s1/c1"].status == "cancelled"
+    assert worker_statuses(stored, "running")["s1/c1"] == "cancelled"  # as the run went
+    assert worker_statuses(stored)["s1/c1"] == "cancelled"
+
+
+async def test_a_nested_worker_a_resumed_run_continues_is_running_again(store: Where) -> None:
+    """A nested worker cut off as its run was interrupted is stored ``cancelled``; the
+    resumed run that continues it stores it ``running`` while it works, then its
+    answer."""
+    life = {"now": 1}
+    looked = anyio.Event()
+    stored_as: list[str] = []  # what the store says of the nested worker as it goes on
+
+    @tool
+    async def look(query: str) -> str:
+        """Look something up."""
+        if life["now"] == 1:
+            looked.set()
+            await anyio.sleep_forever()
+        stored_as.append((await loaded(store)).workers["s1/c1"].status)
+        return f"result for {query}"
+
+    def model(request: ModelRequest) -> Answer:
+        seen = observations(request)
+        if role_of(request) == "researcher":
+            if not seen:
+                return AssistantMessage(tool_calls=(call("look", {"query": "q"}),))
+            return f"dug: {seen[0].content}"
+        if not seen:
+            asks = call("researcher", {"instruction": "dig"}, id="c1")
+            return AssistantMessage(tool_calls=(asks,))
+        return f"lead: {seen[0].content}"
+
+    def executor() -> Executor:
+        return Executor(
+            [Role(name="lead", tools=("agent:researcher",)),
+             Role(name="researcher", tools=("look",))],
+            FunctionModel(model), tools=[look], aggregator="concat", store=store,
+        )  # fmt: skip
+
+    await interrupted_at(lambda: executor().run("t", subtasks=ONE, run_id="r1"), looked)
+    assert (await loaded(store)).workers["s1/c1"].status == "cancelled"
+
+    life["now"] = 2
+    result = await executor().resume("r1")
+
+    assert result.subtasks["s1"].text == "lead: dug: result for q"
+    assert stored_as == ["running"]
+    assert (await loaded(store)).workers["s1/c1"].status == "ok"
