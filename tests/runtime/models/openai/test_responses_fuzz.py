@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from runtime import (
@@ -69,6 +69,7 @@ def mutated_responses(draw: st.DrawFn) -> tuple[dict[str, Any], YamlPath]:
 
 @FUZZ
 @given(mutated=mutated_responses())
+@example(mutated=({**GOOD, "status": ""}, ("status",)))  # a status of no known kind
 def test_a_mutated_response_answers_or_says_which_field_is_wrong(
     client: Client, mutated: tuple[dict[str, Any], YamlPath]
 ) -> None:
@@ -83,6 +84,9 @@ def test_a_mutated_response_answers_or_says_which_field_is_wrong(
     assert message.startswith("model 'gpt-test' "), message
     if path[0] == "error":  # an error put where the body had none
         assert "answered with an error" in message
+        return
+    if path == ("status",) and isinstance(data["status"], str):  # an unknown status
+        assert f"status {data['status']!r}" in message
         return
     detail = message.partition("malformed response: ")[2]
     prefixes = [format_path(path[:n]) for n in range(1, len(path) + 1)]
