@@ -73,15 +73,18 @@ def parse_completion(body: bytes, model: str) -> ModelResponse:
 
 
 def error_in(data: Any, answer: str) -> Any:
-    """The error an answer's decoded body (or a stream's chunk) is instead of an
-    answer (it has no ``answer`` field): its ``error`` (OpenAI's form, and most
-    servers'), or itself when it is an error object sent unwrapped (``"object":
+    """The error an answer's decoded body (or a stream's chunk) is, or ends with: its
+    ``error`` (OpenAI's form, and most servers'), even beside an ``answer`` field
+    (OpenRouter ends a stream its provider broke off with a chunk that has both), or
+    itself when it is an error object sent unwrapped (no ``answer``, ``"object":
     "error"``, its ``message``, ``type`` and ``code`` at the top: the shape of vLLM's
     error response). None for an answer."""
-    if not isinstance(data, dict) or answer in data:
+    if not isinstance(data, dict):
         return None
-    if "error" in data:
+    if data.get("error") is not None:
         return data["error"]
+    if answer in data or "error" in data:
+        return None
     return data if data.get("object") == "error" else None
 
 
@@ -156,6 +159,9 @@ def _response(data: Any, model: str) -> ModelResponse:
     if choices is None or choices == []:
         raise ModelResponseError(f"model {model!r} returned no choices")
     choice = _object(_list(choices, "choices")[0], "choices[0]")
+    finish = _text(choice.get("finish_reason"), "choices[0].finish_reason") or "stop"
+    if finish == "error" or choice.get("error") is not None:
+        raise _failed(choice.get("error"), model)
     raw = _object(choice.get("message"), "choices[0].message")
     where = "choices[0].message"
     content = _text(raw.get("content"), f"{where}.content")
@@ -183,8 +189,20 @@ def _response(data: Any, model: str) -> ModelResponse:
             reasoning=_count(details.get("reasoning_tokens"), f"{details_at}.reasoning_tokens"),
             cached=_cached(usage),
         ),
-        finish_reason=_text(choice.get("finish_reason"), "choices[0].finish_reason") or "stop",
+        finish_reason=finish,
         model=_text(body.get("model"), "model") or model,
+    )
+
+
+def _failed(error: Any, model: str) -> ModelError:
+    """The error of a choice that ended in one (``finish_reason: error``, or an
+    ``error`` of its own: OpenRouter's, when its provider failed mid-answer): the error
+    it names, or, naming none, one worth a retry, as any answer cut off is."""
+    if error is not None:
+        return answered_error(error, model, "ended its answer with an error")
+    return ModelResponseError(
+        f"model {model!r} ended its answer with an error (finish_reason 'error')",
+        retryable=True,
     )
 
 

@@ -1,8 +1,10 @@
 """An error a server sends in a stream as an error object, unwrapped (``"object":
 "error"``, its ``message``, ``type`` and ``code`` at the top: the shape of vLLM's error
 response) is that error, not a stream cut short: a 400 (a prompt past the context) fails
-the call with the server's words, a 500 is retried. Through the real ``openai``
-client, over real HTTP, against the local test server."""
+the call with the server's words, a 500 is retried. So is an answer that ends in an
+error (``finish_reason: error``, and the error beside the choices or in the choice, as
+OpenRouter ends one its provider broke off): never an answer. Through the real
+``openai`` client, over real HTTP, against the local test server."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from runtime import (
     RetryPolicy,
     UserMessage,
 )
+from runtime.errors import StreamInterrupted
 from tests.support.openai_server import OpenAIServer, Raw, text
 
 REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
@@ -25,10 +28,20 @@ TWICE = RetryPolicy(attempts=2, initial_wait_s=0, jitter_s=0)
 TOO_LONG = "This model's maximum context length is 4096 tokens"
 
 
-def stream_with(error: dict[str, object]) -> Raw:
+def stream_with(error: dict[str, object], *, said: str = "") -> Raw:
+    """A stream of the role, ``said`` (if any), then ``error``."""
     role = {"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
-    events = [f"data: {json.dumps(role)}", f"data: {json.dumps(error)}", "data: [DONE]"]
+    words = {"choices": [{"index": 0, "delta": {"content": said}, "finish_reason": None}]}
+    chunks = [role, words] if said else [role]
+    events = [f"data: {json.dumps(c)}" for c in [*chunks, error]] + ["data: [DONE]"]
     return Raw(200, content="\n\n".join([*events, ""]).encode(), media_type="text/event-stream")
+
+
+BROKEN_OFF = {
+    "error": {"code": "server_error", "message": "Provider disconnected unexpectedly"},
+    "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+}
+"""How OpenRouter ends a stream its provider broke off: the error beside the choices."""
 
 
 def error_object(message: str, code: int) -> dict[str, object]:
@@ -62,3 +75,46 @@ async def test_a_streamed_server_error_object_is_retried(openai_server: OpenAISe
     assert answer.message.content == "ok"
     assert caught.value.status == 500
     assert "engine dead" in str(caught.value)
+
+
+async def test_a_stream_that_ends_in_an_error_beside_its_choices_is_no_answer(
+    openai_server: OpenAIServer,
+) -> None:
+    """Before any text it is retried; after some, the call is interrupted (and not
+    retried: the text shown is not shown twice)."""
+    openai_server.enqueue(stream_with(BROKEN_OFF), text("whole"))
+    openai_server.enqueue(stream_with(BROKEN_OFF, said="The answer is"))
+    model = OpenAIModel("m", base_url=openai_server.base_url, retry=TWICE)
+    shown: list[str] = []
+    try:
+        answer = await model.stream(REQUEST, lambda piece: None)
+        with pytest.raises(StreamInterrupted) as caught:
+            await model.stream(REQUEST, shown.append)
+    finally:
+        await model.client.close()
+    assert answer.message.content == "whole"
+    assert shown == ["The answer is"]
+    assert "Provider disconnected unexpectedly" in str(caught.value)
+    assert len(openai_server.requests) == 3
+
+
+@pytest.mark.parametrize(
+    "error", [{"code": 502, "message": "Provider returned error"}, None], ids=["named", "unnamed"]
+)
+async def test_an_answer_whose_choice_ends_in_an_error_is_retried(
+    openai_server: OpenAIServer, error: dict[str, object] | None
+) -> None:
+    message = {"role": "assistant", "content": "half an ans"}
+    choice = {"index": 0, "message": message, "finish_reason": "error", "error": error}
+    failed = Raw(200, body={"object": "chat.completion", "choices": [choice]})
+    openai_server.enqueue(failed, text("whole"), failed, failed)
+    model = OpenAIModel("m", base_url=openai_server.base_url, retry=TWICE)
+    try:
+        answer = await model.complete(REQUEST)
+        with pytest.raises((ModelHTTPError, ModelResponseError)) as caught:
+            await model.complete(REQUEST)
+    finally:
+        await model.client.close()
+    assert answer.message.content == "whole"
+    assert "ended its answer with an error" in str(caught.value)
+    assert len(openai_server.requests) == 4
