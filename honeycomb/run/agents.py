@@ -77,8 +77,9 @@ class NestedRuns:
         # Nested workers paused for approval in this life, by name: the call that runs
         # one again once its calls are decided continues it from there.
         self._paused: dict[str, LoopState] = {}
-        # The nested workers of callers not kept, by name: how many had it in this life.
-        self._unkept: dict[str, int] = {}
+        # The calls of callers not kept, by call id and caller: how many had it in this
+        # life.
+        self._unkept: dict[tuple[str, str], int] = {}
         # The kept nested workers cut off in this life (stored ``cancelled``), by name.
         self._cut: set[str] = set()
 
@@ -159,13 +160,18 @@ class NestedRuns:
         """A call of a caller that is not kept (the planner, the aggregator, any worker
         of a run without a store): its nested worker is not either (it cannot wait for
         a decision, nor be resumed), and is named anew when its name was taken in this
-        life: the planner is asked afresh each round and each attempt, its call ids
-        starting over (``lead/call_1``, then ``lead/call_1~2``)."""
-        name = nested_name(caller, ctx.call_id)
-        taken = self._unkept[name] = self._unkept.get(name, 0) + 1
+        life or an earlier one: the planner is asked afresh each round and each attempt,
+        and again in a resumed life, its call ids starting over (``lead/call_1``, then
+        ``lead/call_1~2``; in the run's second life ``lead/call_1@2``, then
+        ``lead/call_1@2~2``)."""
+        call_id = ctx.call_id
+        taken = self._unkept[call_id, caller] = self._unkept.get((call_id, caller), 0) + 1
+        life = self.record.life if self.record is not None else 1
+        if life > 1:  # an earlier life's trace has its own
+            call_id = f"{call_id}@{life}"
         if taken > 1:
-            name = nested_name(caller, f"{ctx.call_id}~{taken}")
-        return await self._run(role, instruction, ctx, name, None, None)
+            call_id = f"{call_id}~{taken}"
+        return await self._run(role, instruction, ctx, nested_name(caller, call_id), None, None)
 
     async def _run(
         self,

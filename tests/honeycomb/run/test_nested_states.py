@@ -4,13 +4,15 @@ its workers' states there."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 
 import anyio
 
 from honeycomb import Executor, Role, tool
-from honeycomb.run.events import WorkerFinished
-from honeycomb.run.shown import worker_statuses
+from honeycomb.planning import RolePlanner
+from honeycomb.run.events import WorkerFinished, WorkerStarted
+from honeycomb.run.shown import stored_timeline, worker_statuses
 from honeycomb.store import RunStore, StoredRun
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, Event, ModelRequest
@@ -138,3 +140,51 @@ async def test_a_nested_worker_a_resumed_run_continues_is_running_again(store: W
     assert result.subtasks["s1"].text == "lead: dug: result for q"
     assert stored_as == ["running"]
     assert (await loaded(store)).workers["s1/c1"].status == "ok"
+
+
+async def test_a_leads_nested_workers_of_a_resumed_life_have_names_of_their_own(
+    store: Where,
+) -> None:
+    """A lead planning in rounds, resumed as it planned its second round, was asked for
+    it again, and its helper, which a model numbering its calls anew called call_1
+    again, was lead/call_1 as in the first life: one row of the trace for two workers."""
+    events: list[Event] = []
+    life = {"now": 1}
+    helping = anyio.Event()
+    told_lead: list[str] = []  # what the lead was asked, in order
+
+    async def model(request: ModelRequest) -> Answer:
+        role, seen = role_of(request), observations(request)
+        if role == "helper":
+            if life["now"] == 1 and "Planning round 2" in told_lead[-1]:
+                helping.set()  # the first life is interrupted here
+                await anyio.sleep_forever()
+            return "helped"
+        if role == "worker":
+            return "found"
+        told_lead.append(str(request.messages[1].content))
+        if not seen:  # the same id as a local model numbers it
+            asks = call("helper", {"instruction": "h"}, id="call_1")
+            return AssistantMessage(tool_calls=(asks,))
+        more = "Planning round 2" not in told_lead[-1]
+        subtasks = [{"id": "s1", "role": "worker", "instruction": "w"}] if more else []
+        return json.dumps({"subtasks": subtasks})
+
+    def executor() -> Executor:
+        return Executor(
+            [Role(name="lead", tools=("agent:helper",)), Role(name="helper"),
+             Role(name="worker")],
+            FunctionModel(model), planner=RolePlanner("lead", rounds=3, roles=["worker"]),
+            aggregator="concat", store=store, on_event=[events.append],
+        )  # fmt: skip
+
+    await interrupted_at(lambda: executor().run("bees", run_id="r1"), helping)
+    life["now"] = 2
+    result = await executor().resume("r1")
+
+    assert result.rounds_ended == "done"
+    nested = [e.worker for e in events if isinstance(e, WorkerStarted) and e.parent == "lead"]
+    assert nested == ["lead/call_1", "lead/call_1~2", "lead/call_1@2"]
+    spans = RunStore(store).spans("r1")
+    rows = stored_timeline(await loaded(store), spans).workers
+    assert [r.name for r in rows if r.name.startswith("lead/")] == nested
