@@ -6,6 +6,7 @@ opening a store, to read or to write, refuses a folder or a file not a run store
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 from pathlib import Path
 
@@ -36,8 +37,10 @@ KEPT_IN = f"{STORE_HELP} (default: {DEFAULT_STORE})"
 
 
 def store_argument(given: str) -> Path | str:
-    """``--store``: a PostgreSQL URL as it is, else a file."""
-    return given if is_url(given) else Path(given)
+    """``--store``: a PostgreSQL URL as it is, else a file, ``~`` its home folder as a
+    hive's ``store:`` reads it (a shell leaves ``--store=~/runs.db`` and a quoted
+    ``'~/runs.db'`` as they are)."""
+    return given if is_url(given) else Path(os.path.expanduser(given))
 
 
 def opened_store(where: Path | str, *, make: bool = False) -> RunStore:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from honeycomb.hive.paths import beside
 from runtime import ConfigError, YamlDocument, did_you_mean
 from runtime.errors import kind_of
 
@@ -257,4 +258,4 @@ def _local_paths(given: Mapping[str, Any], folder: Path) -> dict[str, Any]:
 
 def _local(path: str, folder: Path) -> str:
     """A path relative to the hive's folder; a URI (``s3://``, ``https://``) as it is."""
-    return path if "://" in path else str(folder / path)
+    return path if "://" in path else str(beside(folder, path))

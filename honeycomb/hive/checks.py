@@ -18,6 +18,7 @@ import pydantic
 
 import runtime.models.llama_server as llama_server
 from honeycomb.hive.backend import backend_problems
+from honeycomb.hive.paths import beside
 from honeycomb.hive.specs import HiveSpec, PlannerSpec
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import ConfigError, YamlDocument, did_you_mean, load_yaml
@@ -152,7 +153,7 @@ def _declared(doc: YamlDocument, spec: HiveSpec, roles: Mapping[str, Role]) -> l
     written = [str(k) for k in _written_roles(doc)]
     if spec.roles_dir is not None:
         hive_file = Path(doc.file)
-        written += _written_in(hive_file.parent / spec.roles_dir, hive_file)
+        written += _written_in(beside(hive_file.parent, spec.roles_dir), hive_file)
     return list(roles) + [name for name in dict.fromkeys(written) if name not in roles]
 
 
@@ -303,7 +304,7 @@ def _check_local_models(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigEr
             if llama_server.bundled_gguf() is None:
                 errors.append(doc.error(("models", name), llama_server.NO_GGUF))
             continue
-        problem = llama_server.gguf_problem(folder / model.path)
+        problem = llama_server.gguf_problem(beside(folder, model.path))
         if problem is not None:
             errors.append(doc.error(("models", name, "path"), problem))
 

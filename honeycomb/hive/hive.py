@@ -20,6 +20,7 @@ from honeycomb.hive.checks import check_across_fields, role_error
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.judges import judges_warned
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
+from honeycomb.hive.paths import beside
 from honeycomb.hive.specs import (
     DEFAULT_MEMORY,
     HiveSpec,
@@ -155,7 +156,7 @@ class Hive:
         declared = self.spec.store
         if declared is None:
             return None
-        return declared.url if declared.is_url else self.file.parent / declared.url
+        return declared.url if declared.is_url else beside(self.file.parent, declared.url)
 
     @property
     def store_options(self) -> dict[str, Any]:
@@ -172,7 +173,7 @@ class Hive:
         declared = self.spec.memory
         if declared is None:
             return None
-        return self.file.parent / declared.path if declared.path else DEFAULT_MEMORY
+        return beside(self.file.parent, declared.path) if declared.path else DEFAULT_MEMORY
 
     def memory(self) -> Memory | None:
         """The memory the hive declares, made anew (its file opens on first use)."""
@@ -576,7 +577,7 @@ def _roles(
     span the hive to point there."""
     read: dict[str, tuple[YamlPlace, Role]] = {}
     if spec.roles_dir is not None:
-        folder = file.parent / spec.roles_dir
+        folder = beside(file.parent, spec.roles_dir)
         if not folder.is_dir():
             errors.append(doc.error(("roles_dir",), f"no such folder: {folder}"))
         else:
@@ -662,7 +663,7 @@ def _sub_hives(
             target = hive_ref(ref)
             if target is None or ref in found:
                 continue
-            given = file.parent / target  # named as the hive is: relative stays relative
+            given = beside(file.parent, target)  # named as the hive is: relative stays so
             path = given.resolve()  # one file, however it is named
             unreachable = _unreachable(ref, given, chain, limits)
             for problem in (_name_taken(ref, given, spec, named), unreachable):

@@ -16,6 +16,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
+from honeycomb.hive.paths import beside
 from runtime import (
     ConfigError,
     HoneycombError,
@@ -89,7 +90,8 @@ def in_folder(server: McpServer, folder: Path) -> McpServer:
     its ``cwd`` relative to it."""
     if server.command is None:
         return server
-    return replace(server, cwd=str(folder / server.cwd if server.cwd is not None else folder))
+    cwd = folder if server.cwd is None else beside(folder, server.cwd)
+    return replace(server, cwd=str(cwd))
 
 
 async def check_servers(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -20,6 +21,7 @@ from pydantic import (
 
 from honeycomb.hive.backend import BackendSpec, backend_shorthand
 from honeycomb.hive.mcp import as_written
+from honeycomb.hive.paths import beside, home_known
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
 from runtime import ConfigError, JsonToolModel, Model, Price, PricedModel, TextToolModel
@@ -41,6 +43,13 @@ __all__ = [
     "StoreSpec",
     "salvaged",
 ]
+
+_HivePath = Annotated[str, AfterValidator(home_known)]
+"""A path the hive file gives (:mod:`honeycomb.hive.paths`): a ``~user`` of no user is
+told at its line."""
+
+_GivenPath = Annotated[str, Field(min_length=1), AfterValidator(home_known)]
+"""A path that, when the field is written, is not empty."""
 
 DEFAULT_MEMORY = Path(".honeycomb") / "memory.db"
 """The memory file of a hive whose ``memory:`` names none: under the current folder,
@@ -116,7 +125,7 @@ class ModelSpec(_HidesSecrets):
     jitter: float = Field(default=0.0, ge=0)
     price: Price | None = None
     max_concurrency: int | None = Field(default=32, ge=1)
-    path: str | None = Field(default=None, min_length=1)
+    path: _GivenPath | None = None
     parallel: int = Field(default=4, ge=1, le=256)
     context: int = Field(default=4096, ge=64)
     threads: int | None = Field(default=None, ge=1)
@@ -196,7 +205,7 @@ class ModelSpec(_HidesSecrets):
             from runtime.models.llama import LlamaModel
             from runtime.models.llama_server import shared_server
 
-            path = None if self.path is None else (folder or Path()) / self.path
+            path = None if self.path is None else beside(folder or Path(), self.path)
             server = shared_server(
                 path,
                 parallel=self.parallel,
@@ -284,7 +293,7 @@ class MemorySpec(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
-    path: str | None = None
+    path: _HivePath | None = None
     embeddings: EmbeddingsSpec | None = None
     max_chars: int = Field(default=4000, ge=100, le=1_000_000)
 
@@ -310,7 +319,7 @@ class StoreSpec(_HidesSecrets):
         problem = store_problem(url)  # as the run store decides when it opens
         if problem is not None:
             raise ValueError(problem)
-        return url
+        return url if is_url(url) else str(home_known(url))
 
     @property
     def is_url(self) -> bool:
@@ -365,7 +374,7 @@ class HiveSpec(BaseModel):
         default_factory=dict
     )
     roles: dict[str, Any] = Field(default_factory=dict)
-    roles_dir: str | None = Field(default=None, min_length=1)  # '': not the hive's folder
+    roles_dir: _GivenPath | None = None  # '': not the hive's folder
     planner: Annotated[PlannerSpec | None, BeforeValidator(_planner_shorthand)] = None
     aggregator: str | None = None
     policy: Policy = Field(default_factory=Policy)

@@ -1,0 +1,36 @@
+"""Paths a hive file gives (its ``store:``, ``memory: path:``, ``roles_dir``, a llama
+model's ``path``, an MCP server's ``cwd``, a ``runtime_env``'s files, a ``hive:`` tool):
+``~`` is the user's home, as a shell reads it, and a relative path is relative to the
+hive's folder. One rule for all, said here once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["beside", "home_known"]
+
+
+def beside(folder: Path, given: str) -> Path:
+    """The path ``given`` names, read in a hive of ``folder``: ``~`` and ``~user``
+    expanded to that home folder, then relative to ``folder`` (an absolute path, or one
+    from a home, as it is). A ``~user`` of no user known here stays as written
+    (:func:`home_known` refuses it where the hive is checked)."""
+    return folder / os.path.expanduser(given)
+
+
+def home_known(given: str | None) -> str | None:
+    """``given`` as it is, when its ``~`` (if any) names a home folder known here: a
+    pydantic validator of the hive's path fields.
+
+    Raises:
+        ValueError: for ``~user/...`` of no user of this machine, which would else
+            make a folder named ``~user`` in the hive's.
+    """
+    if given is not None and given.startswith("~") and os.path.expanduser(given) == given:
+        home = given.split("/", 1)[0]
+        raise ValueError(
+            f"{given!r} starts with {home}, the home folder of no user here: write "
+            "the folder in full, or ~/ for your own"
+        )
+    return given
