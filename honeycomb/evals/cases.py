@@ -25,6 +25,7 @@ import msgspec
 from pydantic import BaseModel
 
 from honeycomb.evals.checks import Check, CheckFn, built_check
+from honeycomb.evals.fields import field_problem
 from honeycomb.evals.spec import CaseSpec, CasesSpec, CheckSpec, valid_part
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.imports import imports_from
@@ -355,6 +356,8 @@ class _Builder:
             built = self._check(check, given, spec.expected, doc, where, errors)
             if built is not None:
                 checks.append(built)
+        if any(c.kind == "equals" and c.equals is None for c, _ in own):  # it compares with
+            self._fits(spec.expected, doc, (*path, "expected"), errors)
         if len(errors) > start:
             return None
         return Case(
@@ -416,7 +419,19 @@ class _Builder:
         except ConfigError as exc:
             errors.append(doc.error((*where, spec.kind), exc.message))
             return None
+        if spec.kind == "equals" and not self._fits(spec.equals, doc, (*where, "equals"), errors):
+            return None
         return built_check(spec, expected=expected, output_schema=self.schema, python=python)
+
+    def _fits(
+        self, value: Any, doc: YamlDocument, where: tuple[str | int, ...], errors: list[ConfigError]
+    ) -> bool:
+        """Whether ``value``, which an ``equals`` check compares the answer with, may
+        equal an answer of the hive's output schema; if not, the field is told."""
+        found = field_problem(value, self.schema) if self.schema is not None else None
+        if found is not None:
+            errors.append(doc.error((*where, *found[0]), found[1]))
+        return found is None
 
     def _imported(self, path: str) -> CheckFn:
         """The function a ``python`` check names, imported as the hive's tools are."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from honeycomb.errors import ConfigErrors
 from honeycomb.evals import Check, load_cases
@@ -154,6 +155,52 @@ def test_what_a_check_needs_of_the_hive_is_checked_against_it(tmp_path: Path) ->
         "aggregator, planner, writer",
         f"{path}:5:9: cases[0].assert[1].json: the hive's aggregator has no output_schema to "
         "check against",
+    ]
+
+
+class Leg(BaseModel):
+    to: str
+
+
+class Trip(BaseModel):
+    city: str
+    legs: list[Leg]
+
+
+def test_an_equals_value_with_a_field_the_answer_has_not_is_told_at_that_field(
+    tmp_path: Path,
+) -> None:
+    # It would equal no answer of the hive's output schema: every case would fail.
+    hive = write(
+        tmp_path,
+        "hive.yaml",
+        TINY_HIVE.replace(
+            "description: Merges the results.",
+            "description: Merges the results.\n    output_schema: "
+            "tests.honeycomb.evals.test_cases:Trip",
+        ),
+    )
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: x
+            expected: {citty: Lisbon, legs: []}
+            assert:
+              - equals: null
+              - equals: {city: Lisbon, legs: [{to: Porto}, {too: Faro}]}
+              - equals: {city: Lisbon}
+              - equals: {city: Lisbon, legs: [{to: Porto}]}
+        """,
+    )
+    trip = "the hive's answer, a Trip (city, legs),"
+    assert _errors(path, hive) == [
+        f"{path}:3:16: cases[0].expected.citty: {trip} has no field 'citty' (did you mean 'city'?)",
+        f"{path}:6:53: cases[0].assert[1].equals.legs[1].too: a Leg (to) has no field 'too' "
+        "(did you mean 'to'?)",
+        f"{path}:7:9: cases[0].assert[2].equals: {trip} has 'legs' too: equals compares the "
+        "whole answer",
     ]
 
 
