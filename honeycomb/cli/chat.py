@@ -282,7 +282,7 @@ class Chat:
                 result = await answer([view.handle, recall_failed])
         except HoneycombError as exc:
             out.write(f"\n{type(exc).__name__}: {exc}\n")
-            self._stopped(exc, out)
+            await self._stopped(exc, out)
             self._not_recalled(unrecalled, out)
             return
         if result is None:
@@ -306,16 +306,23 @@ class Chat:
         out.write("\n" + workers_table(result) + "\n")
         self._not_recalled(unrecalled, out)
 
-    def _stopped(self, exc: HoneycombError, out: TextIO) -> None:
+    async def _stopped(self, exc: HoneycombError, out: TextIO) -> None:
         """What a turn that ended without an answer (over its budget, failed, its answer
         refused) had found and spent, from its error's partial result, as ``honeycomb
-        run`` prints it: what it spent counts in ``/cost`` too."""
+        run`` prints it: what it spent counts in ``/cost`` too. A message that is no
+        turn of the conversation (the run's input guards refused it) is said to be none:
+        ``/undo`` would take back the turn before it, not this message."""
         partial: RunResult | None = getattr(exc, "partial", None)
         if partial is None:
             return
         self.results.append(partial)
         if self.shown != "json":  # its run.finished line holds it all
             out.write("\n".join(found(partial)) + "\n" + workers_table(partial) + "\n")
+        if partial.run_id not in {t.run_id for t in await self.session.turns()}:
+            out.write(
+                "This message is no turn of the conversation: no later message is told "
+                "it, and /undo takes back the one before it.\n"
+            )
 
     def _not_recalled(self, events: Sequence[MemoryRecalled], out: TextIO) -> None:
         """Say why the memory could not be searched (a file that is not a memory file,

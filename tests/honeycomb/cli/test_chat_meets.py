@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 from rich.console import Console
 
-from honeycomb import Policy, Role
+from honeycomb import Budgets, GuardCheck, Guards, Policy, Role
 from honeycomb.cli.chat import Chat, workers_table
 from honeycomb.executor import Executor
 from honeycomb.hive import load_hive
@@ -143,3 +143,28 @@ async def test_the_answer_is_written_alone_when_the_aggregator_called_an_agent(
     said = out.getvalue()
     assert "nested notes" not in said
     assert "\nFinal answer.\n" in said  # the answer alone, on its own line
+
+
+async def test_a_message_the_runs_guard_refused_is_said_to_be_no_turn(tmp_path: Path) -> None:
+    # The chat printed the guard's refusal alone: a person who then typed /undo to take
+    # the refused message back took back the message before it, which was kept.
+    def refuse_wires(check: GuardCheck) -> str | None:
+        return "it asks for a wire" if "wire" in check.text else None
+
+    executor = Executor(
+        [Role(name="researcher"), Role(name="aggregator")],
+        FunctionModel(lambda request: "Rome is sunny"),
+        planner=lambda task: [("researcher", task)],
+        guards=Guards(input=(refuse_wires,)),
+        policy=Policy(budgets=Budgets(model_calls=1)),
+    )
+    chat = Chat(load_hive(hive(tmp_path, CHATTY)), executor, "u1", "plain")
+    out = io.StringIO()
+    said = io.StringIO("Find the weather in Rome.\nPlease wire the funds.\n")
+    assert await chat.talk(said, out, Console(file=io.StringIO())) == 0
+    over_budget, refused = out.getvalue().split("you> ")[1:3]
+    assert "BudgetExceeded" in over_budget  # a turn of the conversation all the same
+    assert "no turn" not in over_budget
+    assert "GuardrailTripped" in refused
+    assert "This message is no turn of the conversation" in refused
+    assert [t.message for t in await chat.session.turns()] == ["Find the weather in Rome."]
