@@ -18,6 +18,7 @@ import pydantic
 
 import runtime.models.llama_server as llama_server
 from honeycomb.hive.backend import backend_problems
+from honeycomb.hive.mcp import names_not_keys
 from honeycomb.hive.paths import beside
 from honeycomb.hive.specs import HiveSpec, PlannerSpec
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
@@ -53,6 +54,7 @@ def check_across_fields(
     _check_local_models(doc, spec, errors)
     _check_compaction_contexts(doc, spec, roles, places, errors)
     errors.extend(backend_problems(doc, spec.backend))
+    errors.extend(names_not_keys(doc))
 
 
 def _check_references(

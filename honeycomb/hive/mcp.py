@@ -40,7 +40,7 @@ from runtime.tools.mcp import (
 from workers import Role
 from workers.role import approval_problems
 
-__all__ = ["approvals_problems", "as_written", "check_servers", "in_folder"]
+__all__ = ["approvals_problems", "as_written", "check_servers", "in_folder", "names_not_keys"]
 
 
 def as_written(servers: Any) -> Any:
@@ -61,6 +61,24 @@ def _server(name: Any, server: Any) -> Any:
     if isinstance(server.get("env"), Mapping):
         server["env"] = {key: _text(value) for key, value in server["env"].items()}
     return server
+
+
+def names_not_keys(doc: YamlDocument) -> list[ConfigError]:
+    """An error at the ``name:`` of each server of ``mcp_servers:`` that is not its key:
+    the key names a server (roles name its tools ``KEY:tool``), as a role's does, and a
+    name other than it would be dropped unsaid."""
+    servers = doc.data.get("mcp_servers")
+    if not isinstance(servers, Mapping):
+        return []
+    return [
+        doc.error(
+            ("mcp_servers", key, "name"),
+            f"name {server['name']!r} differs from key {key!r}: the key names the server "
+            f"(roles name its tools {key}:TOOL); leave name: out, or rename the key",
+        )
+        for key, server in servers.items()
+        if isinstance(server, Mapping) and "name" in server and server["name"] != key
+    ]
 
 
 def _text(value: Any) -> Any:

@@ -463,3 +463,18 @@ def test_validate_shows_the_settings_a_server_s_env_holds_and_hides_its_secrets(
         f"it exited with status 1 before it listed its tools (it said: no server in {lib} for "
         "[secret hidden])"
     )
+
+
+def test_a_server_s_name_other_than_its_key_is_told_at_its_line(tmp_path: Path) -> None:
+    # name: time under the key clock was dropped unsaid: the roles' time:... tools were
+    # then unknown, with no word of the name written.
+    path = write(tmp_path, TIME_HIVE.replace("  time: {command:", "  time: {name: clock, command:"))
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    (error,) = caught.value.errors
+    assert str(error) == (
+        f"{path}:3:10: mcp_servers.time.name: name 'clock' differs from key 'time': the key "
+        "names the server (roles name its tools time:TOOL); leave name: out, or rename the key"
+    )
+    same = write(tmp_path, TIME_HIVE.replace("  time: {command:", "  time: {name: time, command:"))
+    assert [server.name for server in load_hive(same).mcp_servers] == ["time"]
