@@ -59,6 +59,7 @@ from runtime.models.openai.refusals import (
     MAX_TOKENS,
     STREAM_OPTIONS,
     all_text,
+    key_refused,
     not_served,
     refuses,
     refuses_format,
@@ -70,6 +71,7 @@ from runtime.models.openai.request import (
     Api,
     base_url_problem,
     key_missing,
+    key_source,
     split_settings,
     without_query,
 )
@@ -516,13 +518,20 @@ class OpenAIEndpoint(abc.ABC):
     def _http_error(self, exc: openai.APIStatusError) -> ModelHTTPError:
         """The error of an HTTP error status; a 404 that is not about the model (the
         server serves no such path: a ``base_url`` without its ``/v1``, or with the
-        API's path in it) names the URL asked and what to change."""
+        API's path in it) names the URL asked and what to change, one about the model
+        the endpoint asked; a 401 or 403 the endpoint and where the key it refused
+        came from."""
         body = exc.body if exc.body is not None else exc.message
         hint = None
         if exc.status_code == 404 and self.model not in str(body):
             asked = str(exc.request.url.copy_with(query=None))
             given = str(self._given.base_url) if self._given is not None else None
             hint = masked(not_served(asked, self.base_url or given))
+        elif exc.status_code == 404:
+            hint = masked(f"asked at {self._endpoint()}")
+        elif exc.status_code in (401, 403):
+            source = key_source(self.api_key_env, self._api_key, given=self._given is not None)
+            hint = masked(key_refused(exc.status_code, source, self._endpoint()))
         return ModelHTTPError(
             exc.status_code,
             body,
@@ -533,9 +542,11 @@ class OpenAIEndpoint(abc.ABC):
 
     def _unreachable(self, reason: str) -> ModelConnectionError:
         """The error of a connection to the endpoint that failed for ``reason``."""
-        # The endpoint it tried, OpenAI's own included (no base_url given).
-        at = self.base_url or str(self.client.base_url).rstrip("/")
-        return ModelConnectionError(reason, base_url=at, model=self.model)
+        return ModelConnectionError(reason, base_url=self._endpoint(), model=self.model)
+
+    def _endpoint(self) -> str:
+        """The endpoint its calls go to, OpenAI's own included (no base_url given)."""
+        return self.base_url or str(self.client.base_url).rstrip("/")
 
     def _base_params(self, request: ModelRequest) -> dict[str, Any]:
         """The parameters every request has: the settings, the model and the timeout."""

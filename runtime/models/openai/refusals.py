@@ -1,7 +1,8 @@
 """What an endpoint's errors say: what a refusal asks to change (structured output
 asked another way, turns that alternate, no ``stream_options``, ``max_completion_tokens``
-for ``max_tokens``), how long a rate limit asks to wait, where a 404 points, and
-everything an error and those behind it show (which a secret must not be in).
+for ``max_tokens``), how long a rate limit asks to wait, where a 404 points, which key
+a 401 or 403 refused, and everything an error and those behind it show (which a secret
+must not be in).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import time
 from collections.abc import Mapping
 
 from runtime.errors import ModelHTTPError
+from runtime.models.openai.request import KEY_VARIABLE
 
 __all__ = [
     "MAX_TOKENS",
     "STREAM_OPTIONS",
     "all_text",
+    "key_refused",
     "not_served",
     "refuses",
     "refuses_format",
@@ -56,6 +59,19 @@ def not_served(url: str, base_url: str | None) -> str:
     if not re.search(r"/v\d", root.partition("://")[2]):
         return f"{hint}: most OpenAI-compatible servers answer under /v1; try {root + '/v1'!r}"
     return f"{hint}: check the model's base_url"
+
+
+def key_refused(status: int, key_from: str | None, endpoint: str) -> str:
+    """What a 401 (the key not taken) or a 403 (the key not allowed) from ``endpoint``
+    asks to change, the key sent ``key_from`` where (None: no key was given)."""
+    if key_from is None:
+        return (
+            f"{endpoint} wants an API key and none was given: set {KEY_VARIABLE}, or give "
+            "the model an api_key or api_key_env"
+        )
+    if status == 401:
+        return f"{endpoint} did not accept the API key {key_from}: check that key"
+    return f"{endpoint} refused this request to the API key {key_from}: check what it may use"
 
 
 def all_text(exc: BaseException) -> str:

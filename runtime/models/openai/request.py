@@ -30,6 +30,7 @@ __all__ = [
     "base_url_problem",
     "check_settings",
     "key_missing",
+    "key_source",
     "messages_out",
     "output_instruction",
     "sdk_parameters",
@@ -357,6 +358,19 @@ def key_missing(model: str, api_key: str | None, base_url: str | None) -> Config
         f"model {model!r} needs an API key: set {KEY_VARIABLE} (or give the model an "
         "api_key, or the base_url of a local endpoint)"
     )
+
+
+def key_source(api_key_env: str | None, api_key: str | None, *, given: bool) -> str | None:
+    """Where the key a model's calls send comes from, in words, by what the model was
+    given (a client of its own, the variable to read, a key); None: nothing gave one,
+    and a placeholder went (a local server takes any)."""
+    if given:
+        return "of the client given"
+    if api_key_env is not None:
+        return f"read from {api_key_env}"
+    if api_key is not None:
+        return "given as the model's api_key"
+    return f"read from {KEY_VARIABLE}" if os.environ.get(KEY_VARIABLE) else None
 
 
 def _openais(url: str | None) -> bool:

@@ -75,17 +75,56 @@ async def test_a_base_url_with_the_apis_path_is_told_to_drop_it(
     assert f"try '{openai_server.base_url}'" in str(error)
 
 
-async def test_a_404_about_the_model_is_left_as_the_endpoint_says_it(
+async def test_a_404_about_the_model_names_the_endpoint_asked(
     openai_server: OpenAIServer,
 ) -> None:
     """OpenAI (and vLLM, Ollama) answer 404 for a model they do not have: the URL is
-    right, and the endpoint's own words say what to fix."""
+    right, the endpoint's own words say what to fix, and the error says which endpoint
+    said them (a run may use several)."""
     openai_server.default = Raw(404, "The model `gpt-nope` does not exist")
     error = await failed(OpenAIModel("gpt-nope", base_url=openai_server.base_url, retry=ONCE))
 
     assert isinstance(error, ModelHTTPError)
-    assert error.hint is None
-    assert str(error).endswith("'code': None}")
+    assert error.hint == f"asked at {openai_server.base_url}"
+    assert "The model `gpt-nope` does not exist" in str(error)
+    assert str(error).endswith(f"(asked at {openai_server.base_url})")
+
+
+KEY = "sk-refused-0123456789"
+KEY_SOURCES = {
+    "api_key": ({"api_key": KEY}, "the API key given as the model's api_key"),
+    "api_key_env": ({"api_key_env": "MY_KEY"}, "the API key read from MY_KEY"),
+    "environment": ({}, "the API key read from OPENAI_API_KEY"),
+    "none": ({}, "wants an API key and none was given: set OPENAI_API_KEY"),
+}
+
+
+@pytest.mark.parametrize("source", KEY_SOURCES)
+@pytest.mark.parametrize("status", [401, 403])
+async def test_a_refused_key_is_told_by_the_endpoint_and_where_the_key_came_from(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, source: str, status: int
+) -> None:
+    """A local server started with a key (vLLM's --api-key, LM Studio's) refuses the
+    placeholder sent without one; any endpoint refuses a wrong key. The error names
+    the endpoint and what gave the key, never the key."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("MY_KEY", KEY)
+    if source == "environment":
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    sent = "unused" if source == "none" else KEY  # the placeholder, when nothing gave one
+    openai_server.default = Raw(status, f"Incorrect API key provided: {sent}")
+    given, said = KEY_SOURCES[source]
+    model = OpenAIModel("gpt-test", base_url=openai_server.base_url, retry=ONCE, **given)
+    error = await failed(model)
+
+    assert isinstance(error, ModelHTTPError)
+    assert error.hint is not None
+    assert error.hint.startswith(f"{openai_server.base_url} ")
+    assert said in error.hint
+    if source != "none":
+        check = "check that key" if status == 401 else "check what it may use"
+        assert error.hint.endswith(check)
+    assert KEY not in str(error)
 
 
 def test_a_base_url_without_a_scheme_is_refused_when_the_model_is_made(
