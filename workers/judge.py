@@ -4,6 +4,7 @@ judge that gives no verdict, or whose call fails, raises: its guard trips at onc
 
 from __future__ import annotations
 
+import re
 import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -118,7 +119,7 @@ class Judge:
             response = call.answered(answer)
         except HoneycombError as failure:  # an answer a layer refused
             raise spending(failure, _unanswered(call))  # noqa: B904
-        text = (response.message.content or "").strip()
+        text = _after_thinking(response.message.content or "")
         # Its first word, as a model may write it: "PASS.", "**PASS**", "`PASS`".
         first = text.split(maxsplit=1)[0].strip(_AROUND_A_WORD).upper() if text else ""
         if first == "PASS":
@@ -150,6 +151,15 @@ def _cut_off(role_name: str, asked: int, sent: int) -> str:
         fix = f" (give the role {role_name!r} a higher max_output_tokens)"
     return f"cut off at its output limit of {sent} tokens{fix}"
 
+
+def _after_thinking(text: str) -> str:
+    """``text`` after the thinking a reasoning model may write before its verdict, in a
+    ``<think>`` block its server left in the answer: the verdict is what follows it."""
+    thought = _THINKING.match(text)
+    return (text[thought.end() :] if thought is not None else text).strip()
+
+
+_THINKING = re.compile(r"\s*<think>.*?</think>", re.S)
 
 _QUOTE = reprlib.Repr()
 _QUOTE.maxstring = 80  # what a judge cut off wrote, as its error quotes it

@@ -343,6 +343,26 @@ async def test_a_judges_pass_is_read_however_it_is_written(verdict: str) -> None
     assert result.ok, result.error
 
 
+@pytest.mark.parametrize(
+    ("verdict", "reason"),
+    [
+        ("<think>\nIt asks politely.\n</think>\n\nPASS", None),
+        ("<think>It says go away: rude.</think>\nIt is rude.", "It is rude."),
+    ],
+)
+async def test_a_judges_thinking_before_its_verdict_is_not_read_as_its_verdict(
+    verdict: str, reason: str | None
+) -> None:
+    # A reasoning model whose server leaves its thinking in the answer writes it first.
+    judge = Judge(
+        {"reviewer": Role(name="reviewer")}, lambda role: FunctionModel(lambda r: verdict)
+    )
+    role = Role(name="w", guards=Guards(output=("reviewer",)), output_retries=0)
+    result = await Worker(role, ScriptedModel(["fine"]), services=Services(judge=judge)).run("t")
+    tripped = result.exception
+    assert (tripped.reason if isinstance(tripped, GuardrailTripped) else None) == reason
+
+
 async def test_a_judges_pass_its_output_limit_cut_off_after_it_is_a_pass() -> None:
     said = ModelResponse(
         message=AssistantMessage(content="PASS. The answer is polite and"), finish_reason="length"
