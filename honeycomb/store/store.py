@@ -170,17 +170,22 @@ class RunStore:
         lease: Lease | None = None,
         checkpoint: bool = False,
         urgent: bool = True,
+        stopping: bool = False,
     ) -> None:
         """Write ``statements`` and return once they (and all written before) are
         committed, and with ``checkpoint``, once the file holds them (not only its WAL).
         Not ``urgent``, they are committed with whatever else arrives in the next
         moment, as writes nobody waits for are: many waiters, few transactions.
+        ``stopping``: they are a stopping run's last (cancelled, Ctrl-C), which a
+        server that is away does not keep waiting: the writer tries to connect again
+        for a moment, not for the half minute a restart takes
+        (:attr:`~honeycomb.store.writer.Write.stopping`).
 
         Raises:
             RunBusy: when ``lease`` is no longer the run's (nothing was written).
             StoreError: when the store cannot be written.
         """
-        await self._submit(statements, lease, checkpoint, urgent)
+        await self._submit(statements, lease, checkpoint, urgent, stopping=stopping)
 
     async def flush(self) -> None:
         """Return once everything written so far is committed."""
@@ -274,13 +279,20 @@ class RunStore:
         urgent: bool,
         *,
         scrub: bool = False,
+        stopping: bool = False,
     ) -> None:
         if not self._writer.running:
             await self.open()  # connecting to a server takes a while: not in the loop
         # Told by the writer with one call into the loop for a whole batch of waiters.
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._writer.put(
-            work, done=waiter, lease=lease, checkpoint=checkpoint, scrub=scrub, urgent=urgent
+            work,
+            done=waiter,
+            lease=lease,
+            checkpoint=checkpoint,
+            scrub=scrub,
+            urgent=urgent,
+            stopping=stopping,
         )
         await waiter
 

@@ -13,7 +13,8 @@ One that failed for one write's values (a value the database does not take) is m
 again write by write, so that only that write fails, not the others' of other runs. A
 connection to a server that is lost (:meth:`~honeycomb.store.database.WriteConnection.lost`)
 is made anew, for as long as :data:`RECONNECT_S` (the server restarts; once it gave up,
-each batch tries once, until it connects again): a batch it
+each batch tries once, until it connects again), or :data:`STOPPING_S` once a run that
+stops queued its end (:attr:`Write.stopping`): a batch it
 lost before its commit was sent is written again then, as nothing of it was (as is one
 the server rolled back to break a deadlock with another process's); one lost as it
 committed is not (it may be there, or not: its waiters are told so). Text is
@@ -58,6 +59,8 @@ _STOP = object()
 RECONNECT_S = 30.0
 """How long the writer tries to connect again to a server it lost, before it tells the
 waiters of what it holds that the store cannot be written."""
+STOPPING_S = 1.0
+"""How long it tries for a run that stops (:attr:`Write.stopping`)."""
 _RECONNECT_EVERY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
@@ -79,6 +82,11 @@ class Write(Value, frozen=True, kw_only=True):
     deleted is then in neither file (SQLite keeps the pages it wrote in the WAL)."""
     urgent: bool = False
     """Commit it at once, not with whatever else arrives in the next moment."""
+    stopping: bool = False
+    """Written as its run stops (cancelled, Ctrl-C), which waits for it: a server that is
+    away is waited for :data:`STOPPING_S` at most, not :data:`RECONNECT_S`, and the
+    writer stops waiting for it for the writes queued before it too (their waiters are
+    told the store cannot be written)."""
 
 
 class Writer:
@@ -133,6 +141,7 @@ class Writer:
         checkpoint: bool = False,
         scrub: bool = False,
         urgent: bool = False,
+        stopping: bool = False,
     ) -> None:
         """Queue a write (see :class:`Write`), its statements' secrets masked."""
         write = Write(
@@ -143,10 +152,12 @@ class Writer:
             checkpoint=checkpoint,
             scrub=scrub,
             urgent=urgent,
+            stopping=stopping,
         )
         life = self._life
         if life is None or life.ended:
             life = self.start()
+        life.hurried = life.hurried or stopping  # before the thread can take it
         life.queue.put(write)
         if life.ended:
             self._hand_on(life)
@@ -157,6 +168,7 @@ class Writer:
         writes = ended.leftovers()
         while writes:
             life = self.start()
+            life.hurried = life.hurried or any(write.stopping for write in writes)
             for write in writes:
                 life.queue.put(write)
             if not life.ended:
@@ -211,6 +223,7 @@ class _Life:
         self.ended = False  # it takes nothing more from its queue, but what it drains
         self.committing = False  # the batch being written is being committed
         self.unreachable = False  # it gave up connecting again, and has not connected since
+        self.hurried = False  # a stopping write is queued: a lost server is waited for no more
         self.thread = threading.Thread(target=self._run, name="honeycomb-store", daemon=True)
         self._after = after.thread if after is not None else None
 
@@ -277,6 +290,8 @@ class _Life:
                     break
             stopping = any(item is _STOP for item in batch)
             items[:] = [item for item in batch if isinstance(item, Write)]
+            if any(item.stopping for item in items):
+                self.hurried = False  # taken: its batch waits as briefly as it says
             held: frozenset[Lease] = frozenset()
             if time.monotonic() >= due:
                 held, due = self.writer.held, time.monotonic() + beat
@@ -296,11 +311,12 @@ class _Life:
         one, as is one the server rolled back to break a deadlock (nothing of it was
         written)."""
         deadline: float | None = None
+        stopping = any(item.stopping for item in items)
         while True:
             refused: dict[int, HoneycombError] = {}
             self.committing = False
             try:
-                connection = self._connected()
+                connection = self._connected(stopping)
                 self._commit(connection, items, held, refused)
             except Exception as exc:  # any error of any write: the batch's writes are not made
                 failed = self.connection
@@ -314,8 +330,8 @@ class _Life:
                     failed is not None and failed.retryable(exc)
                 )
                 if again:
-                    deadline = deadline or time.monotonic() + RECONNECT_S
-                    if time.monotonic() < deadline:
+                    deadline = deadline or time.monotonic() + _patience(stopping)
+                    if time.monotonic() < deadline and not self._cut_short(stopping):
                         continue  # on a new connection, if it was lost
                 if len(items) > 1 and failed is not None and failed.of_one_write(exc):
                     # One write the database does not take (one run's) does not fail
@@ -356,9 +372,16 @@ class _Life:
         self.writer.failure = error
         return error
 
-    def _connected(self) -> WriteConnection:
+    def _cut_short(self, stopping: bool) -> bool:
+        """Whether the wait for a lost server of a batch (``stopping``: one that holds a
+        stopping write) ends now, for a stopping write queued after it."""
+        return self.hurried and not stopping
+
+    def _connected(self, stopping: bool) -> WriteConnection:
         """The writer's connection: made anew if it was lost, trying for as long as
-        :data:`RECONNECT_S` (once, when the last time it tried it gave up).
+        :data:`RECONNECT_S`, or :data:`STOPPING_S` for a batch that holds a stopping
+        write (once, when the last time it tried it gave up), and no longer once a
+        stopping write is queued after the batch.
 
         Raises:
             StoreError: when the database could not be connected to in that time.
@@ -371,13 +394,16 @@ class _Life:
             self.connection = None
         # Waited out once: a write after one the wait failed tries once, or each write
         # of a run (its workers', its end's, its lease's) would wait as long again.
-        deadline = time.monotonic() + (0.0 if self.unreachable else RECONNECT_S)
+        deadline = time.monotonic() + (0.0 if self.unreachable else _patience(stopping))
         for wait in itertools.chain(_RECONNECT_EVERY_S, itertools.repeat(_RECONNECT_EVERY_S[-1])):
             try:
                 self.connection = self.writer.database.connect()
             except StoreError:
-                if time.monotonic() >= deadline:
-                    self.unreachable = True
+                cut_short = self._cut_short(stopping)
+                if time.monotonic() >= deadline or cut_short:
+                    # Waited out: the writes after it try once. Not a brief wait (a
+                    # stopping run's): other runs' writes wait as long as ever.
+                    self.unreachable = self.unreachable or not (stopping or cut_short)
                     raise
             else:
                 self.unreachable = False
@@ -456,6 +482,11 @@ class _Storing:
 
     def json_number(self, column: str, *keys: str) -> str:
         return self._connection.json_number(column, *keys)
+
+
+def _patience(stopping: bool) -> float:
+    """How long a batch waits for a lost server (``stopping``: it holds a stopping write)."""
+    return STOPPING_S if stopping else RECONNECT_S
 
 
 def _storable(row: Sequence[Any]) -> Sequence[Any]:

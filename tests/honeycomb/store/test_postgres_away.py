@@ -3,14 +3,25 @@ and how a run that stops meanwhile ends."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import threading
+import time
 
+import anyio
+import anyio.to_thread
 import pytest
 
+from honeycomb import Executor, Role, Subtask
+from honeycomb.errors import StoreError
+from honeycomb.store import RunStore, writer
+from honeycomb.store.postgres import PostgresConnection, PostgresDatabase
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest
 from tests.support import ROOT
 from tests.support.postgres import PostgresServer
-from tests.support.stores import ON_POSTGRES, change
+from tests.support.stores import ON_POSTGRES, change, query
 
 pytestmark = ON_POSTGRES
 
@@ -18,7 +29,9 @@ _READS_AS_IT_GOES = """
 import logging, sys, threading
 import honeycomb.store.postgres
 from honeycomb.store import RunStore
+from honeycomb import Executor, Role, Subtask
 from honeycomb.errors import StoreError
+from honeycomb.testing import FunctionModel
 
 honeycomb.store.postgres._CONNECT_TIMEOUT_S = 0.5  # the pool's time
 if sys.argv[2] == "configured":
@@ -44,6 +57,14 @@ except StoreError:
 assert tried.wait(60), "the pool never tried again"
 store.close()
 """
+
+
+def role_of(url: str, name: str) -> str:
+    """The URL of ``url``'s store for a new role ``name`` (one per test: the server lets
+    it in, or not, as the test says)."""
+    role = f"{name}_{url.rsplit('schema=', 1)[1]}"
+    change(url, (f'CREATE ROLE "{role}" LOGIN SUPERUSER', ()))
+    return url.replace("postgres@", f"{role}@")
 
 
 def away(url: str, role: str) -> None:
@@ -83,3 +104,107 @@ def test_what_psycopg_logs_of_a_server_gone_is_printed_only_where_logging_is_con
         assert f"error connecting in 'honeycomb-store-{url.rsplit('=', 1)[1]}'" in err
     else:
         assert err == ""
+
+
+async def test_a_stopping_runs_write_waits_for_a_server_away_only_a_moment(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run stopped (Ctrl-C, cancelled) while its server is away waited the writer's
+    half minute of tries to record its end. Its write (``stopping``) is tried for a
+    moment (STOPPING_S), and cuts short the wait of the write queued before it; the
+    other writes after it wait as long as ever; once the server is back, writes go on."""
+    url = postgres.url()
+    mine = role_of(url, "stops")
+    role = mine.split("//", 1)[1].split("@", 1)[0]
+    failed = threading.Event()  # the writer tried to connect again, and could not
+    connect = PostgresDatabase.connect
+
+    def tried(self: PostgresDatabase) -> PostgresConnection:
+        try:
+            return connect(self)
+        except StoreError:
+            failed.set()
+            raise
+
+    monkeypatch.setattr(PostgresDatabase, "connect", tried)
+    store = RunStore(mine)
+    await store.commit(("CREATE TABLE t (n BIGINT)", ()))
+    away(url, role)
+    told: list[StoreError] = []
+
+    async def first() -> None:
+        with pytest.raises(StoreError, match="cannot connect to the run store") as caught:
+            await store.commit(("INSERT INTO t VALUES (1)", ()))
+        told.append(caught.value)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first)
+        await anyio.to_thread.run_sync(failed.wait)  # it waits for the server now
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="cannot connect to the run store"):
+            await store.commit(("INSERT INTO t VALUES (2)", ()), stopping=True)
+        took = time.monotonic() - started
+    assert took < writer.RECONNECT_S / 4, took  # a moment, not the writer's half minute
+    assert told  # the write before it was told at once too
+    monkeypatch.setattr(writer, "RECONNECT_S", 0.3)
+    failed.clear()
+    attempts = 0
+
+    def counted(self: PostgresDatabase) -> PostgresConnection:
+        nonlocal attempts
+        attempts += 1
+        return tried(self)
+
+    monkeypatch.setattr(PostgresDatabase, "connect", counted)
+    with pytest.raises(StoreError, match="cannot connect to the run store"):
+        await store.commit(("INSERT INTO t VALUES (3)", ()))
+    assert attempts > 1  # waited for the server again, as before the run stopped
+    change(url, (f'ALTER ROLE "{role}" LOGIN', ()))
+    await store.commit(("INSERT INTO t VALUES (4)", ()))
+    store.close()
+    assert query(url, "SELECT n FROM t") == [(4,)]
+
+
+async def test_a_run_stopped_while_its_server_is_away_is_resumed_once_it_is_back(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run cancelled while its server is away cannot record that it was interrupted:
+    it ends saying so, its row says it is running, and no process carries it on. Once
+    the server is back, the store lists it as interrupted and a resume finishes it."""
+    monkeypatch.setattr(writer, "RECONNECT_S", 0.3)  # however long the writer tries
+    url = postgres.url()
+    mine = role_of(url, "resumed")
+    role = mine.split("//", 1)[1].split("@", 1)[0]
+    thinking = anyio.Event()
+    calls: list[ModelRequest] = []
+
+    async def answer(request: ModelRequest) -> str:
+        calls.append(request)
+        if len(calls) == 1:
+            thinking.set()
+            await anyio.sleep_forever()  # until the run is cancelled
+        return "done"
+
+    store = RunStore(mine)
+    executor = Executor(
+        [Role(name="worker", description="Answers.")], FunctionModel(answer), store=store
+    )
+    subtasks = [Subtask(id="w0", role="worker", instruction="answer")]
+    running = asyncio.ensure_future(executor.run("answer", subtasks=subtasks, run_id="r1"))
+    await thinking.wait()
+    away(url, role)
+    running.cancel()  # as Ctrl-C cancels the command's run
+    with pytest.raises(asyncio.CancelledError) as stopped:
+        await running
+    notes = getattr(stopped.value, "__notes__", [])
+    assert any("could not record the run as interrupted" in note for note in notes), notes
+    assert query(url, "SELECT status FROM runs WHERE run_id = ?", ("r1",)) == [("running",)]
+    change(url, (f'ALTER ROLE "{role}" LOGIN', ()))
+    found = store.find("r1")
+    assert found is not None
+    assert found.status == "interrupted"
+    result = await executor.resume("r1")
+    assert result.status == "ok"
+    assert result.answer_text.endswith("done")
+    assert len(calls) == 2  # the one cut off, asked again
+    store.close()
