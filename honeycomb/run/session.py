@@ -584,9 +584,11 @@ class Session:
     def converse(self, turn: Turn, earlier: Sequence[Turn]) -> Converse:
         """What tells ``turn``'s run the conversation before it (``earlier``), fitted
         into the budget as its run starts, from the summary ``turn`` keeps (kept
-        again, if it folds more)."""
+        again, if it folds more): a life of the run that goes on at once (a call
+        decided as it ended) starts from the summary its life before wrote."""
 
         async def converse(context: RunContext) -> Conversation:
+            nonlocal turn
             compaction, budget = self._policy.context, context.budget
             made = budget.usage.model_calls
             try:
@@ -605,6 +607,9 @@ class Session:
                 raise
             if (found.summary, found.summarized) != (turn.summary, turn.summarized):
                 await self._rows.fitted(turn, found)  # kept, whatever the budget left
+                turn = msgspec.structs.replace(
+                    turn, summary=found.summary, summarized=found.summarized
+                )
             folding_spent(budget, made)
             return found
 

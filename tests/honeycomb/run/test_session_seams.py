@@ -3,8 +3,10 @@ mid-turn, edits while a turn runs, and two processes on one store."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import anyio
 import pytest
 
 from honeycomb import (
@@ -22,7 +24,7 @@ from honeycomb import (
     Turn,
     tool,
 )
-from honeycomb.events import RunFinished
+from honeycomb.events import Event, RunFinished, WorkerFinished
 from honeycomb.testing import FunctionModel, call
 from runtime import (
     AlreadyDecided,
@@ -288,3 +290,62 @@ async def test_a_summary_that_takes_the_last_model_call_is_named_as_what_took_it
     assert (last.status, last.summarized) == ("over_budget", 1 if planner == "retried" else 2)
     assert tight.store is not None
     tight.store.close()
+
+
+async def test_a_turn_decided_as_it_ended_goes_on_without_folding_again(db: Path) -> None:
+    # Its call decided elsewhere as the run ended waiting, the run went on at once in a
+    # new life, which folded the conversation again from the summary the turn began
+    # with: a second summary call, spent, for the summary the first had written.
+    summaries: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> Answer:
+        if is_summary_request(request):
+            summaries.append(request)
+            return "The notes taken so far."
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            return "paid"
+        if "Pay" in str(request.messages[1].content):
+            return call("pay", {"to": "bob"})
+        return "noted: " + "a long note " * 40
+
+    def payer() -> Executor:
+        @tool(side_effects=True, approval=True)
+        def pay(to: str) -> str:
+            """Pay someone."""
+            return f"paid {to}"
+
+        sessions = SessionPolicy(context=Compaction(budget_tokens=300, keep_turns=1))
+        return Executor(
+            [Role(name="payer", tools=("pay",))],
+            FunctionModel(answer),
+            tools=[pay],
+            aggregator="concat",
+            planner=lambda task: [("payer", task)],
+            policy=Policy(sessions=sessions),
+            store=db,
+        )
+
+    async def decide_elsewhere(run_id: str) -> None:
+        elsewhere = payer()
+        (waiting,) = await elsewhere.pending(run_id)
+        await elsewhere.decide(run_id, waiting.call_id, approve=True)
+        assert elsewhere.store is not None
+        elsewhere.store.close()
+
+    def on_waiting(event: Event) -> None:
+        if isinstance(event, WorkerFinished) and event.status == "waiting":
+            deciding = threading.Thread(target=anyio.run, args=(decide_elsewhere, event.run_id))
+            deciding.start()
+            deciding.join()
+
+    executor = payer()
+    session = executor.session("ann")
+    for n in range(3):
+        await session.run(f"Note {n}.")
+    summaries.clear()
+    result = await session.run("Pay bob.", on_event=[on_waiting])
+    assert result.status == "ok"  # decided as it ended waiting: it went on at once
+    assert len(summaries) == 1
+    assert (await session.turns())[-1].summarized == 2
+    assert executor.store is not None
+    executor.store.close()
