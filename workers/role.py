@@ -7,7 +7,7 @@ role (a mapping with ``name:``) or many (a mapping of name to role, optionally u
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -442,9 +442,11 @@ def collect_roles(
     servers: Collection[str] = (),
     declared: Collection[str] = (),
     skip: Path | None = None,
+    other: Callable[[Any], bool] | None = None,
 ) -> dict[str, tuple[YamlPlace, Role]]:
     """The valid roles of a YAML file or of every ``*.yaml``/``*.yml`` file in a folder
-    but ``skip`` (a hive's own file, in its ``roles_dir``), as :func:`load_roles` reads
+    but ``skip`` (a hive's own file, in its ``roles_dir``) and those whose content
+    ``other`` tells is no role file (a hive's other files), as :func:`load_roles` reads
     them, each with where it is written, so that a check of it made with a hive's other
     roles points into its file. Each problem is added to ``errors``: a hive knows the
     roles of a folder with mistakes too, to report one its ``roles:`` defines again
@@ -471,6 +473,8 @@ def collect_roles(
             doc = load_yaml(file, interpolate=True)
         except ConfigError as exc:
             errors.append(exc)
+            continue
+        if other is not None and other(doc.data):
             continue
         found = read_roles(doc, errors, registry, models=models, servers=servers, declared=declared)
         for path, role in found:

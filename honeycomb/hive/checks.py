@@ -170,11 +170,30 @@ def _written_in(folder: Path, hive_file: Path) -> list[str]:
         if file.resolve() == hive_file.resolve():
             continue
         try:
-            found = role_entries(load_yaml(file), [])
+            doc = load_yaml(file)
         except ConfigError:
             continue
-        names += [str(body["name"]) for _, body in found]
+        if not not_roles(doc.data):
+            names += [str(body["name"]) for _, body in role_entries(doc, [])]
     return names
+
+
+def not_roles(data: Any) -> bool:
+    """Whether a YAML file of a ``roles_dir`` is one of a hive's other files, which the
+    folder's roles pass over (``roles_dir: .`` reads the hive's own folder): a hive file
+    (``models:`` beside ``roles:`` or ``roles_dir:``, as every hive has: the hive itself,
+    one its roles call as a tool), or an eval's cases (``cases:`` or ``cases_from:``,
+    not a role's mapping of fields: the ``evals.yaml`` that ``honeycomb init`` writes)."""
+    if not isinstance(data, Mapping):
+        return False
+    hive = "models" in data and ("roles" in data or "roles_dir" in data)
+    cases = any(key in data and not isinstance(data[key], Mapping) for key in _CASES)
+    return hive or cases
+
+
+_CASES = ("cases", "cases_from")
+"""The fields of an eval's cases file that no role file has (as a role's name, a
+role file of many holds a mapping there)."""
 
 
 def _written_roles(doc: YamlDocument) -> Mapping[Any, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from honeycomb.hive.backend import BackendSpec
 from honeycomb.hive.budgets import budget_warnings
-from honeycomb.hive.checks import check_across_fields, role_error
+from honeycomb.hive.checks import check_across_fields, not_roles, role_error
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.judges import judges_warned
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
@@ -591,6 +591,7 @@ def _roles(
                     servers=servers,
                     declared=spec.tools,
                     skip=file,
+                    other=not_roles,
                 )
             )
     if "roles" in doc.data and isinstance(doc.data["roles"], Mapping):

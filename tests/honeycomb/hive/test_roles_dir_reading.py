@@ -2,7 +2,8 @@
 replaced (a variable unset, or a reference half written, an error at its line in the
 role file), no error showing a value read from there, and the reader's bounds. A
 mapping of roles may hold a role named ``name``; a YAML merge key may be overridden;
-an empty ``roles_dir`` is refused, and a hive file is never one of its own roles."""
+an empty ``roles_dir`` is refused, and a hive file is never one of its own roles, nor is
+another hive file or an eval's cases file in the folder."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from honeycomb.cli.main import main as cli
 from honeycomb.hive import load_hive
 from runtime.config.yaml_config import MAX_FILE_BYTES
 from tests.support.hives import errors_of, hive
@@ -106,6 +108,29 @@ def test_a_hive_whose_roles_dir_is_its_own_folder_is_not_one_of_its_roles(
     (tmp_path / "w.yaml").write_text("w: {description: Works.}\n")
     path = hive(tmp_path, HIVE.replace("roles_dir: roles", "roles_dir: ."))
     assert sorted(load_hive(path).roles) == ["planner", "w"]
+
+
+def test_a_roles_dir_passes_over_the_hive_files_and_eval_cases_in_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # roles_dir: . in a folder honeycomb init made read its evals.yaml as roles:
+    # "evals.yaml:3:1: defaults: unknown field 'defaults'", and a hive file its roles call
+    # as a tool as a file of roles defined twice.
+    assert cli(["init", str(tmp_path / "h")]) == 0
+    folder = tmp_path / "h"
+    (folder / "facts.yaml").write_text(HIVE.replace("roles_dir: roles\n", ""))
+    (folder / "more.yaml").write_text("cases_from: more.jsonl\n")
+    (folder / "w.yaml").write_text("w: {description: Works.}\n")
+    path = folder / "hive.yaml"
+    path.write_text(path.read_text() + "roles_dir: .\n")
+    assert "w" in load_hive(path).roles
+    capsys.readouterr()
+    assert cli(["validate", str(path)]) == 0, capsys.readouterr().out
+
+
+def test_a_role_named_as_a_field_of_cases_is_a_role(tmp_path: Path) -> None:
+    role_file(tmp_path, "cases: {description: Gathers cases.}\n")
+    assert "cases" in load_hive(hive(tmp_path, HIVE)).roles
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
