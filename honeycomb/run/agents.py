@@ -9,7 +9,7 @@ It is named after its call (``s1/call_1``), is kept in the run store under that
 name, and a resumed run continues it: the caller's state asking for the call is
 saved before the call runs (the tool is ``durable``), so a resumed caller makes that
 very call again, and the nested worker goes on from its last turn (or, if it had
-finished, its answer is given at once).
+finished, its answer is given at once, as it is to a turn run again in the same life).
 """
 
 from __future__ import annotations
@@ -82,6 +82,9 @@ class NestedRuns:
         self._unkept: dict[tuple[str, str], int] = {}
         # The kept nested workers cut off in this life (stored ``cancelled``), by name.
         self._cut: set[str] = set()
+        # The kept nested workers that ended in this life, by name: a turn run again
+        # (once a call beside theirs was decided) is answered as a resumed run is.
+        self._ended: dict[str, WorkerResult] = {}
 
     @property
     def context(self) -> RunContext:
@@ -144,9 +147,12 @@ class NestedRuns:
             return await self._unkept_call(role, instruction, ctx, caller)
         name = nested_name(caller, ctx.call_id)
         resumed = self.resumed
-        before = resumed.finished.get(name) if resumed is not None else None
-        if before is not None and before.worker is not None:  # it ended in an earlier life
-            return _answer(role, before.worker)
+        ended = self._ended.get(name)
+        if ended is None and resumed is not None:
+            before = resumed.finished.get(name)
+            ended = before.worker if before is not None else None
+        if ended is not None:  # it ended, in this life (a turn run again) or an earlier one
+            return _answer(role, ended)
         state = self._paused.pop(name, None)
         if state is None and resumed is not None:
             state = resumed.states.get(name)
@@ -231,7 +237,11 @@ class NestedRuns:
             duration_s=time.perf_counter() - started,
         )
         if self.record is not None and record is not None:
+            from honeycomb.run.record import finished, unfinished  # a run with a store's
+
             await self.record.subtask_finished(outcome)  # durable before it is reported
+            if finished(outcome) and not unfinished(result.exception):
+                self._ended[name] = result  # as a resumed run would find it
         if tracer.enabled:
             error = str(result.error) if result.error is not None else None
             tracer.emit(_finished(name, role, ctx_run.run_id, ctx, result.status, started, error))

@@ -5,9 +5,12 @@ its workers' states there."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import anyio
+import anyio.to_thread
 
 from honeycomb import Executor, Role, tool
 from honeycomb.planning import RolePlanner
@@ -17,6 +20,7 @@ from honeycomb.store import RunStore, StoredRun
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, Event, ModelRequest
 from runtime.testing import call
+from tests.honeycomb.run.test_agents import task_of, waiting_calls
 from tests.support.concurrency import MEET_LIMIT_S
 from tests.support.model_requests import Answer, observations, role_of
 from tests.support.stores import Where
@@ -188,3 +192,75 @@ async def test_a_leads_nested_workers_of_a_resumed_life_have_names_of_their_own(
     spans = RunStore(store).spans("r1")
     rows = stored_timeline(await loaded(store), spans).workers
     assert [r.name for r in rows if r.name.startswith("lead/")] == nested
+
+
+async def test_a_nested_worker_beside_a_paused_one_runs_once_when_the_turn_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A lead's turn called two researchers: one paused for approval, the other posted a
+    note and answered. Decided while the run went on, the turn ran again in the same
+    life, and the one that had answered ran anew: its model asked again, and its
+    side-effecting post made twice (a resumed run answers it from the store)."""
+    posted: list[str] = []
+    asked: list[str] = []
+    sent_it = threading.Event()
+
+    @tool(approval=True)
+    def send(text: str) -> str:
+        """Send a message."""
+        sent_it.set()
+        return "sent"
+
+    @tool(side_effects=True)
+    def post(text: str) -> str:
+        """Post a note."""
+        posted.append(text)
+        return "posted"
+
+    async def read(topic: str) -> str:
+        """Read until the message is sent: the run goes on meanwhile."""
+        if await anyio.to_thread.run_sync(sent_it.wait, MEET_LIMIT_S, abandon_on_cancel=True):
+            return "read"
+        return "gave up: the message was not sent while the run went on"
+
+    def model(request: ModelRequest) -> Answer:
+        role, seen, told = role_of(request), observations(request), task_of(request)
+        asked.append(f"{role}: {told}")
+        if role == "lead":
+            if seen:
+                return "lead: " + " | ".join(f"{o.status}:{o.content}" for o in seen)
+            return AssistantMessage(
+                tool_calls=(
+                    call("researcher", {"instruction": "send hi"}, id="c1"),
+                    call("researcher", {"instruction": "post a note"}, id="c2"),
+                )
+            )
+        if seen:
+            return seen[0].content
+        if role == "reader":
+            return AssistantMessage(tool_calls=(call("read", {"topic": "bees"}),))
+        wanted = call("send", {"text": "hi"}) if told == "send hi" else call("post", {"text": "n"})
+        return AssistantMessage(tool_calls=(wanted,))
+
+    service = Executor(
+        [Role(name="lead", tools=("agent:researcher",)),
+         Role(name="researcher", tools=("send", "post")), Role(name="reader", tools=("read",))],
+        FunctionModel(model), tools=[send, post, tool(read)], aggregator="concat",
+        store=tmp_path / "runs.db",
+    )  # fmt: skip
+    plan = [*ONE, {"id": "s2", "role": "reader", "instruction": "read"}]
+    results = []
+
+    async def run() -> None:
+        results.append(await service.run("bees", subtasks=plan, run_id="r1"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        (waiting,) = await waiting_calls(service, "r1")
+        await service.decide("r1", waiting.call_id, approve=True, worker=waiting.worker)
+    (done,) = results
+
+    assert done.subtasks["s2"].text == "read"  # decided in the same life
+    assert done.subtasks["s1"].text == "lead: ok:sent | ok:posted"
+    assert posted == ["n"]
+    assert asked.count("researcher: post a note") == 2  # its call, then its answer
