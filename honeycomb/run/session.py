@@ -474,7 +474,8 @@ class Session:
         as any turn: the message goes on after it.
 
         Raises:
-            SessionBusy: when the last turn is being answered (in another process).
+            SessionBusy: when the last turn is being answered (in another process, or
+                taken on there as it was to be resumed here).
             SessionError: when it did not finish, and may not be resumed or dropped
                 (or was resumed and waits again).
         """
@@ -490,13 +491,15 @@ class Session:
             self._continuable(last)
             try:
                 await self._answer(last, turns[:-1], on_event, text, resumable=True)
-            except HoneycombError:
+            except HoneycombError as exc:
                 # It ended without an answer (failed, over budget), as its run.finished
                 # told the handlers, or was dropped (its input guards refused it): it
-                # holds the session no more. One that did not end (another process
-                # carries it on) does.
+                # holds the session no more. One that did not end does: another process
+                # took it on since it was read (RunBusy), as SessionBusy says.
                 now = await self._rows.turns(self.id)
                 if now and now[-1].turn == last.turn and not now[-1].ended:
+                    if now[-1].status == "running":
+                        raise self._unfinished(now[-1]) from exc
                     raise
         turns = await self._rows.turns(self.id)
         if turns and not turns[-1].ended:  # resumed, it waits for approvals again

@@ -20,13 +20,21 @@ from honeycomb import (
     Guards,
     Policy,
     Role,
+    Turn,
     add_secret,
 )
 from honeycomb.events import RunFinished, TextDelta
 from honeycomb.run.session import Session
 from honeycomb.run.stream import RunStream
 from honeycomb.testing import FunctionModel
-from runtime import BudgetExceeded, ConfigError, HoneycombError, ModelRequest, SessionError
+from runtime import (
+    BudgetExceeded,
+    ConfigError,
+    HoneycombError,
+    ModelRequest,
+    SessionBusy,
+    SessionError,
+)
 from tests.support.model_requests import role_of
 from tests.support.stores import Where, query
 
@@ -354,3 +362,35 @@ async def test_a_secret_known_after_its_message_was_kept_is_never_told_in_the_cl
     assert "My key is [api key hidden], keep it safe." in told[-1]
     assert KEY not in told[-1]
     assert KEY not in repr(await session.turns())
+
+
+async def test_a_turn_another_process_takes_on_as_the_message_resumes_it_is_busy(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other process took the turn cut off on between the message's read of the
+    # conversation and its resume of that turn: the message raised the run's RunBusy, a
+    # StoreError, where a session's caller is told SessionBusy (a service's 409).
+    gate = _Gate()
+    mine, other = gate.writers(store=db), gate.writers(store=db)  # two processes
+    session = mine.session("ann", unfinished="resume")
+    await gate.cut_off(session, "First.")
+    gate.asked.clear()
+    rows = mine._rows()
+    read = rows.turns
+    async with asyncio.TaskGroup() as group:
+
+        async def taken_on_once_read(session_id: str) -> list[Turn]:
+            found = await read(session_id)
+            monkeypatch.setattr(rows, "turns", read)
+            group.create_task(other.session("ann").resume())
+            await gate.asked.wait()  # the other process carries the turn on
+            return found
+
+        monkeypatch.setattr(rows, "turns", taken_on_once_read)
+        with pytest.raises(SessionBusy, match="is answering message 1"):
+            await session.run("Second.")
+        gate.hold.set()
+    assert [(t.message, t.status) for t in await session.turns()] == [("First.", "ok")]
+    for held in (mine.store, other.store):
+        assert held is not None
+        held.close()
