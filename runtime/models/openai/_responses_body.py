@@ -218,6 +218,11 @@ class ResponseStream:
         self._last: dict[str, Any] | None = None
         self._events = 0
 
+    @property
+    def finished(self) -> bool:
+        """The last event came: the whole response did."""
+        return self.done
+
     def add(self, data: str) -> str:
         """Take one event's data; the text it adds to the answer ("" for none).
 

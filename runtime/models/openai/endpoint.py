@@ -474,17 +474,21 @@ class OpenAIEndpoint(abc.ABC):
         self, response: Any, timeout_s: float, on_text: ShownText
     ) -> ModelResponse:
         """The answer in ``response``'s server-sent events, its text to ``on_text`` as
-        it comes."""
+        it comes; whole once it is finished, should the stream break off after."""
         answer = self._answer_stream()
         lines = read_lines(response, timeout_s)
         # Closed here, not whenever they are collected: the stream may end early.
         async with contextlib.aclosing(lines), contextlib.aclosing(event_data(lines)) as events:
-            async for data in events:
-                text = answer.add(data)
-                if text:
-                    on_text(text)
-                if answer.done:
-                    break
+            try:
+                async for data in events:
+                    text = answer.add(data)
+                    if text:
+                        on_text(text)
+                    if answer.done:
+                        break
+            except ModelConnectionError:
+                if not answer.finished:
+                    raise
         return answer.response()
 
     @abc.abstractmethod

@@ -13,7 +13,10 @@ call's id and name come with its first piece, its arguments in any number of the
 A piece that names its function with an id other than the one its index holds, once
 that call's arguments are whole, starts a new call (Ollama numbers every call of a turn
 ``0``), so that no call is merged into another.
-Usage comes in a last chunk without choices (``stream_options.include_usage``).
+Usage comes in a last chunk without choices (``stream_options.include_usage``); a
+stream that breaks off after the finish reason, before its usage or ``[DONE]`` (a
+server or proxy that closes the connection abruptly), has given its whole answer, which
+is taken, its usage estimated.
 
 The assembled answer is read by the parser of non-streamed completions, so a
 streamed answer is checked, and its tool calls given ids where the server sent none,
@@ -62,6 +65,11 @@ class AnswerStream(Protocol):
 
     done: bool
     """The server said the answer is over: no event after it is read."""
+
+    @property
+    def finished(self) -> bool:
+        """The answer is whole: a stream that breaks off now loses at most its usage."""
+        ...
 
     def add(self, data: str) -> str:
         """Take one event's data; the text it adds to the answer ("" for none)."""
@@ -200,6 +208,11 @@ class CompletionStream:
             raise ModelResponseError(
                 f"model {self.model!r} streamed a malformed chunk: {exc}"
             ) from exc
+
+    @property
+    def finished(self) -> bool:
+        """Its finish reason came: all of the answer did, only its usage may follow."""
+        return self._finish is not None
 
     def _add(self, data: Any, where: str) -> str:
         chunk = _object(data, where)
