@@ -11,10 +11,8 @@ template, vars and checks (run before its own).
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 import inspect
-import io
 import json
 import re
 from collections.abc import Mapping
@@ -26,6 +24,7 @@ from pydantic import BaseModel
 
 from honeycomb.evals.checks import Check, CheckFn, built_check
 from honeycomb.evals.fields import field_problem
+from honeycomb.evals.rows import ROW_FIELDS, misspelt, records
 from honeycomb.evals.spec import CaseSpec, CasesSpec, CheckSpec, valid_part
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.imports import imports_from
@@ -110,8 +109,9 @@ def load_cases(path: str | Path, hive: Hive | None = None) -> Cases:
     spec, rows, errors = _validated(doc)
     folder = file.resolve().parent
     judges = _judges(doc, spec, file.parent, errors)  # its errors named as this file is
+    put_in = _vars_put_in(spec.defaults.task, spec.defaults.model_dump(by_alias=True)["assert"])
     for index, name in enumerate(spec.cases_from):
-        rows += _rows(folder / name, doc, ("cases_from", index), errors)
+        rows += _rows(folder / name, doc, ("cases_from", index), put_in, errors)
     if not rows and not errors:
         errors.append(doc.error(("cases",), "the file has no cases"))
     builder = _Builder(spec, hive, judges, folder)
@@ -228,9 +228,14 @@ def _judges(
 
 
 def _rows(
-    file: Path, doc: YamlDocument, path: tuple[str | int, ...], errors: list[ConfigError]
+    file: Path,
+    doc: YamlDocument,
+    path: tuple[str | int, ...],
+    put_in: set[str],
+    errors: list[ConfigError],
 ) -> list[_Row]:
-    """The cases of a JSON lines or CSV file, each row located at its line."""
+    """The cases of a JSON lines or CSV file, each row located at its line; ``put_in``:
+    the vars the defaults' task and checks take."""
     try:
         text = file.read_text(encoding="utf-8-sig")  # a spreadsheet's CSV starts with a BOM
     except (OSError, UnicodeDecodeError) as exc:
@@ -240,11 +245,16 @@ def _rows(
         errors.append(doc.error(path, f"{file.name}: cases come from .jsonl or .csv files"))
         return []
     found: list[_Row] = []
-    for line, row in _records(file, text, errors):
-        known = {"id", "task", "expected", "assert", "threshold", "description", "vars"}
-        data = {k: v for k, v in row.items() if k in known and v not in ("", None)}
+    told: set[str] = set()  # a misspelt column is told once, not on each row
+    for line, row in records(file, text, errors):
+        taken = put_in | _vars_put_in(row.get("task"), row.get("assert"))
+        for key, problem in misspelt(row, taken):
+            if key not in told:
+                told.add(key)
+                errors.append(ConfigError(problem, file=str(file), line=line))
+        data = {k: v for k, v in row.items() if k in ROW_FIELDS and v not in ("", None)}
         given = row.get("vars", {})  # not a mapping: told as the case's vars are
-        others = {k: v for k, v in row.items() if k not in known}
+        others = {k: v for k, v in row.items() if k not in ROW_FIELDS}
         data["vars"] = {**given, **others} if isinstance(given, dict) else given
         at = YamlDocument(data=data, file=str(file), marks={(): (line, 1)})
         case = _case(at, data, (), errors)
@@ -253,57 +263,9 @@ def _rows(
     return found
 
 
-def _records(file: Path, text: str, errors: list[ConfigError]) -> list[tuple[int, dict[str, Any]]]:
-    if file.suffix == ".csv":
-        return _csv_records(file, text, errors)
-    rows: list[tuple[int, dict[str, Any]]] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            errors.append(ConfigError(f"not JSON: {exc}", file=str(file), line=n))
-            continue
-        if not isinstance(row, dict):
-            errors.append(
-                ConfigError("each line is a JSON object (a case)", file=str(file), line=n)
-            )
-            continue
-        rows.append((n, row))
-    return rows
-
-
-def _csv_records(
-    file: Path, text: str, errors: list[ConfigError]
-) -> list[tuple[int, dict[str, Any]]]:
-    """The rows of a CSV file, each at the line it starts on: a quoted value may hold
-    line breaks (a task of several lines), which are the value's, and a row of more
-    values than the header names columns is an error at its line. Its values are
-    separated by commas, or by semicolons or tabs when its header has no comma."""
-    header = text.partition("\n")[0]
-    # A spreadsheet set to a language whose decimal mark is a comma separates by ';'.
-    found = [d for d in ";\t" if d in header] if "," not in header else []
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=found[0] if found else ",")
-    columns = reader.fieldnames or []
-    rows: list[tuple[int, dict[str, Any]]] = []
-    line = reader.line_num + 1
-    for row in reader:
-        extra = row.pop(None, None)  # DictReader's restkey: the values past the header
-        if extra is not None:
-            errors.append(
-                ConfigError(
-                    f"the row has {len(columns) + len(extra)} values, and the header names "
-                    f"{len(columns)} column{'' if len(columns) == 1 else 's'} "
-                    f"({', '.join(columns)}): quote a value that holds a comma",
-                    file=str(file),
-                    line=line,
-                )
-            )
-        else:
-            rows.append((line, dict(row)))
-        line = reader.line_num + 1
-    return rows
+def _vars_put_in(*texts: Any) -> set[str]:
+    """The vars ``texts`` take as ``{{name}}`` (a task, checks as the file wrote them)."""
+    return {m.group(1) for m in _VAR.finditer(json.dumps(texts, default=str))}
 
 
 class _Builder:

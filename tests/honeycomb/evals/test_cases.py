@@ -340,6 +340,29 @@ def test_bad_rows_and_bad_files_are_told_at_their_lines(tmp_path: Path) -> None:
     assert missing[0].startswith(f"{tmp_path / 'evals.yaml'}:1:1: cases_from[0]: cannot read")
 
 
+def test_a_rows_key_that_misspells_a_field_is_told_not_taken_for_a_var(tmp_path: Path) -> None:
+    # Taken for vars, the checks of 'asserts' and the answer of 'Expected' were dropped:
+    # each case passed on its status alone.
+    rows = write(
+        tmp_path,
+        "rows.jsonl",
+        '{"id": "a", "task": "Say hi", "asserts": [{"contains": "hi"}]}\n'
+        '{"id": "b", "task": "Find {{expect}}", "expect": "Oslo"}\n',  # a var its task takes
+    )
+    table = write(tmp_path, "rows.csv", "id,task,Expected\nc,Say hi,hi\nd,Say yo,yo\n")
+    path = write(tmp_path, "evals.yaml", "cases_from: [rows.jsonl, rows.csv]\n")
+    fields = "its fields: id, task, expected, assert, threshold, description, vars"
+    assert _errors(path) == [
+        f"{table}:2: unknown field 'Expected' (did you mean 'expected'?): the other keys of a "
+        f"case are its vars, and no task or check of it takes {{{{Expected}}}}; {fields}",
+        f"{rows}:1: unknown field 'asserts' (did you mean 'assert'?): the other keys of a "
+        f"case are its vars, and no task or check of it takes {{{{asserts}}}}; {fields}",
+    ]  # a column once, not on each row
+    table.write_text("id,task,Expected\nc,Say {{Expected}},hi\n")
+    rows.write_text('{"id": "b", "task": "Find {{expect}}", "expect": "Oslo"}\n')
+    assert [c.vars for c in load_cases(path).cases] == [{"expect": "Oslo"}, {"Expected": "hi"}]
+
+
 def test_a_csv_value_of_several_lines_is_kept_whole_and_rows_are_told_at_their_lines(
     tmp_path: Path,
 ) -> None:
