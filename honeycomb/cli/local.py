@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from honeycomb.cli.options import integer
+from honeycomb.cli.options import integer, user_path
 from honeycomb.run.plan import plan_output_tokens
 from runtime import ConfigError, Model
 from runtime.models.llama_server import CONTEXT_STEP
@@ -23,6 +23,7 @@ __all__ = [
     "CONTEXT",
     "LOCAL",
     "SEED",
+    "TOOL_PROTOCOL",
     "add_model_options",
     "local_model",
     "output_limits",
@@ -38,6 +39,12 @@ far as the batches the calls share allow)."""
 
 CONTEXT = 4096
 """The tokens of one call of ``--model local`` when ``--context`` gives none."""
+
+TOOL_PROTOCOL = "json"
+"""How ``--model local`` calls tools when ``--tool-protocol`` names none: through a JSON
+schema that llama.cpp's grammar holds every answer to, which any GGUF model follows
+(SmolLM2-135M, the default, calls no tool by native function calling: it answers
+prose, and a role's tools, approvals of them included, went unused)."""
 
 ANSWER_TOKENS = 256
 """The run-wide output limit on ``--model local``: a CPU writes tens of tokens a
@@ -96,9 +103,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "--tool-protocol",
         choices=("native", "text", "json"),
         default=None,
-        help="how --model calls tools: native function calling; 'text' for a model "
-        "without it (actions written as JSON blocks); 'json' for one whose server "
-        "enforces a JSON schema (llama.cpp, vLLM, Ollama)",
+        help="how --model calls tools: native function calling (the default, but for "
+        f"--model local: {TOOL_PROTOCOL}); 'text' for a model without it (actions written "
+        "as JSON blocks); 'json' for one whose server enforces a JSON schema (llama.cpp, "
+        "vLLM, Ollama)",
     )
     parser.add_argument(
         "--context",
@@ -112,7 +120,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gguf",
         action=_Gguf,
-        type=Path,
+        type=user_path,
         default=None,
         metavar="PATH",
         help="the GGUF model file for --model local (implies it; default: SmolLM2-135M's, "
@@ -153,6 +161,7 @@ def local_model(args: argparse.Namespace, hive: Hive) -> Model:
         threads = f"{server.threads} thread{'s' if server.threads != 1 else ''}"
         slots = f"{server.parallel} slots of {server.context} tokens"
         said = ", ".join(filter(None, [slots, threads, output_limits(hive)]))
+        said += f"; tools by the {args.tool_protocol or TOOL_PROTOCOL} protocol"
         print(
             f"llama.cpp in this process: {server.path.name} ({said}; no network, no key)",
             file=sys.stderr,

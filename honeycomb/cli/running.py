@@ -22,7 +22,7 @@ from honeycomb.cli.backend import chosen_backend, pool_running
 from honeycomb.cli.cassettes import cassette_memory_of, cassette_models
 from honeycomb.cli.exits import STOPPED_BY, ExitStatus, stopped_by_signals
 from honeycomb.cli.init import NotInstalled, example_file
-from honeycomb.cli.local import LOCAL, local_model, short_answers
+from honeycomb.cli.local import LOCAL, TOOL_PROTOCOL, local_model, short_answers
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
 from honeycomb.cli.resuming import (
@@ -338,7 +338,8 @@ def model_of(args: argparse.Namespace, hive: Hive) -> Model | None:
     """The one model ``--model`` (and its options) names for every role of ``hive``;
     None: the hive's own, or a cassette's answers (``--replay``). ``--model local``
     lowers ``hive``'s run-wide output limit (:func:`short_answers`), replayed too (its
-    calls were recorded so), before its line says the limits.
+    calls were recorded so), before its line says the limits, and calls tools by
+    :data:`~honeycomb.cli.local.TOOL_PROTOCOL` unless ``--tool-protocol`` says another.
 
     Raises:
         ConfigError: for a ``--model`` that cannot be made, or ``--tool-protocol`` or
@@ -356,9 +357,10 @@ def model_of(args: argparse.Namespace, hive: Hive) -> Model | None:
     if getattr(args, "replay", None) is not None:
         return None
     model = _named_model(args, hive)
-    if model is not None and args.tool_protocol == "text":
+    protocol = args.tool_protocol or (TOOL_PROTOCOL if args.model == LOCAL else "native")
+    if model is not None and protocol == "text":
         return TextToolModel(model)
-    if model is not None and args.tool_protocol == "json":
+    if model is not None and protocol == "json":
         return JsonToolModel(model)
     return model
 

@@ -12,7 +12,9 @@ from honeycomb.cli.local import ANSWER_TOKENS, short_answers
 from honeycomb.cli.main import _parser, main
 from honeycomb.cli.running import model_of
 from honeycomb.hive import Hive, load_hive
+from runtime import JsonToolModel, TextToolModel
 from runtime.model import context_of
+from runtime.models.llama import LlamaModel
 
 
 @pytest.fixture
@@ -204,3 +206,24 @@ def test_the_context_of_an_endpoints_model_is_given_by_context(tmp_path: Path) -
         model = model_of(args, load_hive(hive))
         assert model is not None
         assert context_of(model) == said
+
+
+def test_the_local_model_calls_tools_through_a_json_schema_unless_told_otherwise(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SmolLM2 calls no tool natively (it answers prose): ``--model local`` gave a
+    role's tools to it natively, so they went unused, and ``demo --approve`` asked
+    nothing. Through the JSON protocol llama.cpp's grammar has it write the calls."""
+    Path("hive.yaml").write_text("models: {default: offline}\nroles: {planner: {}, w: {}}\n")
+
+    def made(*given: str) -> object:
+        argv = ["run", "hive.yaml", "t", "--gguf", "tiny.gguf", *given]
+        return model_of(_parser().parse_args(argv), load_hive(Path("hive.yaml")))
+
+    model = made()
+    assert isinstance(model, JsonToolModel)
+    assert isinstance(model.inner, LlamaModel)
+    assert "; tools by the json protocol; no network" in capsys.readouterr().err
+    assert isinstance(made("--tool-protocol", "native"), LlamaModel)
+    assert "; tools by the native protocol; no network" in capsys.readouterr().err
+    assert isinstance(made("--tool-protocol", "text"), TextToolModel)

@@ -1,7 +1,8 @@
-"""``honeycomb demo`` on a real model, as a user runs it (README): llama.cpp in-process
-(``--model local``) with the native tool protocol. It must end ``ok`` or ``partial`` by
-its work, not by the demo hive's wall-time budget (120 s), which would end it too. The
-other two protocols meet the real model on one worker each
+"""``honeycomb demo`` and ``run`` on a real model, as a user runs them (README):
+llama.cpp in-process (``--model local``), through the tool protocol it takes when none
+is named, the JSON one. The demo must end ``ok`` or ``partial`` by its work, not by
+the demo hive's wall-time budget (120 s), which would end it too. The other two
+protocols meet the real model on one worker each
 (tests/honeycomb/run/test_real_model.py: a whole demo is a minute of CPU), and the
 demo's run with ``--tool-protocol json`` is replayed from its recording
 (tests/examples/test_trip_cassette.py).
@@ -36,11 +37,10 @@ TASK = (
 """Shorter than the demo's own task (the same tools), to keep the suite quick."""
 
 
-def demo(args: list[str], folder: Path) -> dict[str, Any]:
-    """Run ``honeycomb demo ... --json`` in ``folder``; its last record (run.finished),
-    after checking that it ended with status 0 and that nothing of it was cut by the
-    run's wall-time budget (how long it took is the machine's: the test processes share
-    its cores)."""
+def honeycomb(args: list[str], folder: Path, status: int = 0) -> list[dict[str, Any]]:
+    """Run ``honeycomb ARGS --json`` in ``folder``; its records, after checking that it
+    ended with ``status`` and that nothing of it was cut by the run's wall-time budget
+    (how long it took is the machine's: the test processes share its cores)."""
     environment = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -48,21 +48,56 @@ def demo(args: list[str], folder: Path) -> dict[str, Any]:
         "HONEYCOMB_OUTBOX": str(folder / "outbox"),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "honeycomb", "demo", TASK, "--json", "--no-store", *args],
+        [sys.executable, "-m", "honeycomb", *args, "--json"],
         capture_output=True, text=True, cwd=folder, env=environment, check=False,
         timeout=240,  # a hang's stop: the run's budget ends it at 120 s, loading apart
     )  # fmt: skip
     last_line = done.stdout.splitlines()[-1] if done.stdout.strip() else ""
-    assert done.returncode == 0, done.stderr[-2000:] + last_line[-3000:]  # its subtasks' errors
-    last: dict[str, Any] = json.loads(last_line)
+    assert done.returncode == status, done.stderr[-2000:] + last_line[-3000:]  # why
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    last = records[-1]
     assert last["event"] == "run.finished"
     # A run its budget ends is over_budget, and says which budget: not the wall time's.
     assert "wall_time_s" not in json.dumps(last), last["error"]
-    return last
+    return records
 
 
 def test_the_demo_on_llama_cpp_in_process_ends_ok_or_partial(tmp_path: Path) -> None:
-    finished = demo(["--model", "local"], tmp_path)
+    records = honeycomb(["demo", TASK, "--no-store", "--model", "local"], tmp_path)
+    finished = records[-1]
     assert finished["status"] in ("ok", "partial"), finished
     subtasks = finished["result"]["subtasks"].values()
     assert all(s["error"] for s in subtasks if s["status"] != "ok")  # each failure says why
+    # Given its tools natively, SmolLM2 answered prose and called none.
+    called = {r["tool"] for r in records if r["event"] == "tool_call.finished"}
+    assert called, "no worker called a tool"
+
+
+COURIER = """
+models: {offline: {provider: offline}}
+roles:
+  planner:
+    description: Splits the task.
+  courier:
+    description: Sends notes to the outbox.
+    instructions: Send one message with a short subject and the note as the body.
+    tools: [examples.trip.trip_tools:send_to_outbox]
+    approvals: {tools: [send_to_outbox]}
+    max_turns: 2
+policy: {max_subtasks: 2}
+"""
+
+
+def test_a_call_that_needs_approval_on_the_local_model_is_asked_for(tmp_path: Path) -> None:
+    """A role whose tool asks for approval, on ``--model local``: its worker calls the
+    tool, and the run waits for a person (exit status 3). Given the tool natively,
+    SmolLM2 called none: nothing was asked, and the run ended ``ok``."""
+    (tmp_path / "hive.yaml").write_text(COURIER)
+    task = "Send a note to the outbox: the trip to Lisbon is booked."
+    argv = ["run", "hive.yaml", task, "--store", "runs.db", "--model", "local"]
+    records = honeycomb(argv, tmp_path, status=3)
+    asked = [r for r in records if r["event"] == "approval.requested"]
+    assert asked, records[-1]
+    assert {r["tool"] for r in asked} == {"send_to_outbox"}
+    assert records[-1]["status"] == "waiting"
+    assert not (tmp_path / "outbox").exists()  # nothing sent before a person approves

@@ -170,8 +170,8 @@ roles:
     )
 
 
-# The native protocol meets the real model in the demo (test_real_model_demo.py), the
-# other two here, each on one worker: the demo's other protocols cost a minute each.
+# The JSON protocol meets the real model in the demo too (test_real_model_demo.py,
+# --model local's own), all three here, each on one worker: a demo costs a minute.
 async def test_tool_calls_through_the_json_protocol_reach_the_tool_with_valid_arguments(
     llama_server: LlamaServer, tmp_path: Path, weather_calls: list[dict[str, object]]
 ) -> None:
@@ -181,13 +181,17 @@ async def test_tool_calls_through_the_json_protocol_reach_the_tool_with_valid_ar
     assert all(isinstance(c["city"], str) and c["city"] for c in weather_calls)
 
 
-async def test_a_run_through_the_text_protocol_ends_in_an_answer(
-    llama_server: LlamaServer, tmp_path: Path, weather_calls: list[dict[str, object]]
+@pytest.mark.parametrize("protocol", ["text", "native"])
+async def test_a_run_through_a_protocol_the_model_seldom_follows_ends_in_an_answer(
+    llama_server: LlamaServer,
+    tmp_path: Path,
+    weather_calls: list[dict[str, object]],
+    protocol: str,
 ) -> None:
     # A model this small seldom writes an action (it answers at once, or names a tool
-    # that is not there): whatever it writes is read into an answer, and whatever
-    # reaches the tool is valid.
-    result = await weather_run(tmp_path, llama_server, "text")
+    # that is not there), and natively it answers prose: whatever it writes is read
+    # into an answer, and whatever reaches the tool is valid.
+    result = await weather_run(tmp_path, llama_server, protocol)
     assert result.status == "ok", result
     assert result.subtasks["s1"].text.strip()
     assert all(isinstance(c["city"], str) and c["city"] for c in weather_calls)
