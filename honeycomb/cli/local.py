@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from honeycomb.cli.options import integer
+from honeycomb.cli.options import integer, user_path
 from honeycomb.run.plan import plan_output_tokens
 from runtime import ConfigError, Model
 from runtime.models.llama_server import CONTEXT_STEP
@@ -120,7 +120,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gguf",
         action=_Gguf,
-        type=Path,
+        type=user_path,
         default=None,
         metavar="PATH",
         help="the GGUF model file for --model local (implies it; default: SmolLM2-135M's, "
