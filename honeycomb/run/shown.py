@@ -17,7 +17,12 @@ __all__ = ["answers_held", "stored_timeline", "worker_statuses"]
 _PASSED = ("ok", "partial")
 """A run that ended so ended with an answer: its output guards passed it."""
 
-_LEFT_AS = {"running": "running", "waiting": "waiting", "interrupted": "interrupted"}
+_LEFT_AS = {
+    "running": "running",
+    "waiting": "waiting",
+    "interrupted": "interrupted",
+    "over_budget": "over_budget",  # stopped by the budget, as its result and trace say
+}
 """What a worker with no outcome is at, by what its run is at (else: ``cancelled``)."""
 
 
@@ -26,7 +31,8 @@ def worker_statuses(run: StoredRun, status: str | None = None) -> dict[str, str]
     ``failed`` ...); ``waiting`` while a call of it waits for a person (not in a run
     that ended for good, which left the call undecided: :data:`ENDED`); ``cancelled``
     once its call cut it off (a nested worker: its caller may go on); else what its
-    run is at (``running``, ``interrupted``; ``cancelled`` for a run that ended).
+    run is at (``running``, ``interrupted``; ``over_budget`` for a run a budget
+    stopped, ``cancelled`` for one that ended otherwise).
 
     Args:
         run: The stored run.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Approvals, Executor, Policy, Role, RunFailed, tool
+from honeycomb import Approvals, BudgetExceeded, Budgets, Executor, Policy, Role, RunFailed, tool
 from honeycomb.run.shown import stored_timeline, worker_statuses
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
@@ -53,5 +53,40 @@ async def test_a_worker_whose_call_a_failed_run_left_undecided_is_not_shown_wait
     assert stored is not None
     assert stored.status == "failed"
     assert worker_statuses(stored) == {"s1": "cancelled", "s2": "failed"}
+    timeline = stored_timeline(stored, store.spans("r1"))
+    assert {row.name: row.status for row in timeline.workers} == worker_statuses(stored)
+
+
+async def test_the_workers_a_budget_stopped_are_shown_over_budget_as_the_result_says(
+    tmp_path: Path,
+) -> None:
+    """A run a budget stopped has its stopped workers ``over_budget`` in its result, its
+    events and its spans, the nested worker of one too; every view of the stored run
+    said ``cancelled``."""
+    store = RunStore(tmp_path / "runs.db")
+
+    @tool
+    def look(query: str) -> str:
+        """Look something up."""
+        return query
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        if str(request.messages[0].content).startswith("You are the lead"):
+            return AssistantMessage(tool_calls=(call("digger", {"instruction": "dig"}, id="c1"),))
+        return AssistantMessage(tool_calls=(call("look", {"query": "more"}),))  # never done
+
+    executor = Executor(
+        [Role(name="lead", tools=("agent:digger",)), Role(name="digger", tools=("look",))],
+        FunctionModel(answer), tools=[look], store=store, aggregator="concat",
+        policy=Policy(budgets=Budgets(model_calls=4)),
+    )  # fmt: skip
+    plan = [{"id": "s1", "role": "lead", "instruction": "x"}]
+    with pytest.raises(BudgetExceeded) as stopped:
+        await executor.run("Dig", subtasks=plan, run_id="r1")
+    assert stopped.value.partial is not None
+    assert stopped.value.partial.subtasks["s1"].status == "over_budget"
+    stored = await store.load("r1")
+    assert stored is not None
+    assert worker_statuses(stored) == {"s1": "over_budget", "s1/c1": "over_budget"}
     timeline = stored_timeline(stored, store.spans("r1"))
     assert {row.name: row.status for row in timeline.workers} == worker_statuses(stored)
