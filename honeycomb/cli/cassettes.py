@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from honeycomb.cli.options import user_path
 from runtime import Memory, Model
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def add_cassette_options(parser: argparse.ArgumentParser) -> None:
     calls = parser.add_mutually_exclusive_group()
     calls.add_argument(
         "--record",
-        type=Path,
+        type=user_path,
         default=None,
         metavar="FILE",
         help="keep every model call of the run (request and answer) and every decision on "
@@ -33,7 +34,7 @@ def add_cassette_options(parser: argparse.ArgumentParser) -> None:
     )
     calls.add_argument(
         "--replay",
-        type=Path,
+        type=user_path,
         default=None,
         metavar="FILE",
         help="answer every model call from the cassette FILE (made by --record): no model "

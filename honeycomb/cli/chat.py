@@ -21,7 +21,6 @@ import os
 import stat
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -31,6 +30,7 @@ from honeycomb.cli.backend import chosen_backend, pool_running
 from honeycomb.cli.cassettes import cassette_memory_of, cassette_models
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.loop import run_on_loop
+from honeycomb.cli.options import user_path
 from honeycomb.cli.running import DEFAULT_STORE, hive_store, missing_keys, model_of, store_of
 from honeycomb.cli.sessions import new_session_note, print_turn, short
 from honeycomb.cli.view import JsonView, LiveView, View, found, live, summary
@@ -66,7 +66,7 @@ def add_chat_command(commands: Any, run_options: Callable[..., None]) -> None:
     chat = commands.add_parser(
         "chat", help="talk with a hive: each message a run that sees the ones before"
     )
-    chat.add_argument("hive", type=Path, help="the hive YAML file")
+    chat.add_argument("hive", type=user_path, help="the hive YAML file")
     chat.add_argument(
         "--session", default=None, help="go on with this conversation (default: a new one)"
     )

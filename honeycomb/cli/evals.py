@@ -27,7 +27,7 @@ from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
 from honeycomb.cli.exits import STOPPED_BY, ExitStatus, stopped_by_signals
 from honeycomb.cli.local import add_model_options
 from honeycomb.cli.loop import run_on_loop
-from honeycomb.cli.options import MAX_RUN_ID, Parser, integer, new_id, number
+from honeycomb.cli.options import MAX_RUN_ID, Parser, integer, new_id, number, user_path
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     add_store_options,
@@ -71,8 +71,8 @@ def add_eval_command(commands: argparse._SubParsersAction[Parser]) -> None:
         help="run a hive on a set of cases and score every run (honeycomb eval compare A B "
         "compares two evals)",
     )
-    parser.add_argument("hive", type=Path, help="the hive YAML file")
-    parser.add_argument("cases", type=Path, help="the cases file (evals.yaml)")
+    parser.add_argument("hive", type=user_path, help="the hive YAML file")
+    parser.add_argument("cases", type=user_path, help="the cases file (evals.yaml)")
     parser.add_argument(
         "--concurrency",
         type=integer(1),
@@ -139,14 +139,14 @@ def add_eval_command(commands: argparse._SubParsersAction[Parser]) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--junit",
-        type=Path,
+        type=user_path,
         default=None,
         metavar="FILE",
         help="also write the report as JUnit XML",
     )
     parser.add_argument(
         "--html",
-        type=Path,
+        type=user_path,
         default=None,
         metavar="FILE",
         help="also write the report as a web page",
@@ -538,7 +538,7 @@ def compare_main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument(
         "--html",
-        type=Path,
+        type=user_path,
         default=None,
         metavar="FILE",
         help="also write the later report and the comparison as a web page",

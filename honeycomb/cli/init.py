@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.options import user_path
 from runtime.errors import did_you_mean
 
 __all__ = [
@@ -214,7 +215,7 @@ def add_init_parser(commands: Any) -> None:
         "init", help="make a new hive folder from a template (it runs offline at once)"
     )
     init.add_argument(
-        "dir", nargs="?", type=Path, default=Path("."), help="the folder (default: here)"
+        "dir", nargs="?", type=user_path, default=Path("."), help="the folder (default: here)"
     )
     init.add_argument(
         "--template",

@@ -39,6 +39,7 @@ from honeycomb.cli.options import (
     new_id,
     number,
     unrecognized,
+    user_path,
 )
 from honeycomb.cli.running import (
     DEFAULT_STORE,
@@ -185,7 +186,7 @@ def _parser() -> Parser:
     add_init_parser(commands)
 
     run = commands.add_parser("run", help="run a hive file on a task")
-    run.add_argument("hive", type=Path, help="the hive YAML file")
+    run.add_argument("hive", type=user_path, help="the hive YAML file")
     run.add_argument("task", nargs="?", default=None, help="the task (default: the hive's)")
     _run_options(run)
     run.set_defaults(handler=run_command)
@@ -240,11 +241,11 @@ def _parser() -> Parser:
     trace.add_argument("run_id", help="the run's id (honeycomb runs lists them)")
     trace.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=KEPT_IN)
     trace.add_argument(
-        "--html", type=Path, default=None, metavar="FILE", help="also write the timeline page"
+        "--html", type=user_path, default=None, metavar="FILE", help="also write the timeline page"
     )
     trace.add_argument(
         "--jsonl",
-        type=Path,
+        type=user_path,
         default=None,
         metavar="FILE",
         help="also write the spans as JSON lines",
@@ -256,7 +257,7 @@ def _parser() -> Parser:
     add_sessions_command(commands, DEFAULT_STORE)
 
     validate = commands.add_parser("validate", help="check hive files and report every error")
-    validate.add_argument("hives", type=Path, nargs="+", help="hive YAML files")
+    validate.add_argument("hives", type=user_path, nargs="+", help="hive YAML files")
     validate.set_defaults(handler=_validate)
 
     add_memory_command(commands)

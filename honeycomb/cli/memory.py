@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from honeycomb.cli.exits import ExitStatus
-from honeycomb.cli.options import add_limit, integer, newest_first
+from honeycomb.cli.options import add_limit, integer, newest_first, user_path
 from honeycomb.hive import DEFAULT_MEMORY, load_hive
 from honeycomb.trace.format import counted, printable
 from runtime import HoneycombError, MemoryRecord, SQLiteMemory
@@ -95,9 +95,9 @@ def demo_with_memory(
 def _where(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
-        "--file", type=Path, default=None, help=f"the memory file (default: {DEFAULT_MEMORY})"
+        "--file", type=user_path, default=None, help=f"the memory file (default: {DEFAULT_MEMORY})"
     )
-    source.add_argument("--hive", type=Path, default=None, help="the memory of this hive file")
+    source.add_argument("--hive", type=user_path, default=None, help="the memory of this hive file")
 
 
 class _NoMemory(Exception):

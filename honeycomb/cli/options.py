@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import shlex
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import NoReturn
 
 from honeycomb.cli.exits import ExitStatus
@@ -31,6 +33,7 @@ __all__ = [
     "newest_first",
     "number",
     "unrecognized",
+    "user_path",
 ]
 
 MAX_LIMIT = 100_000
@@ -145,6 +148,13 @@ def new_id(given: str) -> str:
             f"codes), not {given[:40]!r}{' ...' if len(given) > 40 else ''}"
         )
     return given
+
+
+def user_path(given: str) -> Path:
+    """An argument type: a file or folder, ``~`` its home folder as a shell reads it,
+    also where no shell expands it (``--record=~/calls.yaml``, a quoted ``'~/calls.yaml'``),
+    which would else make a folder named ``~``."""
+    return Path(os.path.expanduser(given))
 
 
 def add_limit(parser: argparse.ArgumentParser) -> None:

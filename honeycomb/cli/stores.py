@@ -6,10 +6,10 @@ opening a store, to read or to write, refuses a folder or a file not a run store
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
 from pathlib import Path
 
+from honeycomb.cli.options import user_path
 from honeycomb.store import RunStore
 from honeycomb.store.database import is_url
 from honeycomb.store.schema import refuse_foreign
@@ -40,7 +40,7 @@ def store_argument(given: str) -> Path | str:
     """``--store``: a PostgreSQL URL as it is, else a file, ``~`` its home folder as a
     hive's ``store:`` reads it (a shell leaves ``--store=~/runs.db`` and a quoted
     ``'~/runs.db'`` as they are)."""
-    return given if is_url(given) else Path(os.path.expanduser(given))
+    return given if is_url(given) else user_path(given)
 
 
 def opened_store(where: Path | str, *, make: bool = False) -> RunStore:

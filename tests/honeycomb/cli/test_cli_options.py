@@ -86,6 +86,39 @@ def test_no_option_of_the_command_line_takes_an_unbounded_number() -> None:
     assert found == []
 
 
+def test_no_option_of_the_command_line_keeps_a_tilde_as_it_is() -> None:
+    # One way to read a file or folder given: every one uses options.user_path.
+    found = []
+    for path in sorted((ROOT / "honeycomb" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.keyword)
+                and node.arg == "type"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "Path"
+            ):
+                found.append(f"{path.name}:{node.value.lineno}")
+    assert found == []
+
+
+def test_a_file_given_under_home_where_no_shell_expands_it_is_in_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --record=~/calls.yaml (no shell expands ~ after '=') made a folder named '~' in
+    # the current one, and so did trace --html=~/run.html.
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hive.yaml").write_text(CHATTY)
+    argv = ["run", "hive.yaml", "Compare Lisbon and Porto.", "--plain", "--run-id", "r1"]
+    assert main([*argv, "--record=~/calls.yaml", "--store=~/runs.db"]) == ExitStatus.OK
+    assert main(["trace", "r1", "--store=~/runs.db", "--html=~/run.html"]) == ExitStatus.OK
+    capsys.readouterr()
+    assert {"calls.yaml", "run.html", "runs.db"} <= {p.name for p in home.iterdir()}
+    assert not (tmp_path / "~").exists()
+
+
 # --- sessions prune: a typo never forgets every session -------------------------------
 
 
