@@ -58,6 +58,11 @@ def not_served(url: str, base_url: str | None) -> str:
             return f"{hint}: base_url ends with the API's path; try {root.removesuffix(path)!r}"
     if not re.search(r"/v\d", root.partition("://")[2]):
         return f"{hint}: most OpenAI-compatible servers answer under /v1; try {root + '/v1'!r}"
+    if url.endswith("/responses"):
+        return (
+            f"{hint}: a server that does not serve OpenAI's Responses API answers so; try "
+            "its chat API (api: chat, OpenAIModel), or check the model's base_url"
+        )
     return f"{hint}: check the model's base_url"
 
 

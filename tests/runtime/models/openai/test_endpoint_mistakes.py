@@ -127,6 +127,21 @@ async def test_a_refused_key_is_told_by_the_endpoint_and_where_the_key_came_from
     assert KEY not in str(error)
 
 
+async def test_a_server_without_the_responses_api_is_told_to_try_the_chat_api(
+    openai_server: OpenAIServer,
+) -> None:
+    """The base_url is right (``/v1``), but the server serves chat completions only,
+    and answers a Responses API call as any path it does not know."""
+    openai_server.default = Raw(404, body={"detail": "Not Found"})
+    model = OpenAIResponsesModel("gpt-test", base_url=openai_server.base_url, retry=ONCE)
+    error = await failed(model)
+
+    assert isinstance(error, ModelHTTPError)
+    assert f"the endpoint serves no POST {openai_server.base_url}/responses" in str(error)
+    assert "does not serve OpenAI's Responses API" in str(error)
+    assert "try its chat API (api: chat, OpenAIModel)" in str(error)
+
+
 def test_a_base_url_without_a_scheme_is_refused_when_the_model_is_made(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
