@@ -45,6 +45,7 @@ __all__ = [
     "PostgresDatabase",
     "in_postgres",
     "split_url",
+    "url_passwords",
 ]
 
 T = TypeVar("T")
@@ -70,9 +71,10 @@ _COLUMNS = (
 
 
 def split_url(url: str) -> tuple[str, str, str]:
-    """``url`` as libpq takes it (without ``schema``), the schema it names, and the
-    URL to show (without its passwords: its userinfo's, its ``password`` and
-    ``sslpassword`` parameters').
+    """``url`` as libpq takes it (without ``schema``, nor its passwords: they are given
+    apart, see :func:`url_passwords`), the schema it names, and the URL to show
+    (without its passwords either: its userinfo's, its ``password`` and ``sslpassword``
+    parameters').
 
     Raises:
         ConfigError: when the schema is not a plain name.
@@ -85,12 +87,27 @@ def split_url(url: str) -> tuple[str, str, str]:
     # ``+`` or ``%20`` would not be the one libpq reads.
     params = [(pair, unquote(pair.partition("=")[0])) for pair in parts.query.split("&") if pair]
     schema = url_schema(url)
-    libpq = _joined(parts, parts.netloc, "&".join(p for p, name in params if name != "schema"))
     shown_query = "&".join(p for p, name in params if name not in PASSWORD_PARAMETERS)
+    libpq_query = "&".join(p for p, name in params if name not in {*PASSWORD_PARAMETERS, "schema"})
     host = parts.netloc.rsplit("@", 1)[-1]
     user = parts.username
-    shown = _joined(parts, f"{user}@{host}" if user else host, shown_query)
-    return libpq, schema, shown
+    netloc = f"{user}@{host}" if user else host
+    return _joined(parts, netloc, libpq_query), schema, _joined(parts, netloc, shown_query)
+
+
+def url_passwords(url: str) -> dict[str, str]:
+    """The passwords ``url`` holds, percent-decoded as libpq decodes them, by libpq's
+    name for each: ``password`` (its userinfo's, or its ``?password=``, which libpq
+    takes over it) and ``sslpassword``. They are given to libpq apart from the URL, so
+    that none of its errors quotes them (one with a space, or a ``%`` that begins no
+    escape, was quoted whole)."""
+    parts = urlsplit(url)
+    found = {"password": unquote(parts.password)} if parts.password else {}
+    for pair in parts.query.split("&"):
+        name, _, value = pair.partition("=")
+        if unquote(name) in PASSWORD_PARAMETERS:
+            found[unquote(name)] = unquote(value)
+    return found
 
 
 def _joined(parts: SplitResult, netloc: str, query: str) -> str:
@@ -257,7 +274,9 @@ class PostgresDatabase:
         self.conninfo, self.schema, self.where = split_url(url)
         self.pool_size = pool_size
         self.lease_ttl_s = lease_ttl_s
-        self._options: dict[str, Any] = {}
+        self._options: dict[str, Any] = url_passwords(url)
+        for secret in self._options.values():  # one with a space, which url_secrets ends at
+            add_secret(secret, "database password", owner=self)
         problem = password_problem(password_env)
         if problem is not None:
             raise ConfigError(problem, field="store")
