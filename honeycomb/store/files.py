@@ -17,7 +17,7 @@ import stat
 import struct
 from pathlib import Path
 
-__all__ = ["idle", "not_a_file", "sidecar", "unwritable", "wal_application_id"]
+__all__ = ["idle", "not_a_file", "read_only", "sidecar", "unwritable", "wal_application_id"]
 
 _WAL_MAGIC = (0x377F0682, 0x377F0683)  # checksums of little-, big-endian words
 _WAL_HEADER = 32
@@ -50,6 +50,12 @@ def not_a_file(path: Path) -> str | None:
     return f"this is {kind}, not a file: a run store is kept in a file of its own"
 
 
+def read_only(path: Path) -> bool:
+    """Whether the file at ``path`` is there and this user may not write it (SQLite
+    opens such a file to read, and refuses its first write)."""
+    return path.exists() and not os.access(path, os.W_OK)
+
+
 def unwritable(path: Path) -> str | None:
     """Why this user cannot write the store at ``path``, as far as the file system
     tells (None: nothing it tells): the file is read-only, or the folder it is (or is
@@ -57,7 +63,7 @@ def unwritable(path: Path) -> str | None:
     above = _nearest(path)
     if above is None:
         return None
-    if above[0] == path and not os.access(path, os.W_OK):
+    if above[0] == path and read_only(path):
         return "the file is read-only for this user"
     folder = path.parent if above[0] == path else above[0]
     if not os.access(folder, os.W_OK | os.X_OK):

@@ -23,7 +23,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from honeycomb.store.files import idle, not_a_file, sidecar, unwritable, wal_application_id
+from honeycomb.store.files import (
+    idle,
+    not_a_file,
+    read_only,
+    sidecar,
+    unwritable,
+    wal_application_id,
+)
 
 if TYPE_CHECKING:
     from honeycomb.store.database import Connection
@@ -337,6 +344,10 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
         opened = reader(path, shared=True)
         return opened[0] if opened is not None else None
     refuse_foreign(path)
+    if read_only(path):  # SQLite would open it to read, and refuse its first write
+        raise StoreError(
+            "cannot open the run store: the file is read-only for this user", path=str(path)
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():

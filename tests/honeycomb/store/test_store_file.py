@@ -250,24 +250,30 @@ def test_a_store_this_user_cannot_write_or_reach_says_so(tmp_path: Path) -> None
     # there) was refused as "not a Honeycomb run store ... give the run store a file of
     # its own"; a new store there failed with "unable to open database file"; one in a
     # folder this user cannot enter raised PermissionError, no StoreError, to read and
-    # to write.
+    # to write. A read-only file in a folder this user may write was opened to write (SQLite
+    # opens it to read), and a run kept there failed at its first write, after it had
+    # said where it was kept and how to resume it.
     base = Path(tempfile.mkdtemp(prefix="honeycomb-permissions-"))  # reached by any user
-    shut, closed = base / "shut", base / "closed"
+    shut, loose, closed = base / "shut", base / "loose", base / "closed"
     stores = [
         one_run(shut / "runs.db", tmp_path),
         shut / "new.db",
+        one_run(loose / "runs.db", tmp_path),
         one_run(closed / "runs.db", tmp_path),
     ]
     try:
         base.chmod(0o755)
         if os.geteuid() == 0:
             os.chown(stores[0], 65534, 65534)  # the user's own file, in a folder not its own
+            os.chown(loose, 65534, 65534)  # the user's own folder, and a file not its own
+        stores[2].chmod(0o444)
         shut.chmod(0o555)
         closed.chmod(0o700 if os.geteuid() == 0 else 0o000)
         said = subprocess.run(
             [sys.executable, "-c", AS_ANOTHER_USER, *map(str, stores)],
             capture_output=True, text=True, check=True, cwd=ROOT, timeout=60,
         )  # fmt: skip
+        beside = sorted(path.name for path in loose.iterdir())
     finally:
         for folder in (shut, closed):
             folder.chmod(0o755)
@@ -276,16 +282,23 @@ def test_a_store_this_user_cannot_write_or_reach_says_so(tmp_path: Path) -> None
         f"(this user cannot write in the folder {shut}, where SQLite keeps the store's -wal "
         "and -shm beside its file)"
     )
-    read, wrote, read_new, made, read_closed, wrote_closed, listed = said.stdout.splitlines()
+    lines = said.stdout.splitlines()
+    read, wrote, read_new, made, read_loose, wrote_loose, read_closed, wrote_closed = lines[:-1]
     assert read == "1"  # read as it is
     assert wrote.startswith(f"{stores[0]}: cannot open the run store: ")
     assert wrote.endswith(cannot)
     assert read_new == "0"
     assert made.startswith(f"{stores[1]}: cannot open the run store: ")
     assert made.endswith(cannot)
-    denied = f"{stores[2]}: cannot be looked at: Permission denied"
+    assert read_loose == "1"
+    assert (
+        wrote_loose
+        == f"{stores[2]}: cannot open the run store: the file is read-only for this user"
+    )
+    assert beside == ["runs.db"]  # no -wal, no -shm made there
+    denied = f"{stores[3]}: cannot be looked at: Permission denied"
     assert read_closed == wrote_closed == denied
-    assert (listed, said.stderr) == ("2", denied + "\n")  # honeycomb runs: no traceback
+    assert (lines[-1], said.stderr) == ("2", denied + "\n")  # honeycomb runs: no traceback
 
 
 def test_a_store_url_honeycomb_does_not_know_is_refused_as_a_hive_refuses_it() -> None:
