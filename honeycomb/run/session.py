@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -27,7 +27,8 @@ from honeycomb.run.conversation import (
     fit_conversation,
     folding_spent,
 )
-from honeycomb.run.session_rows import MemoryRows, StoreRows, turn_of
+from honeycomb.run.session_checks import Busy, Unfinished, check_choices, check_id, check_task
+from honeycomb.run.session_rows import MemoryRows, SessionRows, StoreRows, turn_of
 from honeycomb.run.stream import RunStream, streamed
 from runtime import (
     BudgetExceeded,
@@ -39,9 +40,7 @@ from runtime import (
     SessionBusy,
     SessionError,
     StoreError,
-    did_you_mean,
 )
-from runtime.text import valid_text
 from workers.context import Compaction
 
 if TYPE_CHECKING:
@@ -58,17 +57,10 @@ __all__ = [
     "TurnLock",
     "TurnRunner",
     "Unfinished",
+    "check_id",
     "check_task",
     "turn_of",
 ]
-
-Busy = Literal["wait", "refuse"]
-"""What a message to a session that is answering another does: wait its turn (in the
-order messages arrive), or be refused with :class:`~runtime.errors.SessionBusy`."""
-
-Unfinished = Literal["raise", "resume", "drop"]
-"""What a message to a session whose last turn did not finish does: raise
-:class:`~runtime.errors.SessionError`, resume that turn first, or drop it."""
 
 Converse = Callable[["RunContext"], Awaitable[Conversation]]
 """What a turn's run asks for the conversation before it, once, as it starts."""
@@ -104,51 +96,6 @@ class TurnRunner(Protocol):
     ) -> Awaitable[RunResult]: ...
 
 
-class SessionRows(Protocol):
-    """Where the turns of an Executor's sessions are kept."""
-
-    @property
-    def kept(self) -> bool:
-        """Whether the turns' runs are kept in a run store (and may be continued)."""
-        ...
-
-    async def turns(self, session_id: str) -> list[Turn]: ...
-    async def begin(self, turn: Turn, follows: Turn | None) -> bool:
-        """Keep a new turn, held as answered by this process until :meth:`let_go`,
-        if the session's last turn is still ``follows`` (None: it has none); whether
-        it was kept (not: the conversation changed since it was read, a turn taken
-        back or the session cleared, forgotten or forked over by another process or
-        by retention).
-
-        Raises:
-            SessionBusy: when another process took that turn meanwhile.
-        """
-        ...
-
-    def let_go(self, turn: Turn) -> None:
-        """The turn's run has ended (or will not start): it holds the session no more."""
-        ...
-
-    async def fitted(self, turn: Turn, conversation: Conversation) -> None: ...
-    async def ended(self, turn: Turn) -> None: ...
-    async def drop(self, session_id: str, after: int, *, idle: bool = True) -> None:
-        """Delete the turns after ``after``; refused with ``SessionBusy`` when the last
-        is being answered, unless not ``idle`` (a turn of this process's own)."""
-        ...
-
-    async def copy(self, source: str, target: str, upto: int) -> None:
-        """Make ``target`` a session of ``source``'s first ``upto`` turns (``source``
-        itself cut to them); refused with ``SessionBusy`` when ``target`` is answering,
-        or turn ``upto`` of ``source`` is being answered."""
-        ...
-
-    async def forget(self, session_ids: Sequence[str]) -> None:
-        """Delete the sessions; refused with ``SessionBusy`` when one is answering."""
-        ...
-
-    async def prune(self, *, before: float | None, keep: int | None) -> list[str]: ...
-
-
 class Session:
     """One conversation (``executor.session(id)``): each message is a run (plan,
     workers, aggregate) whose planner and aggregator, and the workers of roles that
@@ -174,7 +121,7 @@ class Session:
         busy: Busy = "wait",
         unfinished: Unfinished = "raise",
     ) -> None:
-        _check_choices(busy, unfinished)
+        check_choices(busy, unfinished)
         self.id = session_id
         self.busy: Busy = busy
         self.unfinished: Unfinished = unfinished
@@ -229,7 +176,7 @@ class Session:
                 is kept: no later turn is told it), or its output guards the answer.
         """
         check_task(message)
-        _check_choices(busy, unfinished)
+        check_choices(busy, unfinished)
         async with self._turn_lock(busy):
             turn, earlier = await self._begin(
                 message, unfinished or self.unfinished, on_event, text_deltas
@@ -256,7 +203,7 @@ class Session:
                 ``busy`` or ``unfinished`` is none of its choices.
         """
         check_task(message)
-        _check_choices(busy, unfinished)
+        check_choices(busy, unfinished)
 
         def run(put: EventHandler) -> Awaitable[RunResult]:
             return self.run(
@@ -683,66 +630,6 @@ def _not_taken(exc: Exception, *, resumable: bool, passed: bool) -> bool:
 async def _alone(context: RunContext) -> Conversation:
     """No conversation: that of a run whose turn was taken back."""
     return Conversation()
-
-
-def check_task(task: str) -> None:
-    """Refuse a task (a run's, a session message's) that is empty or only whitespace:
-    a run on it would plan nothing sensible, and be kept as if it were a task.
-
-    Raises:
-        ConfigError: naming what to pass instead.
-    """
-    if not task.strip():
-        raise ConfigError(
-            f"task is empty ({task!r}): pass what the run is to do, in words "
-            "(Executor.run('Compare the weather in Lisbon and Porto'))"
-        )
-
-
-def _check_choices(busy: str | None, unfinished: str | None) -> None:
-    """Refuse a ``busy`` or an ``unfinished`` that is none of its choices: a typo
-    (``"dropp"``) would be read as the choice left, and resume the turn meant dropped.
-
-    Raises:
-        ConfigError: naming the argument, its choices, and the one it is close to.
-    """
-    for name, given, choices in (("busy", busy, Busy), ("unfinished", unfinished, Unfinished)):
-        if given is not None and given not in get_args(choices):
-            listed = ", ".join(map(repr, get_args(choices)))
-            close = did_you_mean(given, get_args(choices))
-            raise ConfigError(f"{name}={given!r} is not one of {listed}{close}")
-
-
-MAX_ID_BYTES = 512
-"""The longest id (``run_id``, ``session_id``) in UTF-8 bytes: a PostgreSQL store's
-index takes no key of more than about 2,700, and a worker's name holds its run's."""
-
-
-def check_id(given: str, what: str) -> None:
-    """Refuse an id (``run_id``, ``session_id``) that no run store keeps as it is: one
-    that is not valid text (a lone surrogate, what Python makes of bytes that are not
-    UTF-8, cannot be kept, nor sent as JSON, and text that leaves the process has it
-    replaced, so the run could not be found again by its id), empty, or longer than
-    :data:`MAX_ID_BYTES`.
-
-    Raises:
-        ConfigError: naming the argument and what is wrong with it.
-    """
-    if not given:
-        raise ConfigError(f"{what} is empty: pass an id of at least one character")
-    size = len(given.encode("utf-8", "surrogatepass"))
-    if size > MAX_ID_BYTES:
-        raise ConfigError(
-            f"{what} {given[:40]!r}... is {size} bytes long (UTF-8): an id is at most "
-            f"{MAX_ID_BYTES}; pass a shorter one"
-        )
-    if valid_text(given) is not given:
-        at = next(i for i, c in enumerate(given) if "\ud800" <= c <= "\udfff")
-        raise ConfigError(
-            f"{what} {given!r} is not valid text: it holds a lone surrogate "
-            f"({given[at]!r}, at {at}), which no run store keeps: pass an id of valid "
-            "(UTF-8) text"
-        )
 
 
 def _summarizer(compaction: Compaction, context: RunContext) -> Model:

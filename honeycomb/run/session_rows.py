@@ -1,11 +1,11 @@
 """Where a session's turns are kept: :class:`MemoryRows` in this process (an Executor
 with no run store), :class:`StoreRows` in a run store (:mod:`honeycomb.store.sessions`),
-each a :class:`~honeycomb.run.session.SessionRows`."""
+each a :class:`SessionRows`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -18,7 +18,52 @@ if TYPE_CHECKING:
     from honeycomb.store.lease import Lease
     from honeycomb.store.sessions import StoredSessions
 
-__all__ = ["MemoryRows", "StoreRows", "said_masked", "turn_of"]
+__all__ = ["MemoryRows", "SessionRows", "StoreRows", "said_masked", "turn_of"]
+
+
+class SessionRows(Protocol):
+    """Where the turns of an Executor's sessions are kept."""
+
+    @property
+    def kept(self) -> bool:
+        """Whether the turns' runs are kept in a run store (and may be continued)."""
+        ...
+
+    async def turns(self, session_id: str) -> list[Turn]: ...
+    async def begin(self, turn: Turn, follows: Turn | None) -> bool:
+        """Keep a new turn, held as answered by this process until :meth:`let_go`,
+        if the session's last turn is still ``follows`` (None: it has none); whether
+        it was kept (not: the conversation changed since it was read, a turn taken
+        back or the session cleared, forgotten or forked over by another process or
+        by retention).
+
+        Raises:
+            SessionBusy: when another process took that turn meanwhile.
+        """
+        ...
+
+    def let_go(self, turn: Turn) -> None:
+        """The turn's run has ended (or will not start): it holds the session no more."""
+        ...
+
+    async def fitted(self, turn: Turn, conversation: Conversation) -> None: ...
+    async def ended(self, turn: Turn) -> None: ...
+    async def drop(self, session_id: str, after: int, *, idle: bool = True) -> None:
+        """Delete the turns after ``after``; refused with ``SessionBusy`` when the last
+        is being answered, unless not ``idle`` (a turn of this process's own)."""
+        ...
+
+    async def copy(self, source: str, target: str, upto: int) -> None:
+        """Make ``target`` a session of ``source``'s first ``upto`` turns (``source``
+        itself cut to them); refused with ``SessionBusy`` when ``target`` is answering,
+        or turn ``upto`` of ``source`` is being answered."""
+        ...
+
+    async def forget(self, session_ids: Sequence[str]) -> None:
+        """Delete the sessions; refused with ``SessionBusy`` when one is answering."""
+        ...
+
+    async def prune(self, *, before: float | None, keep: int | None) -> list[str]: ...
 
 
 class MemoryRows:
