@@ -12,6 +12,7 @@ from pathlib import Path
 from honeycomb.cli.options import user_path
 from honeycomb.store import RunStore
 from honeycomb.store.database import is_url
+from honeycomb.store.postgres import url_passwords
 from honeycomb.store.schema import refuse_foreign
 from runtime import ConfigError, StoreError
 from runtime.errors import did_you_mean
@@ -63,7 +64,8 @@ def opened_store(where: Path | str, *, make: bool = False) -> RunStore:
     except ConfigError as exc:  # said as the store's other errors are: it cannot be used
         # The URL as given, its passwords masked: a store that cannot be made has
         # registered none, and the URL may not even be read enough to leave them out.
-        passwords = dict.fromkeys(url_secrets(str(where)), "database password")
+        given = [*url_secrets(str(where)), *url_passwords(str(where)).values()]  # with a space
+        passwords = dict.fromkeys(given, "database password")
         raise StoreError(str(exc), path=masked_with(str(where), passwords)) from exc
     if make:
         asyncio.run(store.open())  # made, or refused, as a run makes or refuses it

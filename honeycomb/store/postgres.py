@@ -101,7 +101,10 @@ def url_passwords(url: str) -> dict[str, str]:
     takes over it) and ``sslpassword``. They are given to libpq apart from the URL, so
     that none of its errors quotes them (one with a space, or a ``%`` that begins no
     escape, was quoted whole)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a host's "[" never closed: a URL that cannot be read
+        return {}
     found = {"password": unquote(parts.password)} if parts.password else {}
     for pair in parts.query.split("&"):
         name, _, value = pair.partition("=")

@@ -525,15 +525,18 @@ def test_a_store_url_that_cannot_be_used_is_refused_without_its_password(
     # the URL as given, password and all; and a host's "[" never closed was a
     # traceback (urlsplit's ValueError), where RunStore says ConfigError.
     secret = f"pw-{uuid.uuid4().hex}"  # never registered: only the command can hide it
+    spaced = f"pw {uuid.uuid4().hex}"  # no URL's password to url_secrets, which ends at a space
     for url, why in [
         (f"postgresql://app:{secret}@127.0.0.1:1/db?schema=bad-name", "not a plain name"),
         (f"postgresql://app:{secret}@[::1/db", "the run store's URL cannot be read"),
+        (f"postgresql://app:{spaced}@127.0.0.1:1/db?schema=bad-name", "not a plain name"),
     ]:
         assert main([*command, "--store", url]) == 2
         shown = capsys.readouterr()
         assert why in shown.err
         assert "postgresql://app:[database password hidden]@" in shown.err
         assert secret not in shown.out + shown.err
+        assert spaced not in shown.out + shown.err
     with pytest.raises(ConfigError, match="the run store's URL cannot be read") as caught:
         RunStore(f"postgresql://app:{secret}@[::1/db")
     assert caught.value.field == "store"
