@@ -35,17 +35,19 @@ class EvalBudget(Value, frozen=True, kw_only=True):
         ``--max-*`` option, does not)."""
         return (self.cost, self.tokens, self.model_calls) != (None, None, None)
 
-    def spent_by(self, usage: Usage) -> str | None:
-        """Why ``usage`` has reached the budget, or None if it has not."""
+    def spent_by(self, usage: Usage, judged: Usage | None = None) -> str | None:
+        """Why ``usage`` has reached the budget, or None if it has not; ``judged``: what
+        of it the judges spent, named beside it (they may have spent the last of it)."""
+        judges = judged or Usage()
         if self.cost is not None and usage.cost >= self.cost:
-            return f"the eval's budget of ${self.cost:g} is spent (${usage.cost:.4f})"
+            part = f"${judges.cost:.4f} of it" if judges.cost else None
+            return _spent(f"${self.cost:g}", f"${usage.cost:.4f}", part)
         if self.tokens is not None and usage.total_tokens >= self.tokens:
-            return f"the eval's budget of {self.tokens} tokens is spent ({usage.total_tokens})"
+            part = f"{judges.total_tokens} of them" if judges.total_tokens else None
+            return _spent(f"{self.tokens} tokens", str(usage.total_tokens), part)
         if self.model_calls is not None and usage.model_calls >= self.model_calls:
-            return (
-                f"the eval's budget of {self.model_calls} model calls is spent "
-                f"({usage.model_calls})"
-            )
+            part = f"{judges.model_calls} of them" if judges.model_calls else None
+            return _spent(f"{self.model_calls} model calls", str(usage.model_calls), part)
         return None
 
     def short_of(self, spent: Usage, runs: int, most: Usage) -> str | None:
@@ -90,6 +92,12 @@ def check_priced(budget: EvalBudget | None, priced: bool) -> None:
     )
 
 
+def _spent(budget: str, spent: str, judges: str | None) -> str:
+    """Why the eval's budget is spent, in words: what was, and the judges' part of it."""
+    part = f", {judges} by the judges" if judges is not None else ""
+    return f"the eval's budget of {budget} is spent ({spent}{part})"
+
+
 def _short(budget: str, spent: str, most: str) -> str:
     """Why the eval's budget cannot cover another run, in words."""
     return (
@@ -111,6 +119,7 @@ class Starts:
         # A budget that bounds nothing lets every run start at once, the first too.
         self.budget = budget if budget is not None and budget.bounded else None
         self.used = Usage()
+        self.judged = Usage()  # of :attr:`used`, what the runs' judges spent
         self.stopped: str | None = None
         self._most: Usage | None = None  # the most one run spent, in each count
         self._running = 0
@@ -119,9 +128,11 @@ class Starts:
         # whose run just ended) never starts before one that waits for room.
         self._turns = asyncio.Lock()
 
-    def spent(self, usage: Usage) -> None:
-        """A run (its judges included) spent ``usage``."""
+    def spent(self, usage: Usage, judged: Usage | None = None) -> None:
+        """A run (its judges included) spent ``usage``, ``judged`` of it by its judges."""
         self.used = self.used + usage
+        if judged is not None:
+            self.judged = self.judged + judged
         most = self._most or Usage()
         self._most = Usage(
             input_tokens=max(most.input_tokens, usage.input_tokens),
@@ -143,7 +154,7 @@ class Starts:
             budget = self.budget
             if budget is None:
                 return True
-            self.stopped = budget.spent_by(self.used)
+            self.stopped = budget.spent_by(self.used, self.judged)
             if self.stopped is not None:
                 break
             if self._most is None and not self._running:

@@ -268,13 +268,15 @@ class _Session:
             for number, attempt in enumerate(found.attempts[: len(slots)]):
                 slots[number] = attempt
                 self.done += 1
-                self.starts.spent(
-                    Usage(
-                        input_tokens=attempt.tokens + attempt.judge_tokens,
-                        model_calls=attempt.model_calls + attempt.judge_model_calls,
-                        cost=attempt.cost + attempt.judge_cost,
-                    )
+                judged = Usage(
+                    input_tokens=attempt.judge_tokens,
+                    model_calls=attempt.judge_model_calls,
+                    cost=attempt.judge_cost,
                 )
+                made = Usage(
+                    input_tokens=attempt.tokens, model_calls=attempt.model_calls, cost=attempt.cost
+                )
+                self.starts.spent(made + judged, judged)
                 if self.on_run is not None:
                     self.on_run(case.id, attempt, self.done, self.total)
 
@@ -371,7 +373,7 @@ class _Session:
         checks = [as_check(c) for c in case.checks] or [_RUN_OK]
         with cassette_case(case.id):  # its judges' calls are the case's too
             verdicts = tuple([await verdict(check, run) for check in checks])
-        self.starts.spent(run.usage + judges.spent)
+        self.starts.spent(run.usage + judges.spent, judges.spent)
         allowed = any(c.allows_error for c in checks)
         about = tuple(s for c in checks for s in c.statuses)
         # What a check says may quote the case's task or expected answer: masked before

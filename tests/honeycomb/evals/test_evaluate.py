@@ -169,6 +169,35 @@ async def test_a_judges_calls_cost_the_eval_not_the_run(hive: Hive, tmp_path: Pa
     assert attempt.model_calls == 3  # the run's own
 
 
+async def test_the_evals_budget_its_judges_spent_the_last_of_says_so(
+    hive: Hive, tmp_path: Path
+) -> None:
+    # The run made 3 calls, its judge the 4th: "spent (4)" alone did not add up to the
+    # run's 3 calls the report shows.
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        defaults:
+          assert:
+            - judge: {role: writer, rubric: it greets}
+        cases:
+          - {id: lisbon, task: Say hello to Lisbon}
+          - {id: oslo, task: Say hello to Oslo}
+        """,
+    )
+    judges = Judges(hive.roles, lambda role: FunctionModel(lambda request: "PASS"))
+    cases = load_cases(path, hive)
+    budget = EvalBudget(model_calls=4)
+    report = await evaluate(
+        Executor.from_hive(hive), cases, judges=judges, concurrency=1, budget=budget
+    )
+    assert report.not_run == ("oslo",)
+    assert (
+        report.stopped == "the eval's budget of 4 model calls is spent (4, 1 of them by the judges)"
+    )
+
+
 async def test_a_judge_that_gave_no_verdict_counts_what_it_spent_in_the_evals_budget(
     hive: Hive, tmp_path: Path
 ) -> None:
