@@ -365,13 +365,13 @@ async def test_a_secret_known_after_its_message_was_kept_is_never_told_in_the_cl
 
 
 async def test_a_turn_another_process_takes_on_as_the_message_resumes_it_is_busy(
-    db: Path, monkeypatch: pytest.MonkeyPatch
+    store: Where, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The other process took the turn cut off on between the message's read of the
     # conversation and its resume of that turn: the message raised the run's RunBusy, a
     # StoreError, where a session's caller is told SessionBusy (a service's 409).
     gate = _Gate()
-    mine, other = gate.writers(store=db), gate.writers(store=db)  # two processes
+    mine, other = gate.writers(store=store), gate.writers(store=store)  # two processes
     session = mine.session("ann", unfinished="resume")
     await gate.cut_off(session, "First.")
     gate.asked.clear()
