@@ -53,11 +53,13 @@ from runtime.limits.ratelimit import AdaptiveLimiter
 from runtime.limits.retry import ShownText, endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse, TextSink
+from runtime.models.context_refusal import told_of_server
 from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.models.openai._completion import estimated_usage
 from runtime.models.openai.refusals import (
     MAX_TOKENS,
     STREAM_OPTIONS,
+    about_model,
     all_text,
     key_refused,
     not_served,
@@ -304,7 +306,10 @@ class OpenAIEndpoint(abc.ABC):
                 elif renamed is None and self._refuses_limit_name(exc, request):
                     self._rename_limit(exc)
                 elif request.output is None or mode not in _FALLBACK or not refuses_format(exc):
-                    raise
+                    told = told_of_server(exc, request, self.context_tokens)
+                    if told is None:
+                        raise
+                    raise told from exc  # a prompt past its context: what to set
                 else:
                     self._fall_back(mode, exc)
 
@@ -527,7 +532,7 @@ class OpenAIEndpoint(abc.ABC):
         came from."""
         body = exc.body if exc.body is not None else exc.message
         hint = None
-        if exc.status_code == 404 and self.model not in str(body):
+        if exc.status_code == 404 and not about_model(body, self.model):
             asked = str(exc.request.url.copy_with(query=None))
             given = str(self._given.base_url) if self._given is not None else None
             hint = masked(not_served(asked, self.base_url or given))

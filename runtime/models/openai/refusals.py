@@ -18,6 +18,7 @@ from runtime.models.openai.request import KEY_VARIABLE
 __all__ = [
     "MAX_TOKENS",
     "STREAM_OPTIONS",
+    "about_model",
     "all_text",
     "key_refused",
     "not_served",
@@ -64,6 +65,17 @@ def not_served(url: str, base_url: str | None) -> str:
             "its chat API (api: chat, OpenAIModel), or check the model's base_url"
         )
     return f"{hint}: check the model's base_url"
+
+
+_ABOUT_MODEL = re.compile(r"model|deployment", re.I)
+
+
+def about_model(body: object, model: str) -> bool:
+    """Whether a 404's ``body`` is about the model asked, which the server does not have
+    (it names it, or a model or a deployment, as Azure's ``DeploymentNotFound`` does),
+    rather than about the path (one the server does not serve says neither)."""
+    said = str(body)
+    return model in said or _ABOUT_MODEL.search(said) is not None
 
 
 def key_refused(status: int, key_from: str | None, endpoint: str) -> str:

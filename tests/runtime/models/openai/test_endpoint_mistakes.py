@@ -90,6 +90,21 @@ async def test_a_404_about_the_model_names_the_endpoint_asked(
     assert str(error).endswith(f"(asked at {openai_server.base_url})")
 
 
+async def test_a_404_for_a_deployment_azure_does_not_have_is_about_the_model(
+    openai_server: OpenAIServer,
+) -> None:
+    """Azure's model is the name of a deployment, which its 404 does not repeat: the
+    base_url is right, the model is not."""
+    gone = "The API deployment for this resource does not exist."
+    body = {"error": {"code": "DeploymentNotFound", "message": gone}}
+    openai_server.default = Raw(404, body=body)
+    error = await failed(OpenAIModel("gpt-4o-east", base_url=openai_server.base_url, retry=ONCE))
+
+    assert isinstance(error, ModelHTTPError)
+    assert error.hint == f"asked at {openai_server.base_url}"
+    assert "check the model's base_url" not in str(error)
+
+
 KEY = "sk-refused-0123456789"
 KEY_SOURCES = {
     "api_key": ({"api_key": KEY}, "the API key given as the model's api_key"),
