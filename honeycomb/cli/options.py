@@ -64,15 +64,23 @@ class Parser(argparse.ArgumentParser):
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)$")
 
 
+_OTHER_WORDS = {"check": "validate", "lint": "validate", "new": "init", "list": "runs"}
+"""Commands by the words other tools name them with (``honeycomb check hive.yaml``),
+which no spelling brings close."""
+
+
 def _with_the_choice_meant(message: str) -> str:
     """argparse's ``invalid choice: 'rnu' (choose from 'demo', ...)`` with ``(did you
-    mean 'run'?)`` after the choice given, when one is close."""
+    mean 'run'?)`` after the choice given, when one is close or means it."""
     found = _INVALID_CHOICE.search(message)
     if found is None:
         return message
     listed = found["choices"]  # quoted, or (Python 3.12.8 and later) not
     choices = re.findall(r"'([^']*)'", listed) or [c.strip() for c in listed.split(",")]
     close = did_you_mean(found["given"], choices)
+    meant = _OTHER_WORDS.get(found["given"])
+    if not close and meant in choices:
+        close = f" (did you mean {meant!r}?)"
     if not close and "run" in choices and found["given"].endswith((".yaml", ".yml")):
         # A hive file given as the command: 'honeycomb myhive/hive.yaml'.
         close = f" (a hive file runs with: honeycomb run {shlex.quote(found['given'])})"

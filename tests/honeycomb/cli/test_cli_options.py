@@ -459,13 +459,16 @@ def test_sessions_never_print_the_control_characters_a_store_holds(
     ("argv", "said"),
     [
         (["valdiate", "hive.yaml"], "invalid choice: 'valdiate' (did you mean 'validate'?) ("),
+        (["check", "hive.yaml"], "invalid choice: 'check' (did you mean 'validate'?) ("),
+        (["new", "myhive"], "invalid choice: 'new' (did you mean 'init'?) ("),
         (["run", "h.yaml", "--backend", "rey"], "invalid choice: 'rey' (did you mean 'ray'?) ("),
     ],
 )
 def test_a_misspelt_command_or_choice_is_told_with_the_one_meant(
     capsys: pytest.CaptureFixture[str], argv: list[str], said: str
 ) -> None:
-    # argparse listed the choices alone: 'honeycomb valdiate' was told every command.
+    # argparse listed the choices alone: 'honeycomb valdiate' was told every command, and
+    # so was 'honeycomb check', the word other tools use for what validate does.
     with pytest.raises(SystemExit) as exited:
         main(argv)
     assert exited.value.code == 2
