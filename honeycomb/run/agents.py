@@ -158,8 +158,6 @@ class NestedRuns:
             state = resumed.states.get(name)
         # Kept as its caller is, turn by turn: a resumed run continues it.
         record = self.record.worker(name, len(state.messages) if state else 0)
-        if resumed is not None or name in self._cut:  # a call of it may have cut it off
-            await record.going_on()
         return await self._run(role, instruction, ctx, name, state, record)
 
     async def _unkept_call(self, role: str, instruction: str, ctx: ToolContext, caller: str) -> str:
@@ -197,6 +195,8 @@ class NestedRuns:
             if state is None:
                 raise  # a fresh one: its caller's model reads why, as for any tool
             raise NotStarted(name, str(exc)) from exc  # its caller stops with it, unfinished
+        if record is not None and (self.resumed is not None or name in self._cut):
+            await record.going_on()  # a call of it (an earlier life's) may have cut it off
         worker = ctx_run.worker(role, name=name, store=record)
         tracer = ctx_run.tracer
         if tracer.enabled:
