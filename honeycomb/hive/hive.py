@@ -20,7 +20,7 @@ from honeycomb.hive.checks import check_across_fields, not_roles, role_error
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.judges import judges_warned
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
-from honeycomb.hive.paths import beside
+from honeycomb.hive.paths import beside, not_a_folder
 from honeycomb.hive.specs import (
     DEFAULT_MEMORY,
     HiveSpec,
@@ -578,8 +578,9 @@ def _roles(
     read: dict[str, tuple[YamlPlace, Role]] = {}
     if spec.roles_dir is not None:
         folder = beside(file.parent, spec.roles_dir)
-        if not folder.is_dir():
-            errors.append(doc.error(("roles_dir",), f"no such folder: {folder}"))
+        problem = not_a_folder(folder)
+        if problem is not None:
+            errors.append(doc.error(("roles_dir",), problem))
         else:
             servers = _server_names(doc, spec)
             read.update(

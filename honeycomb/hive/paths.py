@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["beside", "home_known"]
+from runtime.errors import did_you_mean
+
+__all__ = ["beside", "home_known", "not_a_folder"]
 
 
 def beside(folder: Path, given: str) -> Path:
@@ -34,3 +36,19 @@ def home_known(given: str | None) -> str | None:
             "the folder in full, or ~/ for your own"
         )
     return given
+
+
+def not_a_folder(folder: Path) -> str | None:
+    """What is wrong with ``folder`` (a hive's ``roles_dir``) when it is no folder: a
+    file (of roles, which go in a folder, or under ``roles:``), or nothing, with the
+    folder beside it of a close name; None when it is a folder."""
+    if folder.is_dir():
+        return None
+    if folder.exists():
+        return (
+            f"{folder} is a file, not a folder: roles_dir names a folder of role files "
+            "(put the file in one, or its roles under roles:)"
+        )
+    parent = folder.parent
+    beside_it = [p.name for p in parent.iterdir() if p.is_dir()] if parent.is_dir() else []
+    return f"no such folder: {folder}{did_you_mean(folder.name, beside_it)}"

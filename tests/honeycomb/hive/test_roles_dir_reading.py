@@ -196,3 +196,20 @@ def test_a_role_file_with_mistakes_is_a_role_the_hive_may_name(tmp_path: Path) -
     path = hive(tmp_path, text + "aggregator: w\nplanner: {role: planner, roles: [w, lead]}\n")
     (error,) = errors_of(path)
     assert error.startswith(f"{tmp_path / 'roles' / 'w.yaml'}:3:1: max_turn: unknown field")
+
+
+def test_a_roles_dir_that_is_a_file_or_misspelt_is_told_what_to_write(tmp_path: Path) -> None:
+    # Both were "no such folder: ...", of a file that is there, and of a folder beside
+    # it of a close name alike.
+    role_file(tmp_path, "w: {description: Works.}\n")
+    (tmp_path / "w.yaml").write_text("w: {description: Works.}\n")
+    path = hive(tmp_path, HIVE.replace("roles_dir: roles", "roles_dir: w.yaml"))
+    (error,) = errors_of(path)
+    assert error == (
+        f"{path}:2:1: roles_dir: {tmp_path / 'w.yaml'} is a file, not a folder: roles_dir "
+        "names a folder of role files (put the file in one, or its roles under roles:)"
+    )
+    path = hive(tmp_path, HIVE.replace("roles_dir: roles", "roles_dir: rolez"))
+    (error,) = errors_of(path)
+    rolez = tmp_path / "rolez"
+    assert error == f"{path}:2:1: roles_dir: no such folder: {rolez} (did you mean 'roles'?)"
