@@ -392,11 +392,16 @@ def _own_copy(check: GuardCheck) -> GuardCheck:
 
 
 def _reason(value: Any) -> str | None:
-    """A guard's answer as a reason (None: it passed).
+    """A guard's answer as a reason (None: it passed); numpy's ``bool_`` (``similarity
+    > 0.8``), a tensor of one, as the Python bool its ``item()`` is.
 
     Raises:
         TypeError: for an answer that is neither a pass nor a reason.
     """
+    item = getattr(value, "item", None)
+    if callable(item) and not isinstance(value, str):
+        found = item()
+        value = found if isinstance(found, bool) else value
     if value is None or value is True:
         return None
     if value is False:

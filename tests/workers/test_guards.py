@@ -123,6 +123,33 @@ async def test_an_argument_guards_reason_is_the_calls_error_observation() -> Non
     assert "guard 'only_example'" in observations[1].content
 
 
+class NumpyBool:
+    """What numpy answers a comparison with (its ``bool_``): no ``bool``, but its
+    ``item()`` is one."""
+
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def item(self) -> bool:
+        return self.value
+
+
+@pytest.mark.parametrize(("answer", "accepted"), [(True, True), (False, False)])
+async def test_a_guard_that_answers_numpys_bool_passes_or_refuses_by_its_value(
+    answer: bool, accepted: bool
+) -> None:
+    # A guard that returns ``similarity > 0.8`` of numpy values was broken, whatever it said.
+    def close_enough(check: GuardCheck) -> NumpyBool:
+        return NumpyBool(answer)
+
+    role = Role(name="w", output_retries=0, guards=Guards(output=(close_enough,)))
+    result = await Worker(role, ScriptedModel(["an answer"])).run("t")
+    assert result.ok is accepted
+    if not accepted:
+        assert isinstance(result.exception, GuardrailTripped)
+        assert (result.exception.reason, result.exception.broken) == ("the guard refused it", False)
+
+
 class AtMost:
     """A guard written as a class: one object of it per limit."""
 
