@@ -269,7 +269,14 @@ class RunRecord:
         released = [self.store.released(lease)] if lease is not None else []
         try:
             await self.store.commit(
-                *self._unwritten, ended, *released, lease=lease, checkpoint=True
+                *self._unwritten,
+                ended,
+                *released,
+                lease=lease,
+                checkpoint=True,
+                # Its process stops (cancelled, Ctrl-C): a server that is away is waited
+                # for a moment, not the half minute a restart takes.
+                stopping=status == "interrupted",
             )
         finally:
             if lease is not None:
