@@ -37,6 +37,7 @@ from honeycomb.cli.view import JsonView, LiveView, View, found, live, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.backend import BackendSpec
+from honeycomb.run.conversation import Turn
 from honeycomb.run.events import AggregationStarted
 from honeycomb.run.result import RunResult
 from honeycomb.run.session import Session
@@ -370,13 +371,25 @@ class Chat:
 
     async def _undo(self, out: TextIO) -> None:
         undone = await self.session.pop()
-        said = printable(undone.message, lines=False) if undone else ""  # made inert
-        out.write(f"took back message {undone.turn}: {said}\n" if undone else "")
-        out.write("nothing to undo\n" if undone is None else "")
+        if undone is None:
+            out.write("nothing to undo\n")
+            return
+        said = printable(undone.message, lines=False)  # made inert
+        out.write(f"took back message {undone.turn}: {said}{_denied(undone)}\n")
 
     async def _new(self, out: TextIO) -> None:
+        turns = await self.session.turns()
         await self.session.clear()
-        out.write(f"session {self.session.id}: started over\n")
+        denied = _denied(turns[-1]) if turns else ""
+        out.write(f"session {self.session.id}: started over{denied}\n")
+
+
+def _denied(turn: Turn) -> str:
+    """What taking ``turn`` back did to the calls it waited on, if it waited: a person
+    who would approve one of them in another terminal is told it was decided."""
+    if turn.status != "waiting":
+        return ""
+    return f" (the calls message {turn.turn} waited on are denied: it never makes them)"
 
 
 def _command_like(word: str) -> bool:

@@ -86,3 +86,18 @@ def test_a_chat_opened_on_a_waiting_turn_says_what_it_waits_on_and_how_to_decide
     assert "Waiting for approval (1):" in before_prompt
     assert "role 'courier' asks for approval of 'send_to_outbox'" in before_prompt
     assert decide.group(0) in before_prompt
+
+
+@pytest.mark.parametrize("command", ["/undo", "/new"])
+def test_taking_a_waiting_turn_back_says_its_calls_are_denied(
+    hive: Path, command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It said 'took back message 1: ...' (or 'started over') alone: a person who then
+    # approved the call in another terminal, as the chat had told them to, was refused.
+    assert chat(monkeypatch, hive, [ASKED, command]) == 0
+    out = capsys.readouterr().out
+    found = re.search(r"honeycomb approve (\S+) (\S+)", out)
+    assert found is not None
+    assert "(the calls message 1 waited on are denied: it never makes them)" in out
+    assert main(["approve", *found.groups()]) != 0
+    assert "its turn was taken back" in capsys.readouterr().err
