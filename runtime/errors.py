@@ -14,7 +14,8 @@ The tree::
     │       └── ServerGone          its connection ended (a stdio server's process exited)
     ├── ModelError                  a model call failed
     │   ├── ModelHTTPError          the endpoint answered with an HTTP error status
-    │   │   └── RetryAfterPastDeadline  it asked to wait past the retry deadline
+    │   │   ├── RetryAfterPastDeadline  it asked to wait past the retry deadline
+    │   │   └── ContextExceeded     it refused a prompt past the context of a call
     │   ├── ModelConnectionError    the endpoint could not be reached
     │   ├── ModelTimeout            the endpoint did not answer in time
     │   ├── ModelResponseError      the answer could not be understood
@@ -81,6 +82,7 @@ __all__ = [
     "ConfigError",
     "ConfigErrors",
     "ContextBudgetTooSmall",
+    "ContextExceeded",
     "DuplicateToolError",
     "EmptyResponse",
     "EventLoopConflict",
@@ -344,6 +346,37 @@ class RetryAfterPastDeadline(ModelHTTPError):
             f"asked to wait {self.wait_s:.3g}s, {deadline_left_s:.1f}s of {deadline} "
             f"left; {self.args[0]}",
         )
+
+
+class ContextExceeded(ModelHTTPError):
+    """The server refused a prompt past the context of a call (a 400): the error says
+    which setting to raise, and to what (:mod:`runtime.models.context_refusal`). The
+    server's body is kept as :attr:`body`.
+
+    Attributes:
+        prompt_tokens: The prompt's tokens, as the server counted them.
+        context_tokens: The tokens a call may hold there, its prompt and answer together.
+        answer_tokens: The answer the call asked room for (its output limit).
+        advice: What to set, and to what.
+    """
+
+    def __init__(
+        self,
+        body: Any,
+        *,
+        prompt_tokens: int,
+        context_tokens: int,
+        answer_tokens: int,
+        advice: str,
+        model: str | None = None,
+    ) -> None:
+        super().__init__(400, body, model=model)
+        self.prompt_tokens = prompt_tokens
+        self.context_tokens = context_tokens
+        self.answer_tokens = answer_tokens
+        self.advice = advice
+        on = f" from model {model!r}" if model else ""
+        self.args = (f"HTTP 400{on}: {advice}",)  # the advice whole, not the body cut short
 
 
 class ModelConnectionError(ModelError):

