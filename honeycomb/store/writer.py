@@ -309,7 +309,11 @@ class _Life:
         """Commit ``items`` (and renew ``held``) in one transaction; tell their waiters.
         A batch whose connection was lost before it committed is written again on a new
         one, as is one the server rolled back to break a deadlock (nothing of it was
-        written)."""
+        written). A batch with nothing to write (flushes: what was queued before them is
+        done) needs no connection, and waits for no server."""
+        if not held and not any(item.work or item.scrub for item in items):
+            _tell_all(items, {})
+            return
         deadline: float | None = None
         stopping = any(item.stopping for item in items)
         while True:

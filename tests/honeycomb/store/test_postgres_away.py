@@ -208,3 +208,23 @@ async def test_a_run_stopped_while_its_server_is_away_is_resumed_once_it_is_back
     assert result.answer_text.endswith("done")
     assert len(calls) == 2  # the one cut off, asked again
     store.close()
+
+
+async def test_a_flush_once_the_server_went_away_waits_for_nothing(
+    postgres: PostgresServer,
+) -> None:
+    """A flush (what a read does first, and a command that says where a stopped run is
+    kept) asked the writer for an empty transaction, which waited out the half minute
+    of tries of a server that went away: it has nothing to write, and returns at once.
+    The read after it says the server cannot be reached."""
+    url = postgres.url()
+    mine = role_of(url, "flushed")
+    store = RunStore(mine)
+    await store.commit(("CREATE TABLE t (n BIGINT)", ()))
+    away(url, mine.split("//", 1)[1].split("@", 1)[0])
+    started = time.monotonic()
+    await store.flush()
+    with pytest.raises(StoreError, match="cannot connect to the run store"):
+        await store.load("r1")
+    assert time.monotonic() - started < writer.RECONNECT_S / 4
+    store.close()
