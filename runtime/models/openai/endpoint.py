@@ -61,6 +61,7 @@ from runtime.models.openai.refusals import (
     STREAM_OPTIONS,
     about_model,
     all_text,
+    context_passed,
     key_refused,
     not_served,
     refuses,
@@ -528,8 +529,8 @@ class OpenAIEndpoint(abc.ABC):
         """The error of an HTTP error status; a 404 that is not about the model (the
         server serves no such path: a ``base_url`` without its ``/v1``, or with the
         API's path in it) names the URL asked and what to change, one about the model
-        the endpoint asked; a 401 or 403 the endpoint and where the key it refused
-        came from."""
+        the endpoint asked; a 400 for a prompt past the model's context, the context
+        to say; a 401 or 403 the endpoint and where the key it refused came from."""
         body = exc.body if exc.body is not None else exc.message
         hint = None
         if exc.status_code == 404 and not about_model(body, self.model):
@@ -538,6 +539,8 @@ class OpenAIEndpoint(abc.ABC):
             hint = masked(not_served(asked, self.base_url or given))
         elif exc.status_code == 404:
             hint = masked(f"asked at {self._endpoint()}")
+        elif exc.status_code == 400:
+            hint = context_passed(body, self.context_tokens)
         elif exc.status_code in (401, 403):
             source = key_source(self.api_key_env, self._api_key, given=self._given is not None)
             hint = masked(key_refused(exc.status_code, source, self._endpoint()))

@@ -105,6 +105,43 @@ async def test_a_404_for_a_deployment_azure_does_not_have_is_about_the_model(
     assert "check the model's base_url" not in str(error)
 
 
+PAST_CONTEXT = {
+    "openai": {"error": {"message": "Reduce the length", "code": "context_length_exceeded"}},
+    "vllm": {"object": "error", "message": "This model's maximum context length is 4096 "
+             "tokens. However, you requested 5000 tokens.", "code": 400},
+    "llama.cpp": {"error": {"code": 400, "type": "exceed_context_size_error",
+                            "message": "the request exceeds the available context size"}},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("server", PAST_CONTEXT)
+@pytest.mark.parametrize("context", [None, 8192])
+async def test_a_prompt_past_the_context_is_told_to_say_the_context(
+    openai_server: OpenAIServer, server: str, context: int | None
+) -> None:
+    openai_server.default = Raw(400, body=PAST_CONTEXT[server])
+    model = OpenAIModel(
+        "gpt-test", base_url=openai_server.base_url, retry=ONCE, context_tokens=context
+    )
+    error = await failed(model)
+
+    assert isinstance(error, ModelHTTPError)
+    if context is None:
+        assert error.hint is not None
+        assert "say the model's context as its server serves it, context_tokens=" in error.hint
+    else:
+        assert error.hint == "the model's context_tokens (8192) may be more than the server serves"
+    assert error.hint in str(error)
+
+
+async def test_another_400_has_no_hint(openai_server: OpenAIServer) -> None:
+    openai_server.default = Raw(400, "Invalid schema for function 'lookup'")
+    error = await failed(OpenAIModel("gpt-test", base_url=openai_server.base_url, retry=ONCE))
+
+    assert isinstance(error, ModelHTTPError)
+    assert error.hint is None
+
+
 KEY = "sk-refused-0123456789"
 KEY_SOURCES = {
     "api_key": ({"api_key": KEY}, "the API key given as the model's api_key"),
