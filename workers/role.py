@@ -480,7 +480,11 @@ def collect_roles(
         for path, role in found:
             place = YamlPlace(doc=doc, path=path)
             if role.name in roles:
-                errors.append(place.error((), f"role {role.name!r} is defined twice"))
+                first = roles[role.name][0].error((), "")
+                message = (
+                    f"role {role.name!r} is defined twice (first in {first.file}:{first.line})"
+                )
+                errors.append(place.error((), message))
                 continue
             roles[role.name] = (place, role)
     return roles

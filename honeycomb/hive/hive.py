@@ -601,7 +601,9 @@ def _roles(
             doc, errors, registry, ("roles",), models=models, servers=servers, declared=spec.tools
         ):
             if role.name in read:
-                errors.append(doc.error(path, f"role {role.name!r} is also defined in roles_dir"))
+                first = read[role.name][0].error((), "")  # in a file of the folder
+                where = f"{first.file}:{first.line}"
+                errors.append(doc.error(path, f"role {role.name!r} is also defined in {where}"))
             read[role.name] = (YamlPlace(doc=doc, path=path), role)
     if not read and not errors:
         errors.append(doc.error(("roles",), "the hive defines no roles"))

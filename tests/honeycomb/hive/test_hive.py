@@ -501,8 +501,11 @@ def test_a_role_both_inline_and_in_roles_dir_is_reported_beside_the_folders_mist
     assert len(errors) == 4, errors
     assert any(e.startswith(f"{tmp_path / 'roles' / 'bad.yaml'}:1:1: name:") for e in errors)
     assert any("writer.tols: unknown field 'tols'" in e for e in errors)
-    assert any(e.endswith("role 'reader' is defined twice") for e in errors), errors
-    assert f"{path}:10:3: roles.counter: role 'counter' is also defined in roles_dir" in errors
+    # Each named where the other is written (it said "is defined twice", "is also
+    # defined in roles_dir", and no more).
+    more = tmp_path / "roles" / "more.yaml"
+    assert any(e.endswith(f"role 'reader' is defined twice (first in {more}:3)") for e in errors)
+    assert f"{path}:10:3: roles.counter: role 'counter' is also defined in {more}:1" in errors
 
 
 @pytest.mark.parametrize(
