@@ -30,6 +30,7 @@ from honeycomb.run.context import RunContext
 from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
+from honeycomb.run.scheduler import stopped_error, stopped_status, why_stopped
 from runtime import BudgetExceeded, HoneycombError, ModelRetry, Tool, ToolContext
 from runtime.errors import NotStarted
 from runtime.limits.room import nested_work
@@ -223,11 +224,15 @@ class NestedRuns:
                     )
                 )
         except asyncio.CancelledError:  # its call cut off (a time limit, a run that stops)
+            # Stopped by a budget (the wall time too) as its caller is, or else cancelled.
+            reason = why_stopped()
+            status, why = stopped_status(reason), stopped_error(reason)
             if record is not None:  # the store says what the trace does
-                record.cut_off()
+                record.cut_off(status)
                 self._cut.add(name)
             if tracer.enabled:
-                tracer.emit(_finished(name, role, ctx_run.run_id, ctx, "cancelled", started))
+                error = str(why) if why is not None else None
+                tracer.emit(_finished(name, role, ctx_run.run_id, ctx, status, started, error))
             raise
         outcome = SubtaskResult(
             subtask=Subtask(id=name, role=role, instruction=instruction),

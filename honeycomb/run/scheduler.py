@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from honeycomb.run.context import RunContext
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from honeycomb.run.worker_record import WorkerRecord
     from workers.state import LoopState
 
-__all__ = ["Scheduler", "stopped_error", "stopped_status"]
+__all__ = ["Scheduler", "stopped_error", "stopped_status", "why_stopped"]
 
 
 class Scheduler:
@@ -126,9 +127,13 @@ class Scheduler:
         self._started = time.perf_counter()
         self._check_plan_size()
         if self.stopped is None:
-            async with stoppable() as stop:
-                self._cancel = stop
-                await run_together(None, [self._run_subtask(s) for s in self._new])
+            running = _running.set(self)  # its workers' tasks, and their nested workers'
+            try:
+                async with stoppable() as stop:
+                    self._cancel = stop
+                    await run_together(None, [self._run_subtask(s) for s in self._new])
+            finally:
+                _running.reset(running)
         if self._fatal is not None:
             raise self._fatal
         if self.stopped is None:
@@ -525,6 +530,18 @@ class Scheduler:
         if self.stopped is None:
             self.stopped = reason
         self._cancel()
+
+
+_running: ContextVar[Scheduler | None] = ContextVar("honeycomb_scheduler", default=None)
+"""The scheduler whose worker phase the current task is part of."""
+
+
+def why_stopped() -> HoneycombError | None:
+    """What stopped the worker phase the current task is part of (a budget, its wall
+    time, the failure policy), if anything did: what a nested worker cut off with its
+    caller ends of (:func:`stopped_status`)."""
+    scheduler = _running.get()
+    return scheduler.stopped if scheduler is not None else None
 
 
 async def _nested(running: Awaitable[WorkerResult]) -> WorkerResult:

@@ -25,14 +25,17 @@ _LEFT_AS = {
 }
 """What a worker with no outcome is at, by what its run is at (else: ``cancelled``)."""
 
+_CUT_OFF = ("cancelled", "over_budget")
+"""What the store says of a nested worker its call cut off (:mod:`honeycomb.run.agents`)."""
+
 
 def worker_statuses(run: StoredRun, status: str | None = None) -> dict[str, str]:
     """What each worker of ``run`` is at: its outcome once it has one (``ok``,
     ``failed`` ...); ``waiting`` while a call of it waits for a person (not in a run
     that ended for good, which left the call undecided: :data:`ENDED`); ``cancelled``
-    once its call cut it off (a nested worker: its caller may go on); else what its
-    run is at (``running``, ``interrupted``; ``over_budget`` for a run a budget
-    stopped, ``cancelled`` for one that ended otherwise).
+    (``over_budget``) once its call cut it off (a nested worker: its caller may go
+    on); else what its run is at (``running``, ``interrupted``; ``over_budget`` for a
+    run a budget stopped, ``cancelled`` for one that ended otherwise).
 
     Args:
         run: The stored run.
@@ -46,7 +49,7 @@ def worker_statuses(run: StoredRun, status: str | None = None) -> dict[str, str]
             statuses[name] = worker.status
         elif now not in ENDED and any(e.decision is None for e in worker.approvals.values()):
             statuses[name] = "waiting"
-        elif worker.status == "cancelled":  # a nested worker its call cut off
+        elif worker.status in _CUT_OFF:  # a nested worker its call cut off
             statuses[name] = worker.status
         else:
             statuses[name] = _LEFT_AS.get(now, "cancelled")

@@ -95,8 +95,8 @@ _STATUS = (
     "ON CONFLICT (run_id, worker) DO UPDATE SET status = excluded.status, "
     "updated_at = excluded.updated_at"
 )
-"""What a worker with no outcome is at: ``cancelled`` once its call cut it off, its
-checkpoint kept; ``running`` again as a later life continues it."""
+"""What a worker with no outcome is at: ``cancelled`` (``over_budget``) once its call
+cut it off, its checkpoint kept; ``running`` again as a call continues it."""
 
 
 class WorkerRecord:
@@ -160,14 +160,14 @@ class WorkerRecord:
             lease=self._run.lease,
         )
 
-    def cut_off(self) -> None:
-        """Mark the worker ``cancelled``, as its trace says it: its call cut it off (a
-        tool time limit, the end of its run), and nothing runs it now. Its checkpoint
-        stays: a caller that makes the call again continues it (:meth:`going_on`).
-        Queued in order with the run's writes (a checkpoint leaves the status as it
-        is)."""
+    def cut_off(self, status: str) -> None:
+        """Mark the worker ``status`` (``cancelled``; ``over_budget`` when a budget
+        stopped its run), as its trace says it: its call cut it off (a tool time limit,
+        the end of its run), and nothing runs it now. Its checkpoint stays: a caller
+        that makes the call again continues it (:meth:`going_on`). Queued in order with
+        the run's writes (a checkpoint leaves the status as it is)."""
         run = self._run
-        run.store.write(self._status("cancelled"), lease=run.lease)
+        run.store.write(self._status(status), lease=run.lease)
 
     async def going_on(self) -> None:
         """Mark the worker ``running`` again, as a call continues it; return once that

@@ -11,13 +11,15 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
+import pytest
 
-from honeycomb import Executor, Role, tool
+from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role, tool
 from honeycomb.planning import RolePlanner
 from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.shown import stored_timeline, worker_statuses
 from honeycomb.store import RunStore, StoredRun
 from honeycomb.testing import FunctionModel
+from honeycomb.trace.spans import SpanRecorder
 from runtime import AssistantMessage, Event, ModelRequest
 from runtime.testing import call
 from tests.honeycomb.run.test_agents import task_of, waiting_calls
@@ -264,3 +266,58 @@ async def test_a_nested_worker_beside_a_paused_one_runs_once_when_the_turn_goes_
     assert done.subtasks["s1"].text == "lead: ok:sent | ok:posted"
     assert posted == ["n"]
     assert asked.count("researcher: post a note") == 2  # its call, then its answer
+
+
+@pytest.mark.parametrize("budgets", [Budgets(model_calls=4), Budgets(wall_time_s=1.5)])
+async def test_a_nested_worker_a_budget_stopped_with_its_caller_is_over_budget(
+    tmp_path: Path, budgets: Budgets
+) -> None:
+    """A budget stopped the run as a lead's nested worker waited on a tool (a sibling
+    subtask's calls refused, or the wall time ran out): the lead was ``over_budget`` in
+    its result, event, span and views, its nested worker ``cancelled`` in its event,
+    span, store and views."""
+    events: list[Event] = []
+    recorder = SpanRecorder()
+    began = anyio.Event()
+
+    @tool
+    async def slow(query: str) -> str:
+        """Take long."""
+        began.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def model(request: ModelRequest) -> Answer:
+        role, seen = role_of(request), observations(request)
+        if role == "other":  # its second turn of calls is past the model calls
+            await began.wait()
+            return AssistantMessage(tool_calls=(call("quick", {"query": "x"}),))
+        if role == "researcher":
+            return AssistantMessage(tool_calls=(call("slow", {"query": "x"}),))
+        assert not seen, "the lead goes on only once its nested worker answered"
+        return AssistantMessage(tool_calls=(call("researcher", {"instruction": "go"}, id="c1"),))
+
+    @tool
+    def quick(query: str) -> str:
+        """Answer at once."""
+        return query
+
+    store = tmp_path / "runs.db"
+    executor = Executor(
+        [Role(name="lead", tools=("agent:researcher",)), Role(name="researcher", tools=("slow",)),
+         Role(name="other", tools=("quick",))],
+        FunctionModel(model), tools=[slow, quick], aggregator="concat", store=store,
+        policy=Policy(budgets=budgets), on_event=[events.append, recorder],
+    )  # fmt: skip
+    plan = [*ONE, {"id": "s2", "role": "other", "instruction": "y"}]
+    with pytest.raises(BudgetExceeded):
+        await executor.run("t", subtasks=plan, run_id="r1")
+
+    ends = {e.worker: e.status for e in events if isinstance(e, WorkerFinished)}
+    assert (ends["s1"], ends["s1/c1"]) == ("over_budget", "over_budget")
+    spans = {s.worker: s.status for s in recorder.spans if s.kind == "worker"}
+    assert (spans["s1"], spans["s1/c1"]) == ("over_budget", "over_budget")
+    stored = await loaded(store)
+    assert stored.workers["s1/c1"].status == "over_budget"
+    shown = worker_statuses(stored)
+    assert (shown["s1"], shown["s1/c1"]) == ("over_budget", "over_budget")
