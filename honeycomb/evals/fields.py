@@ -27,19 +27,19 @@ def field_problem(
     if not isinstance(value, Mapping) or issubclass(schema, RootModel):  # dumped as its root
         return None
     fields = _dumped(schema)
-    named = f"a {schema.__name__} ({', '.join(fields)})"
+    named = f"{schema.__name__} ({', '.join(fields)})"
     named = f"{whose}, {named}," if whose else named
     extra = schema.model_config.get("extra") == "allow"  # its answers keep any field
     for key in value:
         if key not in fields and not extra:
             return (key,), f"{named} has no field {key!r}{did_you_mean(str(key), fields)}"
-    missing = [name for name in fields if name not in value]
+    missing = [key for key in fields if key not in value]
     if missing:
         lacks = ", ".join(map(repr, missing))
         return (), f"{named} has {lacks} too: equals compares the whole answer"
-    for key, field in schema.model_fields.items():
-        inner = _model_of(field.annotation)
-        if inner is None or key not in value:
+    for key, annotation in fields.items():
+        inner = _model_of(annotation)
+        if inner is None:
             continue
         model, many = inner
         given = value[key]
@@ -52,10 +52,18 @@ def field_problem(
     return None
 
 
-def _dumped(schema: type[BaseModel]) -> list[str]:
-    """The keys of an answer of ``schema`` as an ``equals`` check sees it dumped."""
-    fields = [name for name, field in schema.model_fields.items() if not field.exclude]
-    return [*fields, *schema.model_computed_fields]
+def _dumped(schema: type[BaseModel]) -> dict[str, Any]:
+    """The keys of an answer of ``schema`` as an ``equals`` check sees it dumped
+    (``model_dump``), each with its field's type (a computed field's: none read)."""
+    by_alias = bool(schema.model_config.get("serialize_by_alias"))
+    fields = {
+        (field.serialization_alias or field.alias or name) if by_alias else name: field.annotation
+        for name, field in schema.model_fields.items()
+        if not field.exclude
+    }
+    for name, computed in schema.model_computed_fields.items():
+        fields[(computed.alias or name) if by_alias else name] = None
+    return fields
 
 
 def _model_of(annotation: Any) -> tuple[type[BaseModel], bool] | None:

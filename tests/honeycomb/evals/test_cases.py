@@ -194,10 +194,10 @@ def test_an_equals_value_with_a_field_the_answer_has_not_is_told_at_that_field(
               - equals: {city: Lisbon, legs: [{to: Porto}]}
         """,
     )
-    trip = "the hive's answer, a Trip (city, legs),"
+    trip = "the hive's answer, Trip (city, legs),"
     assert _errors(path, hive) == [
         f"{path}:3:16: cases[0].expected.citty: {trip} has no field 'citty' (did you mean 'city'?)",
-        f"{path}:6:53: cases[0].assert[1].equals.legs[1].too: a Leg (to) has no field 'too' "
+        f"{path}:6:53: cases[0].assert[1].equals.legs[1].too: Leg (to) has no field 'too' "
         "(did you mean 'to'?)",
         f"{path}:7:9: cases[0].assert[2].equals: {trip} has 'legs' too: equals compares the "
         "whole answer",
