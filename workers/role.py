@@ -43,6 +43,7 @@ __all__ = [
     "load_roles",
     "read_roles",
     "role_entries",
+    "role_files",
     "unused_approval",
 ]
 
@@ -459,11 +460,7 @@ def collect_roles(
     from runtime.config.yaml_config import YamlPlace, load_yaml  # loads the YAML reader
 
     base = Path(source)
-    files = (
-        sorted(p for p in base.iterdir() if p.suffix in (".yaml", ".yml"))
-        if base.is_dir()
-        else [base]
-    )
+    files = role_files(base) if base.is_dir() else [base]
     skipped = skip.resolve() if skip is not None else None
     roles: dict[str, tuple[YamlPlace, Role]] = {}
     for file in files:
@@ -488,6 +485,14 @@ def collect_roles(
                 continue
             roles[role.name] = (place, role)
     return roles
+
+
+def role_files(folder: Path) -> list[Path]:
+    """The files of ``folder`` that may hold roles, in order: its ``*.yaml`` and
+    ``*.yml`` files but hidden ones (``.pre-commit-config.yaml``, ``.gitlab-ci.yml``:
+    a tool's settings, in a project's folder)."""
+    found = (p for p in folder.iterdir() if p.suffix in (".yaml", ".yml"))
+    return sorted(p for p in found if not p.name.startswith("."))
 
 
 def read_roles(

@@ -30,7 +30,7 @@ from workers import Role
 from workers.compaction import compaction_models, context_problem
 from workers.guards import guard_problem
 from workers.nesting import nesting_problems
-from workers.role import guard_problems, role_entries
+from workers.role import guard_problems, role_entries, role_files
 
 __all__ = ["check_across_fields", "role_error"]
 
@@ -164,9 +164,8 @@ def _written_in(folder: Path, hive_file: Path) -> list[str]:
     valid or not; a file that cannot be read writes none (its error is reported)."""
     if not folder.is_dir():
         return []
-    files = sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml"))
     names: list[str] = []
-    for file in files:
+    for file in role_files(folder):
         if file.resolve() == hive_file.resolve():
             continue
         try:

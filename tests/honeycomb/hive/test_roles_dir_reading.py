@@ -115,12 +115,14 @@ def test_a_roles_dir_passes_over_the_hive_files_and_eval_cases_in_it(
 ) -> None:
     # roles_dir: . in a folder honeycomb init made read its evals.yaml as roles:
     # "evals.yaml:3:1: defaults: unknown field 'defaults'", and a hive file its roles call
-    # as a tool as a file of roles defined twice.
+    # as a tool as a file of roles defined twice; a hidden file, a tool's settings, as
+    # roles too.
     assert cli(["init", str(tmp_path / "h")]) == 0
     folder = tmp_path / "h"
     (folder / "facts.yaml").write_text(HIVE.replace("roles_dir: roles\n", ""))
     (folder / "more.yaml").write_text("cases_from: more.jsonl\n")
     (folder / "w.yaml").write_text("w: {description: Works.}\n")
+    (folder / ".pre-commit-config.yaml").write_text("repos:\n  - repo: local\n")
     path = folder / "hive.yaml"
     path.write_text(path.read_text() + "roles_dir: .\n")
     assert "w" in load_hive(path).roles
