@@ -25,7 +25,9 @@ answer cut off, worth a retry (if nothing of it was shown: see
 :class:`~runtime.limits.retry.ShownText`).
 
 Some servers and proxies ignore ``stream: true`` and answer with one JSON body, as to
-a one-shot call: :func:`answered_whole` tells such an answer by its content type.
+a one-shot call, and a proxy or web server may answer with an HTML page:
+:func:`answered_whole` tells such an answer by its content type, read as the one-shot
+body it is.
 """
 
 from __future__ import annotations
@@ -81,11 +83,12 @@ class AnswerStream(Protocol):
 
 
 def answered_whole(content_type: str | None) -> bool:
-    """Whether the answer to a streamed request is one JSON body (``application/json``,
-    or another ``+json`` type) rather than server-sent events: the server ignored
-    ``stream: true``. An answer of any other type is read as events, as ever."""
+    """Whether the answer to a streamed request is one body rather than server-sent
+    events: JSON (``application/json``, or another ``+json`` type: the server ignored
+    ``stream: true``), or an HTML page (a proxy's or a web server's, where no API
+    answers), which is no answer. An answer of any other type is read as events."""
     media = (content_type or "").partition(";")[0].strip().lower()
-    return media == "application/json" or media.endswith("+json")
+    return media in ("application/json", "text/html") or media.endswith("+json")
 
 
 async def read_body(response: Any) -> bytes:

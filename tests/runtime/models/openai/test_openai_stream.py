@@ -410,3 +410,21 @@ async def test_an_error_body_of_another_kind_answering_a_stream_is_not_retried(
     assert "answered with an error" in str(caught.value)
     assert not caught.value.retryable
     assert len(openai_server.requests) == 1
+
+
+async def test_an_html_page_answering_a_stream_says_what_came_and_is_retried(
+    openai_server: OpenAIServer,
+) -> None:
+    """A proxy's error page, or a web server where no API answers: not a stream that
+    ended early, with nothing to say what came."""
+    page = Raw(200, content=b"<!doctype html><p>Sign in to continue</p>", media_type="text/html")
+    openai_server.enqueue(page, Reply(content="kept"), page, page, page)
+    shown: list[str] = []
+    response = await model(openai_server).stream(REQUEST, shown.append)
+    assert shown == ["kept"]
+    with pytest.raises(ModelResponseError) as caught:
+        await model(openai_server).stream(REQUEST, shown.append)
+    assert "answered with a body that is not JSON" in str(caught.value)
+    assert "Sign in to continue" in str(caught.value)
+    assert response.message.content == "kept"
+    assert len(openai_server.requests) == 5
