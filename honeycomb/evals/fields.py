@@ -24,7 +24,7 @@ def field_problem(
     no such answer, and why: a field the answer has not, or one it lacks (a field's
     own model's too). None when it may equal one, or is no mapping (a text). ``whose``:
     what the answer of ``schema`` is, said before it."""
-    if not isinstance(value, Mapping) or issubclass(schema, RootModel):  # dumped as its root
+    if not isinstance(value, Mapping) or not _dumped_as_fields(schema):
         return None
     fields = _dumped(schema)
     named = f"{schema.__name__} ({', '.join(fields)})"
@@ -50,6 +50,13 @@ def field_problem(
                 place = (key, index) if many else (key,)
                 return (*place, *found[0]), found[1]
     return None
+
+
+def _dumped_as_fields(schema: type[BaseModel]) -> bool:
+    """Whether an answer of ``schema`` is dumped as its fields: not a root model's
+    root, nor what a serializer of its own makes of it."""
+    own = schema.__pydantic_decorators__.model_serializers
+    return not issubclass(schema, RootModel) and not own
 
 
 def _dumped(schema: type[BaseModel]) -> dict[str, Any]:

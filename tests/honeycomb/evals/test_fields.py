@@ -4,7 +4,9 @@ computed fields."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, computed_field, model_serializer
 
 from honeycomb.evals.fields import field_problem
 
@@ -34,3 +36,17 @@ def test_an_equals_value_has_the_keys_the_answer_is_dumped_with() -> None:
         "whole answer",
     )
     assert field_problem("a text", Total) is None  # compared as text, not as fields
+
+
+class Shaped(BaseModel):
+    amount: int
+
+    @model_serializer
+    def shaped(self) -> dict[str, Any]:
+        return {"total": self.amount}
+
+
+def test_an_answer_dumped_as_no_fields_of_its_own_is_not_told_what_to_hold() -> None:
+    # A serializer of its own or a root model makes the dump: the fields say nothing.
+    assert field_problem({"total": 2}, Shaped) is None
+    assert field_problem({"any": "key"}, RootModel[dict[str, str]]) is None
