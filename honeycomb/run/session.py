@@ -617,14 +617,26 @@ def _failed(turn: Turn, exc: Exception) -> Turn:
 
 def _not_taken(exc: Exception, *, resumable: bool, passed: bool) -> bool:
     """Whether a message whose run raised ``exc`` is no turn of the conversation: the
-    run's input guards refused it (as it started, or as it was resumed), or, as it
+    run's input guards refused it (as it started, or as it was resumed); or, as it
     started, the hive cannot run it (a ``ConfigError``) or the run stopped before its
     input guards passed it (not ``passed``: its wall time ran out as a judge checked
-    it). A message kept that they refused, or never passed, would be told to every
-    later turn's planner, past the guards."""
+    it); or, resumed, the budget stopped it so before any life of its run planned
+    (:func:`_unplanned`). A message kept that they refused, or never passed, would be
+    told to every later turn's planner, past the guards."""
     if isinstance(exc, GuardrailTripped) and exc.kind == "input":
         return True
-    return not resumable and (isinstance(exc, ConfigError) or not passed)
+    if resumable:
+        return not passed and _unplanned(exc)
+    return isinstance(exc, ConfigError) or not passed
+
+
+def _unplanned(exc: Exception) -> bool:
+    """Whether ``exc`` is a budget that stopped a run holding no plan: resumed, it was
+    stopped as its input guards checked its task again (a run that planned is never
+    checked again), not by what keeps a run from going on at all (another process
+    carrying it on, its store, another task given), which leaves its turn as it was."""
+    partial: RunResult | None = getattr(exc, "partial", None)
+    return isinstance(exc, BudgetExceeded) and partial is not None and not partial.plan.subtasks
 
 
 async def _alone(context: RunContext) -> Conversation:

@@ -213,6 +213,25 @@ async def test_a_turn_cut_off_as_its_judge_checked_it_and_refused_on_resume_is_d
     assert not [text for text in moderated.read if "wire the funds" in text]
 
 
+async def test_a_turn_its_judge_had_no_time_to_check_as_it_resumed_is_never_told(
+    db: Path,
+) -> None:
+    # Cut off as its judge checked it, then resumed and cut again by its wall time as
+    # the judge checked it again: no guard ever passed it, and it was kept over_budget,
+    # its message told to every later turn's planner.
+    moderated = _Moderated(policy=Policy(budgets=Budgets(wall_time_s=0.5)), store=db)
+    session = moderated.executor.session("ann")
+    await session.run("Hello.")
+    await moderated.cut_off_judged(session)
+    moderated.slow = True
+    with pytest.raises(BudgetExceeded, match="cut off in flight: judge moderator"):
+        await session.resume()
+    moderated.slow = False
+    await session.run("And now?")
+    assert [t.message for t in await session.turns()] == ["Hello.", "And now?"]
+    assert not [text for text in moderated.read if "wire the funds" in text]
+
+
 @pytest.mark.parametrize("kept", [True, False], ids=["store", "no-store"])
 async def test_a_message_after_a_turn_cut_off_is_told_the_fix_that_works_here(
     db: Path, kept: bool
