@@ -28,6 +28,7 @@ __all__ = [
     "guard_problem",
     "judge_problems",
     "resolve_guards",
+    "written",
 ]
 
 GuardKind = Literal["input", "output", "arguments"]
@@ -191,13 +192,19 @@ def _not_a_check(fn: Callable[..., Any], name: str) -> str | None:
     return None
 
 
+def written(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The callable whose code a guard ``fn`` runs: a ``functools.partial``'s function,
+    else ``fn`` itself (what names it, and where what it raised is told)."""
+    return fn.func if isinstance(fn, functools.partial) else fn
+
+
 def _name_of(fn: Callable[..., Any]) -> str:
     """A guard given as a callable, named as its refusals and events name it: a
     function by its qualified name; an object by its class's, a ``functools.partial``
     by its function's. Never by its repr, whose address changes from one process to
     the next: the correction that names it would too, which a cassette then does not
     replay."""
-    inner = fn.func if isinstance(fn, functools.partial) else fn
+    inner = written(fn)
     name = getattr(inner, "__qualname__", None)
     return name if isinstance(name, str) else type(inner).__qualname__
 

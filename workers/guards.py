@@ -62,6 +62,7 @@ from workers.guard_specs import (
     guard_problem,
     judge_problems,
     resolve_guards,
+    written,
 )
 from workers.judge import JUDGE_INSTRUCTIONS, VERDICT_TOKENS, Judge, JudgeRole
 
@@ -354,7 +355,9 @@ async def _called(fn: Callable[[GuardCheck], Any], check: GuardCheck) -> Any:
 def _raised_at(fn: Callable[[GuardCheck], Any], exc: BaseException) -> str:
     """Where in the guard ``fn``'s module ``exc`` was raised, as an import's error says
     it (`` (checks.py, line 12)``); for an answer that is no verdict, raised once ``fn``
-    returned, where ``fn`` is defined. Empty when neither is known."""
+    returned, where ``fn`` is defined (a ``functools.partial``'s function). Empty when
+    neither is known."""
+    fn = written(fn)
     module = getattr(fn, "__module__", None)
     places = [
         (frame.f_code.co_filename, line)

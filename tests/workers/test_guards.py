@@ -296,12 +296,17 @@ def answers_a_number(check: GuardCheck) -> int:
     return len(check.text)
 
 
+def lookup_over(check: GuardCheck, limit: int) -> None:
+    raise KeyError(check.text[:limit])
+
+
 @pytest.mark.parametrize(
     ("guard", "line", "said"),
     [
         (lookup_fails, 1, ""),  # run in a thread
         (lookup_fails_later, 2, ""),
         (answers_a_number, 0, ", where it is defined"),  # what it returned is no verdict
+        (functools.partial(lookup_over, limit=3), 1, ""),  # its function's file and line
     ],
 )
 async def test_a_guard_that_raises_is_named_with_its_file_and_line(
@@ -310,7 +315,8 @@ async def test_a_guard_that_raises_is_named_with_its_file_and_line(
     role = Role(name="w", guards=Guards(input=(guard,)))
     result = await Worker(role, ScriptedModel([])).run("t")
     assert isinstance(result.exception, GuardrailTripped)
-    where = f"(test_guards.py, line {guard.__code__.co_firstlineno + line}{said})"
+    code = getattr(guard, "func", guard).__code__
+    where = f"(test_guards.py, line {code.co_firstlineno + line}{said})"
     assert result.exception.reason.endswith(where), result.exception.reason
 
 
