@@ -81,10 +81,10 @@ def error_in(data: Any, answer: str) -> Any:
     error response). None for an answer."""
     if not isinstance(data, dict):
         return None
-    if data.get("error") is not None:
+    if answer in data:  # an error beside it says something, or is none
+        return data.get("error") or None
+    if "error" in data:
         return data["error"]
-    if answer in data or "error" in data:
-        return None
     return data if data.get("object") == "error" else None
 
 
@@ -160,7 +160,7 @@ def _response(data: Any, model: str) -> ModelResponse:
         raise ModelResponseError(f"model {model!r} returned no choices")
     choice = _object(_list(choices, "choices")[0], "choices[0]")
     finish = _text(choice.get("finish_reason"), "choices[0].finish_reason") or "stop"
-    if finish == "error" or choice.get("error") is not None:
+    if finish == "error" or choice.get("error"):
         raise _failed(choice.get("error"), model)
     raw = _object(choice.get("message"), "choices[0].message")
     where = "choices[0].message"
@@ -198,7 +198,7 @@ def _failed(error: Any, model: str) -> ModelError:
     """The error of a choice that ended in one (``finish_reason: error``, or an
     ``error`` of its own: OpenRouter's, when its provider failed mid-answer): the error
     it names, or, naming none, one worth a retry, as any answer cut off is."""
-    if error is not None:
+    if error:
         return answered_error(error, model, "ended its answer with an error")
     return ModelResponseError(
         f"model {model!r} ended its answer with an error (finish_reason 'error')",

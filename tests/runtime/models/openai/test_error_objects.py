@@ -118,3 +118,18 @@ async def test_an_answer_whose_choice_ends_in_an_error_is_retried(
     assert answer.message.content == "whole"
     assert "ended its answer with an error" in str(caught.value)
     assert len(openai_server.requests) == 4
+
+
+@pytest.mark.parametrize("empty", [{}, ""], ids=["object", "text"])
+async def test_an_empty_error_beside_an_answer_leaves_it_the_answer(
+    openai_server: OpenAIServer, empty: object
+) -> None:
+    message = {"role": "assistant", "content": "whole"}
+    body = {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "error": empty}
+    openai_server.enqueue(Raw(200, body=body))
+    model = OpenAIModel("m", base_url=openai_server.base_url, retry=TWICE)
+    try:
+        answer = await model.complete(REQUEST)
+    finally:
+        await model.client.close()
+    assert answer.message.content == "whole"
