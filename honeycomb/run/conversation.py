@@ -319,7 +319,9 @@ async def fit_conversation(
     )
 
 
-FOLDED_BY = "the summary call that folded the session's oldest messages before the turn was planned"
+FOLDED_BY = (
+    "the summary call made to fold the session's oldest messages before the turn was planned"
+)
 """What a budget the conversation's summary calls spent says spent it."""
 
 

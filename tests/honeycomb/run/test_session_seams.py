@@ -279,7 +279,7 @@ async def test_a_summary_that_takes_the_last_model_call_is_named_as_what_took_it
     session = tight.session("ann")
     with pytest.raises(BudgetExceeded) as stopped:
         await session.run("And city number 3?", on_event=[finished.append])
-    said = "reached by the summary call that folded the session's oldest messages"
+    said = "reached by the summary call made to fold the session's oldest messages"
     assert said in str(stopped.value)
     assert stopped.value.partial.usage.model_calls == 1
     (ended,) = [e for e in finished if isinstance(e, RunFinished)]
