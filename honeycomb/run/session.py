@@ -168,7 +168,8 @@ class Session:
                 ``unfinished`` is ``raise`` (or it was resumed and waits again).
             PlanError, RunFailed, BudgetExceeded: as ``Executor.run`` (the turn stays
                 in the conversation, without an answer; none is kept when the run
-                stopped before its input guards passed the message).
+                stopped before its input guards passed the message). A budget the
+                conversation's summary call spent says so (``reached_by``).
             ConfigError: when the message is empty or only whitespace, ``busy`` or
                 ``unfinished`` none of its choices, or the hive cannot run it (no
                 planner, a missing key ...): no turn is kept.
@@ -234,6 +235,9 @@ class Session:
         Raises:
             RunBusy: when another process carries that turn's run on.
             PlanError, RunFailed, BudgetExceeded: as ``Executor.run``.
+            GuardrailTripped: when the run's input guards refuse its message, checked
+                again as it goes on (a run that had not planned): the turn is taken
+                out of the conversation, as when a budget stops it so.
         """
         async with self._turn_lock(None):
             turns = await self._rows.turns(self.id)
