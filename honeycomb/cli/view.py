@@ -334,13 +334,21 @@ class JsonView:
     def handle(self, event: Event) -> None:
         record: dict[str, Any] = {"event": event.kind, **event.fields()}
         try:
-            line = pydantic_core.to_json(record, fallback=str)
+            line = pydantic_core.to_json(record, fallback=_jsonable)
         except pydantic_core.PydanticSerializationError:  # text JSON cannot hold as it is
             # Lone surrogates (a file name that is not UTF-8 ...): replaced, as stored.
-            builtins = pydantic_core.to_jsonable_python(record, fallback=str)
+            builtins = pydantic_core.to_jsonable_python(record, fallback=_jsonable)
             line = pydantic_core.to_json(valid_data(builtins))
         self.out.write(line.decode() + "\n")
         self.out.flush()
+
+
+def _jsonable(value: object) -> object:
+    """What pydantic does not write as JSON itself: a value of ours (a msgspec struct:
+    an event's ``usage``) as its fields, anything else as its text."""
+    if isinstance(value, msgspec.Struct):
+        return msgspec.to_builtins(value, enc_hook=_jsonable)
+    return str(value)
 
 
 def found(result: RunResult) -> list[str]:

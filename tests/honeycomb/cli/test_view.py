@@ -73,6 +73,9 @@ async def test_plain_and_json_views_write_a_line_per_event() -> None:
     assert records[0]["event"] == "run.started"
     assert records[-1]["event"] == "run.finished"
     assert records[-1]["result"]["status"] == "ok"
+    # The run's spending as its fields, as the result's is (it was its repr's text).
+    assert records[-1]["usage"] == records[-1]["result"]["usage"]
+    assert records[-1]["usage"]["model_calls"] == 2  # the worker's two turns
     assert events.result is not None
     closing = "\n".join(summary(events.result))
     for label in ("wall time", "critical path", "speedup", "tokens", "calls"):
