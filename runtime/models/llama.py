@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,13 +35,15 @@ import anyio
 import anyio.to_thread
 import msgspec
 
+from runtime import logs
 from runtime.concurrency import shielded
 from runtime.errors import ConfigError, ContextExceeded, ModelHTTPError, ModelServerError
 from runtime.limits.ratelimit import AdaptiveLimiter
 from runtime.limits.retry import deadline_of, retrying
 from runtime.limits.retry_policy import RetryPolicy
-from runtime.model import ModelRequest, ModelResponse, TextSink
+from runtime.model import ModelRequest, ModelResponse, TextSink, ToolSchema
 from runtime.models.context_refusal import refused_context, told_in_process
+from runtime.models.llama_patterns import served_schema
 from runtime.models.llama_server import NO_GGUF, LlamaServer, bundled_gguf
 
 if TYPE_CHECKING:
@@ -167,11 +169,32 @@ class LlamaModel:
     async def _call(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
         """The call, retried under :attr:`retry`; streamed to ``on_text`` if given (then
         retried only until some text was shown: the adapter raises StreamInterrupted)."""
+        request = self._served(request)
         async with self._in_flight():
             async for attempt in retrying(self.retry, self.limiter):
                 with attempt, deadline_of(self.retry, attempt):
                     return await self._attempt(request, on_text)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+    def _served(self, request: ModelRequest) -> ModelRequest:
+        """``request`` with the ``pattern`` of each schema it sends (its output's, its
+        tools') as llama.cpp converts it, or left out where it would not, and logged
+        (llama.cpp would take it as any string, and print that it did)."""
+
+        def unserved(pattern: str) -> None:
+            if logs.configured():
+                fields = {"model": self.name, "pattern": pattern}
+                logs.log("model_call.pattern_unserved", fields, level="warning")
+
+        output, tools = request.output, request.tools
+        if output is not None:
+            schema = served_schema(output.json_schema, unserved)
+            if schema is not output.json_schema:
+                output = msgspec.structs.replace(output, json_schema=schema)
+        served = tuple(_served_tool(tool, unserved) for tool in tools)
+        if output is request.output and all(a is b for a, b in zip(served, tools, strict=True)):
+            return request
+        return msgspec.structs.replace(request, output=output, tools=served)
 
     async def _attempt(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
         """One attempt, at the server as it runs now (started if need be)."""
@@ -269,6 +292,13 @@ class LlamaModel:
 
 
 _ONE_ATTEMPT = RetryPolicy(attempts=1)
+
+
+def _served_tool(tool: ToolSchema, unserved: Callable[[str], None]) -> ToolSchema:
+    parameters = served_schema(tool.parameters, unserved)
+    if parameters is tool.parameters:
+        return tool
+    return msgspec.structs.replace(tool, parameters=parameters)
 
 
 def _chat_adapter() -> type[OpenAIModel]:

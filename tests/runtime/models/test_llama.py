@@ -3,7 +3,9 @@ call, kept while held, stopped with its last holder, never outliving the process
 
 from __future__ import annotations
 
+import json
 import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -103,6 +105,47 @@ print(model.server.address, flush=True)
     assert address.startswith("http://127.0.0.1:")
     assert not listening(address)
     assert done.stderr == ""  # llama.cpp's own log stays quiet
+
+
+def test_a_pattern_llama_cpp_cannot_convert_prints_nothing_and_a_digit_one_holds() -> None:
+    """A tool whose arguments have a ``pattern`` llama.cpp's grammar does not convert
+    (``\\d``, a lookahead): llama.cpp printed 'WARNING: JSON schema conversion was
+    incomplete: pattern ... accepting any string' on standard error, from native code,
+    at every turn, and the model wrote any string there. Now ``\\d`` is sent as
+    ``[0-9]``, which holds, and the lookahead is left out and logged."""
+    script = r"""
+import asyncio, json
+import structlog.testing
+from runtime import JsonToolModel, ModelRequest, ToolSchema, UserMessage
+from runtime.models.llama import LlamaModel
+
+tool = ToolSchema(name="book", description="Book a year.", parameters={
+    "type": "object",
+    "properties": {
+        "year": {"type": "string", "pattern": "^\\d{4}$"},
+        "code": {"type": "string", "pattern": "^(?!x)[a-z]{2}$"},
+    },
+    "required": ["year", "code"],
+})
+model = JsonToolModel(LlamaModel(parallel=1, context=512, threads=1, seed=3))
+request = ModelRequest(
+    messages=(UserMessage(content="Book the year."),), tools=(tool,),
+    tool_choice="required", max_output_tokens=40,
+)
+with structlog.testing.capture_logs() as logged:
+    answer = asyncio.run(model.complete(request))
+print(json.dumps([answer.message.tool_calls[0].arguments, logged]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=90,
+        cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    arguments, logged = json.loads(done.stdout)
+    assert re.fullmatch(r"\d{4}", json.loads(arguments)["year"]), arguments
+    unserved = [e for e in logged if e["event"] == "model_call.pattern_unserved"]
+    assert [e["pattern"] for e in unserved] == ["^(?!x)[a-z]{2}$"]
 
 
 def test_the_first_call_leaves_the_event_loop_free_while_openai_is_imported() -> None:
