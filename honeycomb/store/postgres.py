@@ -22,12 +22,11 @@ import contextlib
 import functools
 import os
 import re
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
 
-from honeycomb.store import forked, readers
+from honeycomb.store import readers
 from honeycomb.store.database import Connection, Rows
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime import ConfigError, StoreError
@@ -37,7 +36,6 @@ from runtime.text import valid_text
 
 if TYPE_CHECKING:
     import psycopg
-    import psycopg_pool
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -275,7 +273,6 @@ class PostgresDatabase:
                 field="store",
             ) from exc
         self.conninfo, self.schema, self.where = split_url(url)
-        self.pool_size = pool_size
         self.lease_ttl_s = lease_ttl_s
         self._options: dict[str, Any] = url_passwords(url)
         for secret in self._options.values():  # one with a space, which url_secrets ends at
@@ -291,18 +288,17 @@ class PostgresDatabase:
         # version (then they change no more).
         self._known: dict[str, frozenset[str]] = {}
         self._current = False
-        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
-        self._lock = threading.Lock()
+        self._readers = readers.Readers(
+            self.conninfo,
+            options=self._options,
+            size=pool_size,
+            configure=self._configure,
+            connect=self._connection,
+            name=self.schema,
+            where=self.where,
+            timeout_s=_CONNECT_TIMEOUT_S,
+        )
         readers.unprinted()  # what psycopg logs of its connections, where nothing takes it
-        forked.inherited(self)
-
-    def forked(self) -> None:
-        """In a child made by fork: the parent's pool of readers is left as it is (its
-        connections are the parent's, see :mod:`honeycomb.store.forked`); the child's
-        first read makes its own."""
-        forked.left(self._pool)
-        self._pool = None
-        self._lock = threading.Lock()
 
     # --- writing ------------------------------------------------------------------------
 
@@ -435,7 +431,7 @@ class PostgresDatabase:
         import psycopg_pool
 
         try:
-            with readers.ours(), self._readers().connection() as conn, conn.transaction():
+            with readers.ours(), self._readers.connection() as conn, conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 # A store of an earlier version is read as it is (reading changes
                 # nothing): a table or column it lacks reads as none, or its default.
@@ -445,52 +441,11 @@ class PostgresDatabase:
                         return empty
                     self._current = version == SCHEMA_VERSION
                 return read(PostgresConnection(conn, self._known if self._current else {}))
-        except psycopg_pool.PoolTimeout as exc:
-            # No connection in the pool's time: every one busy, or the server gone (its
-            # reason not said; the pool trying again behind, each failure a warning).
-            self._reachable()
+        except psycopg_pool.PoolTimeout as exc:  # every one busy, or the server gone since
+            self._readers.reachable()
             raise StoreError(f"cannot read the run store: {exc}", path=self.where) from exc
         except psycopg.Error as exc:
             raise StoreError(f"cannot read the run store: {exc}", path=self.where) from exc
 
-    def _reachable(self) -> None:
-        """Return if a connection can be made now; else close the pool (the next read
-        opens it anew, and is told at once if the server is still away).
-
-        Raises:
-            StoreError: with libpq's reason, when no connection can be made.
-        """
-        try:
-            self._connection().close()
-        except StoreError:
-            self.close()
-            raise
-
-    def _readers(self) -> psycopg_pool.ConnectionPool[Any]:
-        """The pool reads take their connections from, opened by the first read.
-
-        Raises:
-            StoreError: when no connection could be made.
-        """
-        with self._lock:
-            if self._pool is None:
-                # A server that cannot be reached is told at once, with why: the pool
-                # would try again for its timeout, logging each failure.
-                self._connection().close()
-                self._pool = readers.open_pool(
-                    self.conninfo,
-                    size=self.pool_size,
-                    options=self._options,
-                    configure=self._configure,
-                    name=self.schema,
-                    where=self.where,
-                    timeout_s=_CONNECT_TIMEOUT_S,
-                )
-            return self._pool
-
     def close(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            with readers.ours():
-                pool.close()
+        self._readers.close()

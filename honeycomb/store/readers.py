@@ -1,6 +1,10 @@
 """The pool of connections a PostgreSQL store reads through (psycopg_pool), and what
 psycopg logs of Honeycomb's connections.
 
+A read waits for a connection of the pool for a moment (:data:`BUSY_S`); then, unless a
+new connection shows the server is there (every connection of the pool is busy), it is
+told at once why the server cannot be reached, not once the pool's time is out.
+
 The pool tries again behind the reads once its server went away, and logs each failure
 as a warning (logger ``psycopg.pool``), as psycopg logs an error it ignores (logger
 ``psycopg``). Where the application configured logging, those records go where it says.
@@ -14,18 +18,25 @@ of any logger is set.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from honeycomb.store import forked
 from runtime import StoreError
 
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = ["THREADS", "open_pool", "ours", "unprinted"]
+__all__ = ["BUSY_S", "THREADS", "Readers", "open_pool", "ours", "unprinted"]
+
+BUSY_S = 1.0
+"""How long a read waits for a connection of the pool before it looks whether the
+server is there at all."""
 
 THREADS = "honeycomb-store"
 """How the names of the store's threads begin: the writer's, and the pool's (the
@@ -74,6 +85,112 @@ def _heard(logger: logging.Logger) -> bool:
             return False
         current = current.parent
     return False
+
+
+class Readers:
+    """The pool of connections a store's reads take, opened by the first read.
+
+    Args:
+        conninfo: What libpq connects to (see :func:`~honeycomb.store.postgres.split_url`).
+        options: What else psycopg connects with (the passwords).
+        size: How many connections it holds at most.
+        configure: What each new connection runs first (its search path).
+        connect: A connection made now, or a StoreError saying why none can be.
+        name: What names the pool and its threads (the store's schema).
+        where: The store, as errors name it.
+        timeout_s: How long a read waits for a connection, and the pool for its first.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        options: dict[str, Any],
+        size: int,
+        configure: Callable[[psycopg.Connection[Any]], None],
+        connect: Callable[[], psycopg.Connection[Any]],
+        name: str,
+        where: str,
+        timeout_s: float,
+    ) -> None:
+        self._open = functools.partial(
+            open_pool,
+            conninfo,
+            size=size,
+            options=options,
+            configure=configure,
+            name=name,
+            where=where,
+            timeout_s=timeout_s,
+        )
+        self._connect = connect
+        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self._lock = threading.Lock()
+        forked.inherited(self)
+
+    def forked(self) -> None:
+        """In a child made by fork: the parent's pool is left as it is (its connections
+        are the parent's, see :mod:`honeycomb.store.forked`); the child's first read
+        opens its own."""
+        forked.left(self._pool)
+        self._pool = None
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of the pool: one it gives within :data:`BUSY_S`, or else, once a
+        new connection showed the server is there (every one of the pool's is busy),
+        one it gives within its time.
+
+        Raises:
+            StoreError: when no connection can be made (the pool is closed: the next
+                read opens it anew, and is told at once if the server is still away).
+            psycopg_pool.PoolTimeout: when the pool gave none in its time.
+        """
+        import psycopg_pool
+
+        pool = self._opened()
+        try:
+            conn = pool.getconn(timeout=BUSY_S)
+        except psycopg_pool.PoolTimeout:
+            # Every connection busy, or the server gone (the pool trying again behind,
+            # its reason not said, for as long as the read would wait): which, a new
+            # connection tells at once.
+            self.reachable()
+            conn = pool.getconn()
+        try:
+            with conn:  # as the pool's own connection() does: a transaction left is ended
+                yield conn
+        finally:
+            pool.putconn(conn)
+
+    def reachable(self) -> None:
+        """Return if a connection can be made now; else close the pool.
+
+        Raises:
+            StoreError: with libpq's reason, when no connection can be made.
+        """
+        try:
+            self._connect().close()
+        except StoreError:
+            self.close()
+            raise
+
+    def _opened(self) -> psycopg_pool.ConnectionPool[Any]:
+        with self._lock:
+            if self._pool is None:
+                # A server that cannot be reached is told at once, with why: the pool
+                # would try again for its timeout, logging each failure.
+                self._connect().close()
+                self._pool = self._open()
+            return self._pool
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            with ours():
+                pool.close()
 
 
 def open_pool(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import anyio.to_thread
@@ -15,7 +16,8 @@ import pytest
 
 from honeycomb import Executor, Role, Subtask
 from honeycomb.errors import StoreError
-from honeycomb.store import RunStore, writer
+from honeycomb.store import Connection, RunStore, readers, writer
+from honeycomb.store import postgres as postgres_store
 from honeycomb.store.postgres import PostgresConnection, PostgresDatabase
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
@@ -227,4 +229,55 @@ async def test_a_flush_once_the_server_went_away_waits_for_nothing(
     with pytest.raises(StoreError, match="cannot connect to the run store"):
         await store.load("r1")
     assert time.monotonic() - started < writer.RECONNECT_S / 4
+    store.close()
+
+
+def test_a_read_once_the_server_went_away_is_told_why_in_a_moment(
+    postgres: PostgresServer,
+) -> None:
+    """A process that had read the store (``honeycomb serve``, a command that ran a
+    run) waited the pool's ten seconds at its next read once the server went away. It
+    waits a moment (BUSY_S), then a new connection tells why."""
+    url = postgres.url()
+    mine = role_of(url, "reader")
+    store = RunStore(mine)
+    assert store.runs() == []  # the pool is open
+    away(url, mine.split("//", 1)[1].split("@", 1)[0])
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="is not permitted to log in"):
+        store.runs()
+    assert time.monotonic() - started < postgres_store._CONNECT_TIMEOUT_S / 2
+    store.close()
+
+
+def test_a_read_waits_for_a_busy_pool_past_the_moment(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool whose every connection is busy is not a server away: once a new
+    connection showed the server is there, the read waits for one of the pool's."""
+    monkeypatch.setattr(readers, "BUSY_S", 0.01)
+    looked = threading.Event()  # the second read found the server there
+    reachable = readers.Readers.reachable
+
+    def look(self: readers.Readers) -> None:
+        reachable(self)
+        looked.set()
+
+    monkeypatch.setattr(readers.Readers, "reachable", look)
+    store = RunStore(postgres.url(), pool_size=1)
+    anyio.run(store.open)  # the store made: a read reads it
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(_: Connection) -> int:  # the pool's one connection, until released
+        holding.set()
+        release.wait()
+        return 1
+
+    with ThreadPoolExecutor(2) as threads:
+        first = threads.submit(store.read_now, hold, 0)
+        holding.wait()
+        second = threads.submit(store.runs)
+        looked.wait()
+        release.set()
+        assert (first.result(), second.result()) == (1, [])
     store.close()
