@@ -33,6 +33,8 @@ from honeycomb.run.result import SubtaskResult
 from honeycomb.run.scheduler import stopped_error, stopped_status, why_stopped
 from runtime import BudgetExceeded, HoneycombError, ModelRetry, Tool, ToolContext
 from runtime.errors import NotStarted
+from runtime.limits.budget import Budget
+from runtime.limits.cut import run_cut
 from runtime.limits.room import nested_work
 from runtime.secrets import masked
 from runtime.tools.approvals import (
@@ -225,7 +227,7 @@ class NestedRuns:
                 )
         except asyncio.CancelledError:  # its call cut off (a time limit, a run that stops)
             # Stopped by a budget (the wall time too) as its caller is, or else cancelled.
-            reason = why_stopped()
+            reason = _stopped_by(ctx_run.budget)
             status, why = stopped_status(reason), stopped_error(reason)
             if record is not None:  # the store says what the trace does
                 record.cut_off(status)
@@ -371,6 +373,16 @@ def _finished(
         call_id=ctx.call_id,
         turn=ctx.turn,
     )
+
+
+def _stopped_by(budget: Budget) -> HoneycombError | None:
+    """What stopped the run as it cut a nested worker off: what stopped its worker
+    phase (a budget, the failure policy), or its wall time (as its planner or its
+    aggregator worked); None when the call alone ended (its time limit)."""
+    reason, cut, wall = why_stopped(), run_cut.get(), budget.limits.wall_time_s
+    if reason is None and cut is not None and cut.used is not None and wall is not None:
+        return BudgetExceeded("wall_time_s", wall, cut.used)
+    return reason
 
 
 def _answer(role: str, result: WorkerResult) -> str:

@@ -321,3 +321,32 @@ async def test_a_nested_worker_a_budget_stopped_with_its_caller_is_over_budget(
     assert stored.workers["s1/c1"].status == "over_budget"
     shown = worker_statuses(stored)
     assert (shown["s1"], shown["s1/c1"]) == ("over_budget", "over_budget")
+
+
+async def test_a_planners_nested_worker_the_wall_time_cut_off_is_over_budget() -> None:
+    """The wall time ran out as the planner's nested worker worked: the plan's span was
+    ``over_budget``, its nested worker's event and span ``cancelled``."""
+    events: list[Event] = []
+    recorder = SpanRecorder()
+
+    async def model(request: ModelRequest) -> Answer:
+        if role_of(request) == "helper":
+            await anyio.sleep_forever()  # until the wall time cuts it off
+        asks = call("helper", {"instruction": "h"}, id="call_1")
+        return AssistantMessage(tool_calls=(asks,))
+
+    executor = Executor(
+        [Role(name="lead", tools=("agent:helper",)), Role(name="helper"), Role(name="worker")],
+        FunctionModel(model), planner=RolePlanner("lead", roles=["worker"]),
+        aggregator="concat", policy=Policy(budgets=Budgets(wall_time_s=1.5)),
+        on_event=[events.append, recorder],
+    )  # fmt: skip
+    with pytest.raises(BudgetExceeded):
+        await executor.run("t")
+
+    (ended,) = [e for e in events if isinstance(e, WorkerFinished)]
+    assert (ended.worker, ended.status) == ("lead/call_1", "over_budget")
+    assert ended.error is not None
+    assert "wall_time_s" in ended.error
+    spans = {(s.kind, s.worker): s.status for s in recorder.spans}
+    assert spans["plan", None] == spans["worker", "lead/call_1"] == "over_budget"
