@@ -320,6 +320,19 @@ class _Builder:
                 checks.append(built)
         if any(c.kind == "equals" and c.equals is None for c, _ in own):  # it compares with
             self._fits(spec.expected, doc, (*path, "expected"), errors)
+        threshold = spec.threshold if spec.threshold is not None else self.defaults.threshold
+        if threshold and checks and not any(c.weight for c in checks):
+            # Its score, its checks' weighted mean, would be of nothing: a pass whatever
+            # they found.
+            at = (*path, "threshold") if spec.threshold is not None else ("defaults", "threshold")
+            errors.append(
+                doc.error(
+                    at,
+                    f"threshold {threshold:g} weighs checks that all weigh 0: the case would "
+                    "pass whatever they find; give a check a weight, or leave threshold out "
+                    "(every check must pass)",
+                )
+            )
         if len(errors) > start:
             return None
         return Case(
@@ -327,7 +340,7 @@ class _Builder:
             task=task,
             expected=spec.expected,
             checks=tuple(checks),
-            threshold=spec.threshold if spec.threshold is not None else self.defaults.threshold,
+            threshold=threshold,
             vars=given,
             description=spec.description,
             judges=self.judges,

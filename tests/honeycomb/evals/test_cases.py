@@ -685,3 +685,48 @@ def test_a_case_whose_id_or_vars_are_not_valid_is_told_for_them_alone(tmp_path: 
     )
     errors = _errors(path)
     assert [e.split(": ", 2)[1] for e in errors] == ["cases[0].id", "cases[1].vars"]
+
+
+def test_a_threshold_over_checks_that_all_weigh_nothing_is_told_at_its_line(
+    tmp_path: Path,
+) -> None:
+    """A case's score is its checks' weighted mean: with every weight 0 it scored 1.0,
+    and a threshold passed the case whatever its checks found. Such a threshold is
+    told where it is, the case's or its defaults'; a threshold of 0 asks nothing."""
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        defaults:
+          threshold: 0.5
+        cases:
+          - id: a
+            task: Find it.
+            threshold: 0.8
+            assert:
+              - {contains: found, weight: 0}
+          - id: b
+            task: Find it.
+            assert:
+              - {contains: found, weight: 0}
+              - {contains: it, weight: 0}
+          - id: c
+            task: Find it.
+            threshold: 0
+            assert:
+              - {contains: found, weight: 0}
+          - id: d
+            task: Find it.
+            assert:
+              - {contains: found, weight: 0}
+              - {contains: it}
+        """,
+    )
+    said = (
+        "weighs checks that all weigh 0: the case would pass whatever they find; give a "
+        "check a weight, or leave threshold out (every check must pass)"
+    )
+    assert _errors(path) == [
+        f"{path}:2:3: defaults.threshold: threshold 0.5 {said}",  # case b's
+        f"{path}:6:5: cases[0].threshold: threshold 0.8 {said}",
+    ]
