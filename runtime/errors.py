@@ -349,15 +349,14 @@ class RetryAfterPastDeadline(ModelHTTPError):
 
 
 class ContextExceeded(ModelHTTPError):
-    """The server refused a prompt past the context of a call (a 400): the error says
-    which setting to raise, and to what (:mod:`runtime.models.context_refusal`). The
-    server's body is kept as :attr:`body`.
+    """The server refused a prompt past the context of a call (a 400): the error, and
+    its :attr:`hint`, say which setting to raise, and to what
+    (:mod:`runtime.models.context_refusal`). The server's body is kept as :attr:`body`.
 
     Attributes:
         prompt_tokens: The prompt's tokens, as the server counted them.
         context_tokens: The tokens a call may hold there, its prompt and answer together.
         answer_tokens: The answer the call asked room for (its output limit).
-        advice: What to set, and to what.
     """
 
     def __init__(
@@ -367,16 +366,15 @@ class ContextExceeded(ModelHTTPError):
         prompt_tokens: int,
         context_tokens: int,
         answer_tokens: int,
-        advice: str,
+        hint: str,
         model: str | None = None,
     ) -> None:
-        super().__init__(400, body, model=model)
+        super().__init__(400, body, model=model, hint=hint)
         self.prompt_tokens = prompt_tokens
         self.context_tokens = context_tokens
         self.answer_tokens = answer_tokens
-        self.advice = advice
         on = f" from model {model!r}" if model else ""
-        self.args = (f"HTTP 400{on}: {advice}",)  # the advice whole, not the body cut short
+        self.args = (f"HTTP 400{on}: {hint}",)  # what to set, whole, not the body cut short
 
 
 class ModelConnectionError(ModelError):

@@ -119,6 +119,6 @@ def _exceeded(
         prompt_tokens=prompt,
         context_tokens=held,
         answer_tokens=answer,
-        advice=advice,
+        hint=advice,
         model=exc.model,
     )

@@ -92,7 +92,7 @@ def examples() -> list[runtime.HoneycombError]:
             prompt_tokens=633,
             context_tokens=256,
             answer_tokens=10,
-            advice="its prompt is 633 tokens, more than a call may hold: 256; give context 768",
+            hint="its prompt is 633 tokens, more than a call may hold: 256; give context 768",
             model="m",
         ),
         e.ModelConnectionError("refused", base_url="http://127.0.0.1:9"),

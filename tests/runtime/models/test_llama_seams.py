@@ -307,6 +307,7 @@ async def test_a_llama_cpp_server_of_ones_own_refusing_a_prompt_past_its_context
         )
     )
     assert error.body["type"] == "exceed_context_size_error"  # the server's own words kept
+    assert str(error) == f"HTTP 400 from model 'smollm2': {error.hint}"
 
 
 async def test_a_prompt_no_context_of_the_model_holds_is_told_so_not_sent_round(
