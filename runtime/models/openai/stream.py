@@ -232,7 +232,7 @@ class CompletionStream:
         reasoning = _text(delta.get("reasoning_content"), f"{at}.delta.reasoning_content")
         if reasoning is None and isinstance(delta.get("reasoning"), str):
             reasoning = delta["reasoning"]  # newer vLLM's name (see parse_completion)
-        if reasoning:
+        if reasoning is not None:  # "" too: sent back as a whole answer's is (DeepSeek's)
             self._reasoning.append(reasoning)
         for index, item in enumerate(
             _list(delta.get("tool_calls") or [], f"{at}.delta.tool_calls")

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from runtime import ModelResponseError
+from runtime.models.openai.request import messages_out
 from runtime.models.openai.stream import CompletionStream
 
 
@@ -87,3 +88,16 @@ def test_a_new_id_starts_a_call_only_where_a_call_can_start() -> None:
     assert [(c.id, c.name, json.loads(c.arguments)) for c in calls] == [
         ("a", "one", {"q": 1}), ("b", "two", {"q": 2}), ("e", "three", {"q": 3}),
     ]  # fmt: skip
+
+
+def test_empty_reasoning_is_kept_to_be_sent_back_as_a_whole_answers_is() -> None:
+    """DeepSeek's thinking mode refuses the next turn (a 400) when a call's message
+    comes back without the ``reasoning_content`` its answer had, empty or not."""
+    stream = CompletionStream("m")
+    stream.add(chunk({"role": "assistant", "content": None, "reasoning_content": ""}))
+    stream.add(chunk(piece("{}", index=0, id="c", f={"name": "look"})))
+    stream.add(chunk({}, "tool_calls"))
+    message = stream.response().message
+    assert message.reasoning == ""
+    [sent] = messages_out([message], None)
+    assert sent["reasoning_content"] == ""
