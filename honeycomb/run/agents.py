@@ -31,31 +31,25 @@ from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
 from honeycomb.run.scheduler import stopped_error, stopped_status, why_stopped
+from honeycomb.run.sub_runs import CANNOT_WAIT, NO_WAIT, asked_as, may_ask, nobody_decides
 from runtime import BudgetExceeded, HoneycombError, ModelRetry, Tool, ToolContext
 from runtime.errors import NotStarted
 from runtime.limits.budget import Budget
 from runtime.limits.cut import run_cut
 from runtime.limits.room import nested_work
 from runtime.secrets import masked
-from runtime.tools.approvals import (
-    CALLER_BY,
-    ApprovalNeeded,
-    ApprovalRequest,
-    Approver,
-    Decision,
-    NoApprover,
-)
+from runtime.tools.approvals import ApprovalNeeded, Approver, NoApprover
 from workers import LoopState, Role, WorkerResult
 from workers.nesting import AGENT_PREFIX, agent_ref
 
 if TYPE_CHECKING:
-    from honeycomb.run.crew import Crew
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
     from honeycomb.run.worker_record import WorkerRecord
     from honeycomb.trace.spans import SubRunSpans
 
 __all__ = [
+    "CANNOT_WAIT",
     "Instruction",
     "NestedRuns",
     "agent_tool",
@@ -119,9 +113,9 @@ class NestedRuns:
         context = self.context
         services, prefix = context.services, f"{caller}/{call_id}/"
         approver = services.approver
-        asked: Approver = _NO_WAIT
+        asked: Approver = NO_WAIT
         if approver is not None and not isinstance(approver, NoApprover):
-            asked = _asked_as(approver, context.run_id, prefix)
+            asked = asked_as(approver, context.run_id, prefix)
         named = replace(services, budget=services.budget.named(prefix), approver=asked)
         return replace(context, services=named)
 
@@ -295,61 +289,6 @@ def nested_name(caller: str, call_id: str) -> str:
         return name
     digest = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
     return f"{caller[:51]}/{digest}"
-
-
-def _asked_as(approver: Approver, run_id: str, prefix: str) -> Approver:
-    """``approver``, told of each call as the run ``run_id`` names the worker that
-    makes it: ``prefix`` and the worker's name in its own run."""
-
-    async def ask(request: ApprovalRequest) -> Decision:
-        worker = f"{prefix}{request.worker}" if request.worker else prefix.rstrip("/")
-        decision = await approver(replace(request, run_id=run_id, worker=worker))
-        if isinstance(decision, Decision) and decision.by is None:
-            # Kept as the calling run's approver's: the sub-run has none of its own.
-            return replace(decision, by=CALLER_BY)
-        return decision
-
-    return ask
-
-
-CANNOT_WAIT = (
-    "no approver is attached, and a call of a hive called as a tool cannot wait for a "
-    "decision: that hive's run keeps no store (the calling run's store keeps the calling "
-    "run's calls only). Attach an approver to the calling run (Executor(approver=...), or "
-    "run it on a terminal: honeycomb run asks there) or to the hive's own Executor"
-)
-"""Why a call of a sub-run (a hive called as a tool) is denied when nobody can decide it."""
-
-
-def may_ask(crew: Crew) -> bool:
-    """Whether a call of a worker of ``crew``'s roles may need a person's approval: a
-    tool of a role is one its rule asks about, or the role has MCP tools (known once
-    its servers list them) and its rule names tools or asks for every side-effecting
-    one, or a server of its marks a tool ``approval: true``."""
-    for role in crew.roles.values():
-        setup = crew.setup_for(role, None)
-        rule = setup.approvals
-        if any(rule.why(t) is not None for t in setup.tools):
-            return True
-        if crew.mcp.refs(role) and (rule.tools or rule.side_effects or crew.mcp.asks(role)):
-            return True
-    return False
-
-
-def nobody_decides(tool: str, file: str) -> str:
-    """Why a run with no approver cannot call the hive tool ``tool`` (of the hive
-    ``file``), whose calls may need approval."""
-    return (
-        f"the hive {file} asks for approval of some calls, and nobody can decide them: "
-        "this run has no approver, and a call of a hive called as a tool cannot wait in "
-        "the run store (the sub-run keeps none), so each would be denied. Run it on a "
-        "terminal (honeycomb run asks there) or attach an approver "
-        f"(Executor(approver=...)); or take {tool!r} out of the role's tools"
-    )
-
-
-_NO_WAIT = NoApprover(CANNOT_WAIT)
-"""The approver of a sub-run whose caller has none: a call of it cannot wait."""
 
 
 def _finished(
