@@ -162,7 +162,7 @@ def model_calls(
         budget: The run's budget (None: none is kept).
         who: Whose calls they are (a worker, a judge role), as the calls in flight
             are reported.
-        kind: What the calls are: ``turn``, ``summary``, ``judge``.
+        kind: What the calls are: ``turn``, ``summary``, ``session summary``, ``judge``.
         caller: Where the calls' spans go (None: they have none; a summary's or a
             judge's call is reported by events of its own). Nobody listening to its
             tracer as the calls are composed: they have none either.

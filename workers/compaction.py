@@ -203,6 +203,9 @@ class Compactor:
             the summary call's).
         budget: The run's budget, which the summary call is reserved in and charged to.
         timeout: Seconds the summary call may take, if limited.
+        kind: What its calls are, as the calls in flight are told (a stopped run names
+            them): ``summary``, a worker's; ``session summary``, the session's
+            conversation folded before a turn is planned.
         writer: How the worker's model writes a request out before it is sent (a tool
             protocol's: the tools in the prompt, calls and results as text), so that
             the budget holds for what is sent (None: requests are sent as they are).
@@ -220,13 +223,14 @@ class Compactor:
         budget: Budget | None = None,
         timeout: float | None = None,
         writer: Callable[[ModelRequest], ModelRequest] | None = None,
+        kind: str = "summary",
     ) -> None:
         caller = caller or Caller()
         self.compaction = compaction
         self.model = model
         self.budget = budget
         self.tracer, self.worker, self.run_id = caller.tracer, caller.worker, caller.run_id
-        self._calls = model_calls(model, budget, caller.worker, kind="summary")
+        self._calls = model_calls(model, budget, caller.worker, kind=kind)
         key = caller.conversation
         self.conversation = f"{key}/compaction" if key else "compaction"
         self.timeout = timeout

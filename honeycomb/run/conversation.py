@@ -299,7 +299,7 @@ async def fit_conversation(
         state = msgspec.structs.replace(state, summary="")
     # The fold is part of planning: its span is in the planner's lane.
     planner = Caller(worker="planner", run_id=run_id, tracer=tracer)
-    compactor = Compactor(compaction, summarizer, planner, budget=budget)
+    compactor = Compactor(compaction, summarizer, planner, budget=budget, kind="session summary")
     state, window = await compactor.fit(state, (), messages, ModelRequest(messages=()), 0)
     shown = messages[state.summarized :]
     briefly: tuple[Message, ...] = tuple(

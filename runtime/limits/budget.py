@@ -78,6 +78,8 @@ class InFlight(Value, frozen=True, kw_only=True):
             return f"{self.who} turn {self.turn} {detail}"
         if self.kind == "summary":
             return f"{self.who}'s summary call before turn {self.turn} {detail}"
+        if self.kind == "session summary":  # in the planner's lane: not the planner's own
+            return f"the session's summary call, before the turn is planned {detail}"
         return f"{self.kind} {self.who} {detail}"
 
 

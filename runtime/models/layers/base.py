@@ -282,7 +282,7 @@ class ModelCalls:
         caller: Whose calls they are and where their events go (None: not traced).
         who: Whose calls they are, as the calls in flight are reported (a worker, a
             judge role).
-        kind: What the calls are: ``turn``, ``summary``, ``judge``.
+        kind: What the calls are: ``turn``, ``summary``, ``session summary``, ``judge``.
     """
 
     # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict

@@ -349,3 +349,40 @@ async def test_a_turn_decided_as_it_ended_goes_on_without_folding_again(db: Path
     assert (await session.turns())[-1].summarized == 2
     assert executor.store is not None
     executor.store.close()
+
+
+async def test_a_session_summary_the_wall_time_cut_off_is_named_as_the_sessions(
+    db: Path,
+) -> None:
+    # The fold of the conversation is in the planner's lane: the wall time that cut it
+    # off named it 'planner's summary call before turn 0', as if the planner were
+    # compacting its own conversation.
+    hang = anyio.Event()
+    offline = OfflineModel(latency=0)
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if hang.is_set() and is_summary_request(request):
+            await anyio.sleep_forever()  # until the wall time cuts it off
+        return await offline.complete(request)
+
+    roles = [Role(name="planner"), Role(name="writer", description="Writes notes.")]
+    sessions = SessionPolicy(context=Compaction(budget_tokens=256, keep_turns=1))
+
+    def executor(**budgets: float) -> Executor:
+        policy = Policy(sessions=sessions, budgets=Budgets(**budgets))
+        return Executor(roles, FunctionModel(answer), aggregator="concat", policy=policy, store=db)
+
+    free = executor()
+    for n in range(3):
+        await free.session("ann").run(f"Note that city number {n} is sunny today.")
+    assert free.store is not None
+    free.store.close()
+    hang.set()
+    tight = executor(wall_time_s=0.3)
+    with pytest.raises(BudgetExceeded) as stopped:
+        await tight.session("ann").run("And city number 3?")
+    said = str(stopped.value)
+    assert "cut off in flight: the session's summary call, before the turn is planned (" in said
+    assert "planner's summary call" not in said
+    assert tight.store is not None
+    tight.store.close()
