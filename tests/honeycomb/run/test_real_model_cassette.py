@@ -72,4 +72,6 @@ async def test_a_streamed_run_on_the_real_model_replays_alike(
     assert len(recorded_text["s2"]) > 1  # the writer's answer, piece by piece
     assert replayed.usage == recorded.usage
     assert recorded.usage.model_calls >= 2
+    # The reader called its tool (else no call of a tool was recorded nor replayed).
+    assert recorded.usage.tool_calls >= 1
     assert replayed.usage.tool_calls == recorded.usage.tool_calls
