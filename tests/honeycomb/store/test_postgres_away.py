@@ -4,11 +4,14 @@ and how a run that stops meanwhile ends."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import anyio
 import anyio.to_thread
@@ -281,3 +284,44 @@ def test_a_read_waits_for_a_busy_pool_past_the_moment(
         release.set()
         assert (first.result(), second.result()) == (1, [])
     store.close()
+
+
+def test_ctrl_c_on_a_run_whose_server_went_away_ends_the_command_in_a_moment(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """``honeycomb run`` stopped by Ctrl-C once its PostgreSQL server went away waited
+    the writer's half minute of tries to record the interruption, another to flush
+    before it said where the run was kept, and the pool's ten seconds to read it. It
+    ends in a moment, says how to continue the run, and prints nothing of psycopg's;
+    once the server is back, ``honeycomb resume`` finishes the run."""
+    url = postgres.url()
+    mine = role_of(url, "ctrl_c")
+    env = {**os.environ, "HONEYCOMB_DEMO_TOOL_LATENCY": "0.3", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "honeycomb", "demo", "--plain", "--store", mine]
+    with subprocess.Popen(
+        [*command, "--run-id", "stopped"], cwd=tmp_path, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as child:  # fmt: skip
+        assert child.stdout is not None
+        for line in child.stdout:  # stop it once workers are running
+            if "started" in line and "planner" not in line:
+                break
+        away(url, mine.split("//", 1)[1].split("@", 1)[0])
+        started = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=120)
+    took = time.monotonic() - started
+    assert child.returncode == 130, err
+    assert took < writer.RECONNECT_S / 3, took
+    assert "Traceback" not in err
+    assert "SIGINT: run stopped stopped." in err
+    assert "honeycomb resume stopped --store" in err
+    assert "psycopg" not in err
+    assert "error connecting" not in err
+    change(url, (f'ALTER ROLE "{mine.split("//", 1)[1].split("@", 1)[0]}" LOGIN', ()))
+    resumed = subprocess.run(
+        [sys.executable, "-m", "honeycomb", "resume", "stopped", "--store", mine, "--plain"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Answer:" in resumed.stdout
