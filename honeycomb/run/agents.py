@@ -39,7 +39,7 @@ from runtime.limits.cut import run_cut
 from runtime.limits.room import nested_work
 from runtime.secrets import masked
 from runtime.tools.approvals import ApprovalNeeded, Approver, NoApprover
-from workers import LoopState, Role, WorkerResult
+from workers import LoopState, Role, WorkerError, WorkerResult
 from workers.nesting import AGENT_PREFIX, agent_ref
 
 if TYPE_CHECKING:
@@ -77,7 +77,8 @@ class NestedRuns:
         # The calls of callers not kept, by call id and caller: how many had it in this
         # life.
         self._unkept: dict[tuple[str, str], int] = {}
-        # The kept nested workers cut off in this life (stored ``cancelled``), by name.
+        # The kept nested workers cut off in this life (stored ``cancelled``, or
+        # ``over_budget``), by name.
         self._cut: set[str] = set()
         # The kept nested workers that ended in this life, by name: a turn run again
         # (once a call beside theirs was decided) is answered as a resumed run is.
@@ -174,6 +175,17 @@ class NestedRuns:
             call_id = f"{call_id}~{taken}"
         return await self._run(role, instruction, ctx, nested_name(caller, call_id), None, None)
 
+    async def _keep(self, outcome: SubtaskResult) -> None:
+        """Keep the outcome of a kept nested worker in the store, and, once final, for
+        a call of it made again in this life (as a resumed run finds it there)."""
+        from honeycomb.run.record import finished, unfinished  # a run with a store's
+
+        assert self.record is not None
+        assert outcome.worker is not None
+        await self.record.subtask_finished(outcome)
+        if finished(outcome) and not unfinished(outcome.worker.exception):
+            self._ended[outcome.subtask.id] = outcome.worker
+
     async def _run(
         self,
         role: str,
@@ -208,6 +220,12 @@ class NestedRuns:
                 )
             )
         started = time.perf_counter()
+
+        def report(status: str, error: WorkerError | None) -> None:
+            if tracer.enabled:
+                said = str(error) if error is not None else None
+                tracer.emit(_finished(name, role, ctx_run.run_id, ctx, status, started, said))
+
         backend = ctx_run.backend  # where the run's workers run: its nested ones too
         shown = ctx_run.shown_to(role)
         try:
@@ -222,13 +240,10 @@ class NestedRuns:
         except asyncio.CancelledError:  # its call cut off (a time limit, a run that stops)
             # Stopped by a budget (the wall time too) as its caller is, or else cancelled.
             reason = _stopped_by(ctx_run.budget)
-            status, why = stopped_status(reason), stopped_error(reason)
             if record is not None:  # the store says what the trace does
-                record.cut_off(status)
+                record.cut_off(stopped_status(reason))
                 self._cut.add(name)
-            if tracer.enabled:
-                error = str(why) if why is not None else None
-                tracer.emit(_finished(name, role, ctx_run.run_id, ctx, status, started, error))
+            report(stopped_status(reason), stopped_error(reason))
             raise
         outcome = SubtaskResult(
             subtask=Subtask(id=name, role=role, instruction=instruction),
@@ -237,15 +252,11 @@ class NestedRuns:
             error=result.error,
             duration_s=time.perf_counter() - started,
         )
-        if self.record is not None and record is not None:
-            from honeycomb.run.record import finished, unfinished  # a run with a store's
-
-            await self.record.subtask_finished(outcome)  # durable before it is reported
-            if finished(outcome) and not unfinished(result.exception):
-                self._ended[name] = result  # as a resumed run would find it
-        if tracer.enabled:
-            error = str(result.error) if result.error is not None else None
-            tracer.emit(_finished(name, role, ctx_run.run_id, ctx, result.status, started, error))
+        try:
+            if record is not None:
+                await self._keep(outcome)  # durable before it is reported
+        finally:  # reported even if its call is cut off as it is kept: it has ended
+            report(result.status, result.error)
         if result.status == "waiting" and record is not None:
             # Its calls wait in the store: its caller waits with it, and the call made
             # again (in this life, or a resumed run) continues it from there, decided.

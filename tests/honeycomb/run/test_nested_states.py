@@ -8,6 +8,7 @@ import json
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -350,3 +351,45 @@ async def test_a_planners_nested_worker_the_wall_time_cut_off_is_over_budget() -
     assert "wall_time_s" in ended.error
     spans = {(s.kind, s.worker): s.status for s in recorder.spans}
     assert spans["plan", None] == spans["worker", "lead/call_1"] == "over_budget"
+
+
+async def test_a_nested_worker_cut_off_as_its_answer_is_kept_is_reported_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lead's tool_timeout cut its call off after the nested worker had answered, as
+    its answer was being kept: its ``worker.started`` had no ``worker.finished``."""
+    from honeycomb.run.record import RunRecord
+
+    events: list[Event] = []
+    keep = RunRecord.subtask_finished
+
+    async def slow_to_keep(self: RunRecord, outcome: Any, *, again: bool = False) -> None:
+        await keep(self, outcome, again=again)
+        if "/" in outcome.subtask.id:  # a nested worker's: committed, then held up
+            await anyio.sleep_forever()
+
+    monkeypatch.setattr(RunRecord, "subtask_finished", slow_to_keep)
+
+    def model(request: ModelRequest) -> Answer:
+        seen = observations(request)
+        if role_of(request) == "researcher":
+            return "found"
+        if not seen:
+            asks = call("researcher", {"instruction": "go"}, id="c1")
+            return AssistantMessage(tool_calls=(asks,))
+        return f"lead: {seen[0].status}"
+
+    executor = Executor(
+        [Role(name="lead", tools=("agent:researcher",), tool_timeout=0.2),
+         Role(name="researcher")],
+        FunctionModel(model), aggregator="concat", store=tmp_path / "runs.db",
+        on_event=[events.append],
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=ONE, run_id="r1")
+
+    assert result.subtasks["s1"].text == "lead: timeout"
+    started = [e.worker for e in events if isinstance(e, WorkerStarted)]
+    ended = {e.worker: e.status for e in events if isinstance(e, WorkerFinished)}
+    assert started == ["s1", "s1/c1"]
+    assert ended == {"s1/c1": "ok", "s1": "ok"}
+    assert (await loaded(tmp_path / "runs.db")).workers["s1/c1"].status == "ok"
