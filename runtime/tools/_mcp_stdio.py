@@ -152,12 +152,8 @@ class ServerProcess(Generic[In, Out]):
                 cwd=self._cwd,
                 start_new_session=True,
             )
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            # Its folder, not its command, though said in the same words.
-            cwd = self._cwd
-            if cwd is not None and exc.filename == cwd:
-                raise type(exc)(exc.errno, "no such folder to run in (its cwd)", cwd) from exc
-            raise
+        except OSError as exc:
+            raise _not_run(exc, self._argv[0], self._cwd) from exc
         # No await from here into the block: a cancellation in between would leave the
         # process running with no one to stop it.
         to_client, read = anyio.create_memory_object_stream[In](0)
@@ -323,6 +319,15 @@ class Stderr:
         kept = self._kept[-_KEPT:]
         new = min(len(kept), max(0, self.written - mark))
         return bytes(kept[len(kept) - new :]).decode("utf-8", errors="replace")
+
+
+def _not_run(exc: OSError, command: str, cwd: str | None) -> OSError:
+    """Why ``command`` cannot be run in ``cwd``, naming what is wrong: its folder (in
+    the words of a command not found, which they are not), or its command (which
+    uvloop's error does not name)."""
+    if cwd is not None and not os.path.isdir(cwd):
+        return type(exc)(exc.errno, "no such folder to run in (its cwd)", cwd)
+    return type(exc)(exc.errno, exc.strerror or str(exc), exc.filename or command)
 
 
 async def _exited(process: Process, within_s: float) -> bool:

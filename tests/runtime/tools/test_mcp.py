@@ -274,7 +274,8 @@ async def test_a_call_to_a_server_found_dead_goes_to_it_started_again() -> None:
     [
         (
             McpServer(name="t", command="no-such-mcp-server-command"),
-            "MCP server 't' cannot be started: [Errno 2] No such file or directory",
+            "MCP server 't' cannot be started: [Errno 2] No such file or directory: "
+            "'no-such-mcp-server-command'",
         ),
         (
             sdk_server(args=("--fail-at-start",)),
@@ -304,6 +305,7 @@ async def test_a_call_to_a_server_found_dead_goes_to_it_started_again() -> None:
     ],
     ids=["no such command", "exits at start", "killed at start", "never answers", "no folder"],
 )  # fmt: skip
+@pytest.mark.both_loops  # uvloop's error names neither the command nor the folder
 async def test_a_server_that_does_not_start_says_why_and_leaves_nothing(
     server: McpServer, expected: str
 ) -> None:
