@@ -20,6 +20,7 @@ from honeycomb.hive.checks import check_across_fields, not_roles, role_error
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.judges import judges_warned
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
+from honeycomb.hive.meant import hive_files_in, hive_tool_meant
 from honeycomb.hive.paths import beside, not_a_folder
 from honeycomb.hive.specs import (
     DEFAULT_MEMORY,
@@ -401,7 +402,7 @@ def _load(file: Path, chain: tuple[Path, ...], limits: tuple[int, ...] = ()) -> 
     try:
         doc = load_yaml(file, interpolate=True, secrets=_SECRETS)
     except ConfigError as exc:
-        raise ConfigErrors([_hive_files_in(file, exc)]) from exc
+        raise ConfigErrors([hive_files_in(file, exc)]) from exc
     errors: list[ConfigError] = []
     if not isinstance(doc.data, Mapping):
         what = (
@@ -485,52 +486,6 @@ def _values_at(data: Any, pattern: tuple[str, ...]) -> Iterator[Any]:
         for key, value in data.items():
             if head in ("*", key):
                 yield from _values_at(value, rest)
-
-
-def _hive_files_in(path: Path, error: ConfigError) -> ConfigError:
-    """``error``, which reading ``path`` raised, naming the hive files meant: those in
-    it when it is a folder (``honeycomb run myhive`` after ``honeycomb init myhive``),
-    the one beside it when it is a file that is not YAML (``myhive/tools.py``), the one
-    of a close name beside it when there is no such file (``hive.yml``)."""
-    if path.is_dir():
-        found = _yaml_files(path)
-        if "hive.yaml" in found:
-            found = ["hive.yaml"]
-        if not found:
-            return error
-        named = " or ".join(str(path / name) for name in found[:3])
-        return ConfigError(f"{error.message}: name the hive file in it ({named})", file=error.file)
-    if path.is_file() and path.suffix.lower() in _NOT_YAML:
-        # tools.py, README.md: a file of the hive's folder, not its hive file
-        beside = _yaml_files(path.parent)
-        meant = "hive.yaml" if "hive.yaml" in beside else (beside[0] if beside else None)
-        named = f": name the hive file ({path.parent / meant})" if meant is not None else ""
-        return ConfigError(
-            f"not a hive file: a hive file is YAML (models:, roles: ...), and this "
-            f"{path.suffix} file is not{named}",
-            file=error.file,
-        )
-    if path.exists() or not path.parent.is_dir():
-        return error
-    import difflib  # loads with the first misspelt name, as did_you_mean's
-
-    files = {Path(name).stem: name for name in _yaml_files(path.parent)}  # .yml or .yaml
-    close = difflib.get_close_matches(path.stem, list(files), n=1, cutoff=0.6)
-    if not close:
-        return error
-    meant = str(path.parent / files[close[0]])
-    return ConfigError(f"{error.message} (did you mean {meant!r}?)", file=error.file)
-
-
-_NOT_YAML = (".py", ".md", ".rst", ".toml", ".db", ".html", ".jsonl")
-"""What a hive's folder holds beside it that is surely no hive file: its tools, its
-README, its run store, the pages and spans ``trace`` writes."""
-
-
-def _yaml_files(folder: Path) -> list[str]:
-    """The names of the YAML files of ``folder``, sorted."""
-    found = (*folder.glob("*.yaml"), *folder.glob("*.yml"))
-    return sorted(p.name for p in found if p.is_file())
 
 
 def _registry(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> ToolRegistry:
@@ -703,7 +658,7 @@ def _unreachable(
                 f"max_nesting of {chain[start].name}): {shown}"
             )
     if not path.is_file():
-        return f"{ref!r}: no hive file {path}"
+        return f"{ref!r}: no hive file {path}{hive_tool_meant(ref, path)}"
     return None
 
 

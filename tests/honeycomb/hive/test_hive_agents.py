@@ -183,6 +183,14 @@ def test_hive_tools_that_make_a_cycle_or_name_no_file_are_told(tmp_path: Path) -
     with pytest.raises(ConfigErrors) as caught:
         load_hive(path)
     assert "'hive:sub/fact.yaml': no hive file" in str(caught.value)
+    # The file meant was not said, of a name misspelt or of its folder alone.
+    assert str(caught.value).endswith("(did you mean 'hive:sub/facts.yaml'?)")
+    path.write_text(OUTER.replace("sub/facts.yaml", "sub"))
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    assert str(caught.value).endswith(
+        f"'hive:sub': no hive file {tmp_path / 'sub'} (did you mean 'hive:sub/facts.yaml'?)"
+    )
 
 
 PRICED = "models: {default: {provider: offline, price: {input_per_mtok: 1, output_per_mtok: 2}}}\n"
