@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PostgresServer", "binaries", "query"]
+__all__ = ["PostgresServer", "away", "binaries", "query", "role_in", "role_of"]
 
 
 def binaries() -> Path | None:
@@ -114,6 +114,30 @@ def query(url: str, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[tup
                 cursor = conn.execute(sql.replace("?", "%s"), params)
                 rows = cursor.fetchall() if cursor.description is not None else []
         return rows
+
+
+def role_of(url: str, name: str) -> str:
+    """The URL of ``url``'s store for a new role ``name`` (one per test: the server lets
+    it in, or not, as the test says)."""
+    role = f"{name}_{url.rsplit('schema=', 1)[1]}"
+    query(url, [(f'CREATE ROLE "{role}" LOGIN SUPERUSER', ())])
+    return url.replace("postgres@", f"{role}@")
+
+
+def role_in(url: str) -> str:
+    """The role ``url`` connects as."""
+    return url.split("//", 1)[1].split("@", 1)[0]
+
+
+def away(url: str, role: str) -> None:
+    """The server lets ``role`` in no more, and ends its sessions."""
+    query(
+        url,
+        [
+            (f'ALTER ROLE "{role}" NOLOGIN', ()),
+            ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ?", (role,)),
+        ],
+    )
 
 
 def _free_port() -> int:

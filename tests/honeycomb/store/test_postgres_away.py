@@ -25,7 +25,7 @@ from honeycomb.store.postgres import PostgresConnection, PostgresDatabase
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
 from tests.support import ROOT
-from tests.support.postgres import PostgresServer
+from tests.support.postgres import PostgresServer, away, role_in, role_of
 from tests.support.stores import ON_POSTGRES, change, query
 
 pytestmark = ON_POSTGRES
@@ -64,23 +64,6 @@ store.close()
 """
 
 
-def role_of(url: str, name: str) -> str:
-    """The URL of ``url``'s store for a new role ``name`` (one per test: the server lets
-    it in, or not, as the test says)."""
-    role = f"{name}_{url.rsplit('schema=', 1)[1]}"
-    change(url, (f'CREATE ROLE "{role}" LOGIN SUPERUSER', ()))
-    return url.replace("postgres@", f"{role}@")
-
-
-def away(url: str, role: str) -> None:
-    """The server lets ``role`` in no more, and ends its sessions."""
-    change(
-        url,
-        (f'ALTER ROLE "{role}" NOLOGIN', ()),
-        ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ?", (role,)),
-    )
-
-
 @pytest.mark.parametrize("logging", ["unconfigured", "configured"])
 def test_what_psycopg_logs_of_a_server_gone_is_printed_only_where_logging_is_configured(
     postgres: PostgresServer, logging: str
@@ -89,9 +72,7 @@ def test_what_psycopg_logs_of_a_server_gone_is_printed_only_where_logging_is_con
     logs each failure as a warning: with no logging configured, Python printed it on
     standard error. It is dropped there, and goes where an application's logging says."""
     url = postgres.url()
-    role = f"pool_{url.rsplit('schema=', 1)[1]}_{logging}"
-    change(url, (f'CREATE ROLE "{role}" LOGIN SUPERUSER', ()))
-    reading = url.replace("postgres@", f"{role}@")
+    reading = role_of(url, f"pool_{logging}")
     with subprocess.Popen(
         [sys.executable, "-c", _READS_AS_IT_GOES, reading, logging],
         cwd=ROOT,
@@ -102,7 +83,7 @@ def test_what_psycopg_logs_of_a_server_gone_is_printed_only_where_logging_is_con
     ) as child:
         assert child.stdout is not None
         assert child.stdout.readline() == "read\n"
-        away(url, role)
+        away(url, role_in(reading))
         _, err = child.communicate("\n", timeout=120)
     assert child.returncode == 0, err
     if logging == "configured":
@@ -120,7 +101,7 @@ async def test_a_stopping_runs_write_waits_for_a_server_away_only_a_moment(
     other writes after it wait as long as ever; once the server is back, writes go on."""
     url = postgres.url()
     mine = role_of(url, "stops")
-    role = mine.split("//", 1)[1].split("@", 1)[0]
+    role = role_in(mine)
     failed = threading.Event()  # the writer tried to connect again, and could not
     connect = PostgresDatabase.connect
 
@@ -179,7 +160,7 @@ async def test_a_run_stopped_while_its_server_is_away_is_resumed_once_it_is_back
     monkeypatch.setattr(writer, "RECONNECT_S", 0.3)  # however long the writer tries
     url = postgres.url()
     mine = role_of(url, "resumed")
-    role = mine.split("//", 1)[1].split("@", 1)[0]
+    role = role_in(mine)
     thinking = anyio.Event()
     calls: list[ModelRequest] = []
 
@@ -226,7 +207,7 @@ async def test_a_flush_once_the_server_went_away_waits_for_nothing(
     mine = role_of(url, "flushed")
     store = RunStore(mine)
     await store.commit(("CREATE TABLE t (n BIGINT)", ()))
-    away(url, mine.split("//", 1)[1].split("@", 1)[0])
+    away(url, role_in(mine))
     started = time.monotonic()
     await store.flush()
     with pytest.raises(StoreError, match="cannot connect to the run store"):
@@ -245,7 +226,7 @@ def test_a_read_once_the_server_went_away_is_told_why_in_a_moment(
     mine = role_of(url, "reader")
     store = RunStore(mine)
     assert store.runs() == []  # the pool is open
-    away(url, mine.split("//", 1)[1].split("@", 1)[0])
+    away(url, role_in(mine))
     started = time.monotonic()
     with pytest.raises(StoreError, match="is not permitted to log in"):
         store.runs()
@@ -306,7 +287,7 @@ def test_ctrl_c_on_a_run_whose_server_went_away_ends_the_command_in_a_moment(
         for line in child.stdout:  # stop it once workers are running
             if "started" in line and "planner" not in line:
                 break
-        away(url, mine.split("//", 1)[1].split("@", 1)[0])
+        away(url, role_in(mine))
         started = time.monotonic()
         child.send_signal(signal.SIGINT)
         _, err = child.communicate(timeout=120)
@@ -318,7 +299,7 @@ def test_ctrl_c_on_a_run_whose_server_went_away_ends_the_command_in_a_moment(
     assert "honeycomb resume stopped --store" in err
     assert "psycopg" not in err
     assert "error connecting" not in err
-    change(url, (f'ALTER ROLE "{mine.split("//", 1)[1].split("@", 1)[0]}" LOGIN', ()))
+    change(url, (f'ALTER ROLE "{role_in(mine)}" LOGIN', ()))
     resumed = subprocess.run(
         [sys.executable, "-m", "honeycomb", "resume", "stopped", "--store", mine, "--plain"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,

@@ -13,8 +13,7 @@ from honeycomb import Executor, Role, Subtask
 from honeycomb.store import RunStore, writer
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
-from tests.honeycomb.store.test_postgres_away import away, role_of
-from tests.support.postgres import PostgresServer
+from tests.support.postgres import PostgresServer, away, role_of
 from tests.support.stores import ON_POSTGRES
 
 pytestmark = ON_POSTGRES
