@@ -171,6 +171,7 @@ class Run:
         self.rounds: list[PlanRound] = []
         self.lead: RoundPlanner | None = None  # the planner of a run planned in rounds
         self.rounds_ended: str | None = None
+        self._round: int | None = None  # the round its lead plans now, not yet in rounds
         self.answer_cut_off = False  # the aggregator's answer ended at its output limit
         self.most: int | None = None  # the most subtasks the plan can come to (None: its own)
         self.within = within is not None
@@ -498,6 +499,7 @@ class Run:
             number += 1
             self.tracer.emit(RoundStarted(run_id=self.run_id, round=number))
             began = self._phase("plan")
+            self._round = number
             try:
                 added = await follow_up_with(
                     lead,
@@ -524,6 +526,7 @@ class Run:
                 self._phase(None)
                 error = f"{type(exc).__name__}: {exc}"
                 self.rounds.append(PlanRound(round=number, error=error))
+                self._round = None
                 self.tracer.emit(
                     RoundPlanned(
                         run_id=self.run_id,
@@ -545,6 +548,7 @@ class Run:
             self._phase(None)
             ids = added.ids
             self.rounds.append(PlanRound(round=number, added=ids))
+            self._round = None
             self.tracer.emit(
                 RoundPlanned(run_id=self.run_id, round=number, added=added, duration_s=took)
             )
@@ -670,6 +674,9 @@ class Run:
         status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
         if self.lead is not None and self.rounds_ended is None:  # it stopped the rounds
             self.rounds_ended = _rounds_stopped_by(exc)
+        if self._round is not None:  # as its lead planned a round: the round's end too
+            self.rounds.append(PlanRound(round=self._round, error=f"{type(exc).__name__}: {exc}"))
+            self._round = None
         exc.partial = self._result(status, outcomes)
         if self._held():  # its output guards never passed the answer made of them
             exc.partial = answers_withheld(exc.partial)

@@ -264,7 +264,8 @@ async def test_the_budget_bounds_the_rounds(tmp_path: Path) -> None:
     partial = caught.value.partial
     assert partial is not None
     assert partial.rounds_ended == "budget"
-    assert [r.added for r in partial.rounds] == [("s1",), ("s2",)]
+    assert [r.added for r in partial.rounds] == [("s1",), ("s2",), ()]  # round 3 begun
+    assert (partial.rounds[2].error or "").startswith("BudgetExceeded: budget exceeded: model")
     assert [s.status for s in partial.subtasks.values()] == ["ok", "ok"]
     assert len(short.lead_messages) == 2
 
