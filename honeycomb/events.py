@@ -33,7 +33,7 @@ from runtime.events import (
     ToolCallsAnswered,
     ToolCallStarted,
 )
-from workers.guards import GuardChecked
+from workers.guards import GuardChecked, GuardStarted
 from workers.memory import MemoryEmbedded, MemoryRecalled
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "Event",
     "EventHandler",
     "GuardChecked",
+    "GuardStarted",
     "MemoryEmbedded",
     "MemoryRecalled",
     "ModelCallFinished",

@@ -75,6 +75,7 @@ __all__ = [
     "GuardKind",
     "GuardRef",
     "GuardRunner",
+    "GuardStarted",
     "Guards",
     "Judge",
     "JudgeRole",
@@ -86,6 +87,17 @@ __all__ = [
     "resolve_guards",
     "tripped",
 ]
+
+
+class GuardStarted(Event, frozen=True, kw_only=True):
+    """A guard begins to check something (a judge's call may take a while): what it
+    checks as its :class:`GuardChecked`, which says how it ended, names it."""
+
+    kind: ClassVar[str] = "guard.started"
+    guard: str
+    guard_kind: str  # input, output or arguments
+    turn: int = 0
+    call_id: str = ""
 
 
 class GuardChecked(Event, frozen=True, kw_only=True):
@@ -224,6 +236,17 @@ class GuardRunner:
         self, guard: Guard, check: GuardCheck, turn: int, call_id: str
     ) -> Refusal | None:
         started = time.perf_counter()
+        if self.tracer.enabled:
+            self.tracer.emit(
+                GuardStarted(
+                    worker=self.worker,
+                    run_id=self.run_id,
+                    guard=guard.name,
+                    guard_kind=check.kind,
+                    turn=turn,
+                    call_id=call_id,
+                )
+            )
         usage, model = Usage(), ""
         broken = False
         calls = 0  # the judge's model call, as the budget counts it

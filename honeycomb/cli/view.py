@@ -45,6 +45,7 @@ from runtime import (
     ToolCallStarted,
 )
 from runtime.text import valid_data
+from workers.guards import GuardChecked, GuardStarted
 
 __all__ = ["JsonView", "LiveView", "PlainView", "View", "live", "summary"]
 
@@ -130,6 +131,10 @@ class _RunState(msgspec.Struct, kw_only=True):
             row.tool_calls += 1
             if row.tools_running == 0:
                 row.state = "running"
+        elif isinstance(event, GuardStarted) and row:
+            row.state = "checking"  # a judge's call may take a while
+        elif isinstance(event, GuardChecked) and row and row.state == "checking":
+            row.state = "calling tools" if row.tools_running else "running"
         elif isinstance(event, AggregationStarted):
             self.phase = "aggregating"
         elif isinstance(event, RunFinished):
@@ -142,6 +147,7 @@ _STYLE = {
     "thinking": "magenta",
     "compacting": "magenta dim",
     "calling tools": "yellow",
+    "checking": "blue",
     "ok": "green",
     "failed": "red",
     "skipped": "red dim",

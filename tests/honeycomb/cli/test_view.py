@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import io
 import json
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from honeycomb import Executor, Policy, Role, tool
+from honeycomb import Executor, GuardCheck, Guards, Policy, Role, tool
 from honeycomb.cli.main import main
 from honeycomb.cli.view import JsonView, LiveView, PlainView, summary
 from honeycomb.events import RunStarted
@@ -294,3 +295,29 @@ def test_force_color_into_a_pipe_gets_the_plain_lines_not_the_live_table(
     out = capsys.readouterr().out
     assert "\x1b" not in out
     assert "] s4 (courier) started" in out  # the plain view's lines
+
+
+async def test_the_live_view_says_checking_while_a_guard_checks_an_answer() -> None:
+    """A worker whose answer a judge checked read ``running`` for as long as the check
+    took (no event said a check began): it reads ``checking``, and, its answer passed,
+    ends ``ok``."""
+    view = LiveView(Console(file=io.StringIO(), force_terminal=True, color_system=None), "h")
+    checked = asyncio.Event()
+
+    async def slow_judge(check: GuardCheck) -> None:
+        await asyncio.wait_for(checked.wait(), 10)  # until the view says so
+
+    role = Role(name="clerk", guards=Guards(output=(slow_judge,)))
+    states: list[str] = []
+    with view:
+        async with Executor([role], ScriptedModel(["fine"])).stream(
+            "t", subtasks=[("clerk", "say")]
+        ) as events:
+            async for event in events:
+                view.handle(event)
+                if "s1" in view.state.rows:
+                    states.append(view.state.rows["s1"].state)
+                    if states[-1] == "checking":
+                        checked.set()
+    assert "checking" in states
+    assert states[-1] == "ok"
