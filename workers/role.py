@@ -302,6 +302,7 @@ def check_role(
             errors.append(doc.error((*path, "tools", index), message))
     errors.extend(_names_taken(refs, named, body.get("memory"), doc, path))
     if names is not None:
+        names += _memory_tool_names(body.get("memory"))
         errors.extend(approval_problems(body.get("approvals"), names, doc, path))
     errors.extend(guard_problems(body.get("guards"), doc, path))
     counter = compaction.get("token_counter") if isinstance(compaction, Mapping) else None
@@ -327,9 +328,8 @@ def _names_taken(
     """The tools of a role (``refs``, their names by place ``named``) whose name an
     earlier one has, or its memory's tools (``recall``, ``remember``): a model calls a
     tool by its name, so the tools of a role need a name each."""
-    remembers = isinstance(memory, Mapping) and memory.get("remember", True) is not False
     # Each name's first tool, by its place (None: the memory's).
-    first_of: dict[str, int | None] = dict.fromkeys(("recall", "remember") if remembers else ())
+    first_of: dict[str, int | None] = dict.fromkeys(_memory_tool_names(memory))
     errors: list[ConfigError] = []
     for index, name in named.items():
         if name not in first_of:
@@ -346,6 +346,13 @@ def _names_taken(
             )
         errors.append(doc.error((*path, "tools", index), message))
     return errors
+
+
+def _memory_tool_names(memory: Any) -> tuple[str, ...]:
+    """The tools a role's ``memory:`` (its raw mapping) gives it: ``recall`` and
+    ``remember`` unless it says ``remember: false``."""
+    remembers = isinstance(memory, Mapping) and memory.get("remember", True) is not False
+    return ("recall", "remember") if remembers else ()
 
 
 def _renaming(ref: str) -> str:

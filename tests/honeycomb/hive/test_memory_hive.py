@@ -10,7 +10,18 @@ from typing import Any
 import pytest
 import structlog
 
-from honeycomb import ConfigErrors, Executor, ModelRequest, Policy, Role, RoleMemory, SQLiteMemory
+from honeycomb import (
+    AssistantMessage,
+    ConfigErrors,
+    Executor,
+    ModelRequest,
+    Policy,
+    Role,
+    RoleMemory,
+    SQLiteMemory,
+    ToolCall,
+    ToolMessage,
+)
 from honeycomb.errors import MemoryStoreError
 from honeycomb.hive import DEFAULT_MEMORY, load_hive
 from honeycomb.testing import FunctionModel
@@ -268,3 +279,41 @@ def test_a_bad_embeddings_price_is_an_error_at_its_line(tmp_path: Path) -> None:
     [error] = caught.value.errors
     assert error.line == 5
     assert "memory.embeddings.price.input_per_mtok" in str(error)
+
+
+async def test_a_roles_approvals_may_name_its_memorys_remember(tmp_path: Path) -> None:
+    # The role's own approvals: {tools: [remember]} was refused as naming a tool the
+    # role does not use: the memory's tools were not among its tools' names.
+    path = hive(
+        tmp_path,
+        """\
+        models: {default: offline}
+        memory: {path: memory.db}
+        store: runs.db
+        roles:
+          guide:
+            description: Keeps what it learns.
+            memory: {namespace: trip, recall: 0}
+            approvals: {tools: [remember]}
+        """,
+    )
+    note = ToolCall(id="c1", name="remember", arguments='{"text": "Lisbon is sunny"}')
+
+    def remembers(request: ModelRequest) -> str | AssistantMessage:
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            return "kept"
+        return AssistantMessage(tool_calls=(note,))
+
+    def executor() -> Executor:
+        return Executor.from_hive(load_hive(path), model=FunctionModel(remembers))
+
+    memory = SQLiteMemory(tmp_path / "memory.db")
+    waiting = await executor().run("trip", subtasks=[("guide", "Lisbon")], run_id="r1")
+    assert [(p.tool, p.arguments) for p in waiting.pending] == [
+        ("remember", {"text": "Lisbon is sunny"})
+    ]
+    assert await memory.list() == ()  # nothing kept before a person says so
+    await executor().decide("r1", "c1", approve=True)
+    assert (await executor().resume("r1")).status == "ok"
+    assert (await executor().resume("r1")).status == "ok"  # ended: nothing run again
+    assert [r.text for r in await memory.list()] == ["Lisbon is sunny"]
