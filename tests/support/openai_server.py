@@ -350,6 +350,9 @@ class OpenAIServer(Lifecycle):
         self._buckets: dict[str, _Bucket] = {}
         self.throttled = 0
         """Requests answered 429 because the quota was spent."""
+        self.left = threading.Event()
+        """Set when a client goes away from a stream before its end (what makes a
+        server such as vLLM or llama.cpp's stop generating)."""
         self.limit(quota)
         self._stopping = asyncio.Event()  # binds to the server's loop on first use
         app = Starlette(
@@ -410,6 +413,7 @@ class OpenAIServer(Lifecycle):
             self._requests.clear()
             self._faults = None
             self.default = text("ok")
+        self.left.clear()
         self.limit(None)
 
     def start(self) -> None:
@@ -539,19 +543,24 @@ class OpenAIServer(Lifecycle):
     async def _events(self, reply: Reply, chunks: list[dict[str, Any]], *, done: bool) -> Any:
         """The chunks as server-sent events (each named by its ``type``, if it has one,
         as the Responses API's are), cut off as ``reply`` says; then ``[DONE]``, as
-        chat completions end, if ``done``."""
-        for sent, chunk in enumerate(chunks):
-            if reply.cut_after is not None and sent >= reply.cut_after:
-                if reply.cut == "end":
-                    return
-                raise _StreamCut(f"the stream is cut after {sent} chunks (as asked)")
-            if sent == reply.hold_after and not await self._let_go(reply):
-                raise _StreamCut(f"held after {sent} chunks, and never let go")
-            await self._pause(reply.chunk_delay_s)
-            named = f"event: {chunk['type']}\n" if "type" in chunk else ""
-            yield f"{named}data: {json.dumps(chunk)}\n\n"
-        if done:
-            yield "data: [DONE]\n\n"
+        chat completions end, if ``done``. A client that goes away first sets
+        :attr:`left`."""
+        try:
+            for sent, chunk in enumerate(chunks):
+                if reply.cut_after is not None and sent >= reply.cut_after:
+                    if reply.cut == "end":
+                        return
+                    raise _StreamCut(f"the stream is cut after {sent} chunks (as asked)")
+                if sent == reply.hold_after and not await self._let_go(reply):
+                    raise _StreamCut(f"held after {sent} chunks, and never let go")
+                await self._pause(reply.chunk_delay_s)
+                named = f"event: {chunk['type']}\n" if "type" in chunk else ""
+                yield f"{named}data: {json.dumps(chunk)}\n\n"
+            if done:
+                yield "data: [DONE]\n\n"
+        except (asyncio.CancelledError, GeneratorExit):  # its client went away
+            self.left.set()
+            raise
 
     async def _let_go(self, reply: Reply) -> bool:
         """Whether a stream held back (``reply.hold_until``) was let go in time."""

@@ -4,6 +4,7 @@ interleaved pieces, usage from the last chunk, and retries only before any text.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -428,3 +429,20 @@ async def test_an_html_page_answering_a_stream_says_what_came_and_is_retried(
     assert "Sign in to continue" in str(caught.value)
     assert response.message.content == "kept"
     assert len(openai_server.requests) == 5
+
+
+async def test_a_call_cancelled_mid_stream_closes_its_stream(openai_server: OpenAIServer) -> None:
+    """A run cancelled while its model writes: the server sees its reader go (vLLM and
+    llama.cpp's server stop generating then), the held rest of the answer unsent."""
+    held = threading.Event()
+    openai_server.enqueue(Reply(content="one two three", hold_after=2, hold_until=held))
+    shown = asyncio.Event()
+    call = asyncio.ensure_future(model(openai_server).stream(REQUEST, lambda text: shown.set()))
+    try:
+        await shown.wait()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert await asyncio.to_thread(openai_server.left.wait, 10)
+    finally:
+        held.set()
