@@ -10,6 +10,7 @@ from the environment as the hive loads, and no error or repr shows them.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -105,11 +106,12 @@ def with_secrets(server: McpServer, doc: YamlDocument) -> McpServer:
 
 def in_folder(server: McpServer, folder: Path) -> McpServer:
     """``server`` as a hive in ``folder`` runs it: a stdio server in that folder, or in
-    its ``cwd`` relative to it."""
+    its ``cwd`` relative to it, its ``command`` from the home folder when it starts
+    with ``~`` (``~/venvs/mcp/bin/python``, as a shell reads it)."""
     if server.command is None:
         return server
     cwd = folder if server.cwd is None else beside(folder, server.cwd)
-    return replace(server, cwd=str(cwd))
+    return replace(server, command=os.path.expanduser(server.command), cwd=str(cwd))
 
 
 async def check_servers(

@@ -478,3 +478,36 @@ def test_a_server_s_name_other_than_its_key_is_told_at_its_line(tmp_path: Path) 
     )
     same = write(tmp_path, TIME_HIVE.replace("  time: {command:", "  time: {name: time, command:"))
     assert [server.name for server in load_hive(same).mcp_servers] == ["time"]
+
+
+async def test_a_stdio_server_s_command_and_cwd_under_home_are_in_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # command: ~/bin/py was run as a program named '~/bin/py' (no such file), and
+    # cwd: ~/work was a folder named '~' beside the hive file.
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    (home / "work").mkdir()
+    program = home / "bin" / "py"
+    program.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    program.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    path = write(
+        tmp_path,
+        f"""\
+        models: {{default: offline}}
+        mcp_servers:
+          t:
+            command: ~/bin/py
+            args: [-m, tests.support.mcp_server]
+            env: {{PYTHONPATH: {ROOT}}}
+            cwd: ~/work
+        roles:
+          finder: {{description: Finds., tools: ["t:where"]}}
+        """,
+    )
+    model = ScriptedModel([call("where"), "found"])
+    executor = Executor.from_hive(load_hive(path), model=model)
+    result = await executor.run("t", subtasks=[Subtask(id="s1", role="finder", instruction="go")])
+    (where,) = seen(result, "s1")
+    assert json.loads(where.content)["cwd"] == str(home / "work")
