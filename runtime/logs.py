@@ -5,10 +5,15 @@ it itself: unconfigured, structlog would print, and the import alone costs time.
 
 A task may send Honeycomb's entries elsewhere instead (:data:`forwarded`): a worker's
 in a Ray actor go to its driver, which logs them as its own (:func:`log_bound`).
+
+What a library Honeycomb uses logs through :mod:`logging` goes where the application's
+logging says; where nothing would take it (:func:`heard`), Python would print it, so
+what it logs of Honeycomb's own use is dropped (psycopg's, the ``mcp`` SDK's).
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable, Mapping
 from contextvars import Context, ContextVar, Token
@@ -17,7 +22,7 @@ from typing import Any
 
 from runtime.secrets import masked
 
-__all__ = ["Forward", "bind", "configured", "forwarded", "log", "log_bound", "unbind"]
+__all__ = ["Forward", "bind", "configured", "forwarded", "heard", "log", "log_bound", "unbind"]
 
 LOGGER = "honeycomb"
 
@@ -83,13 +88,13 @@ def bind(**values: Any) -> Bound:
     around an ``await`` with ``try``/``finally`` rather than a ``with`` block, which
     keeps a context manager alive on every waiting worker's stack even when there is
     nothing to bind."""
-    forwarding, logging = forwarded.get() is not None, _structlog()
-    if not (forwarding or logging):
+    forwarding, structured = forwarded.get() is not None, _structlog()
+    if not (forwarding or structured):
         return None
     tokens: dict[str, Token[Any]] = {}
     if forwarding:
         tokens[_HELD] = _held.set({**_held.get(), **values})
-    if logging:
+    if structured:
         tokens.update(sys.modules["structlog"].contextvars.bind_contextvars(**masked(values)))
     return tokens
 
@@ -104,3 +109,18 @@ def unbind(tokens: Bound) -> None:
         _held.reset(held)
     if rest:
         sys.modules["structlog"].contextvars.reset_contextvars(**rest)
+
+
+def heard(logger: logging.Logger) -> bool:
+    """Whether a handler of ``logger``, or of one it propagates to, takes its records,
+    as :mod:`logging` looks for one before it falls back on its last resort (which
+    prints them on standard error): what a library's logger writes of Honeycomb's use
+    of it is dropped where nothing would hear it."""
+    current: logging.Logger | None = logger
+    while current is not None:
+        if current.handlers:
+            return True
+        if not current.propagate:
+            return False
+        current = current.parent
+    return False

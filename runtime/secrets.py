@@ -447,10 +447,13 @@ _LOGGERS_WRITING_REQUESTS = (
     "mcp.client.sse",
     "mcp.client.stdio",
     "mcp.client.streamable_http",
+    "client",
     "uvicorn.access",
 )
 """Those of their loggers that write a request's URL or body, filtered before their
-module is loaded (the MCP SDK's is loaded as a server is started)."""
+module is loaded (the MCP SDK's is loaded as a server is started): and the MCP SDK's
+client session's, which it names ``client`` (outside ``mcp``), and which writes a
+notification a server sent that it passes over, its values in its traceback."""
 
 _FILTER = SecretsFilter()
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from honeycomb.store import forked
 from runtime import StoreError
+from runtime.logs import heard
 
 if TYPE_CHECKING:
     import psycopg
@@ -61,7 +62,7 @@ class _Unheard(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         of_store = (record.threadName or "").startswith(THREADS) or _ours.get()
-        return not of_store or _heard(logging.getLogger(record.name))
+        return not of_store or heard(logging.getLogger(record.name))
 
 
 _UNHEARD = _Unheard()
@@ -72,19 +73,6 @@ def unprinted() -> None:
     module's docstring); once is enough, and more changes nothing."""
     for name in _LOGGERS:
         logging.getLogger(name).addFilter(_UNHEARD)  # (a filter it has is not added again)
-
-
-def _heard(logger: logging.Logger) -> bool:
-    """Whether a handler of ``logger``, or of one it propagates to, takes its records,
-    as logging looks for one before it falls back on its last resort."""
-    current: logging.Logger | None = logger
-    while current is not None:
-        if current.handlers:
-            return True
-        if not current.propagate:
-            return False
-        current = current.parent
-    return False
 
 
 class Readers:

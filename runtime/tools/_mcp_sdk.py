@@ -26,6 +26,7 @@ from mcp.shared.message import SessionMessage
 from runtime.concurrency import TimedOut, within
 from runtime.errors import McpServerError, ModelRetry, ServerGone
 from runtime.secrets import masked
+from runtime.tools._mcp_logs import ours
 from runtime.tools._mcp_stdio import Lines, ServerProcess, Stderr
 from runtime.value import Value
 
@@ -127,7 +128,8 @@ class Session:
         """
         mark = self.errlog.written if self.errlog is not None else 0
         try:
-            result = await self._client.call_tool(tool, arguments)
+            with ours():
+                result = await self._client.call_tool(tool, arguments)
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED or self.ended or self.broken is not None:
                 raise self._gone(tool, mark) from exc
@@ -232,6 +234,7 @@ async def connect(
     started = False
     try:
         async with AsyncExitStack() as stack:
+            stack.enter_context(ours())  # the SDK's tasks, started here, log as ours
             if http is not None:
                 await stack.enter_async_context(http)
             with within(start_timeout):

@@ -692,5 +692,8 @@ _EXTRA = "'honeycomb-agents[mcp]'"
 
 def _load_sdk() -> None:
     """Import the ``mcp`` SDK (and this package's use of it), once, in whichever thread
-    calls first."""
+    calls first; what it logs of our servers is not printed (:mod:`._mcp_logs`)."""
     import runtime.tools._mcp_sdk  # noqa: F401 (imported for its loading)
+    from runtime.tools._mcp_logs import unprinted
+
+    unprinted()

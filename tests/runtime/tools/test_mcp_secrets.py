@@ -1,16 +1,18 @@
 """What an MCP server sends back holds no secret once it arrives: its tools' list (a
-description, a default in a schema) and why it would not start, against a server of a
-few lines that speaks MCP's JSON-RPC over stdio, run as a subprocess."""
+description, a default in a schema), why it would not start, and what the SDK logs of
+it, against a server of a few lines that speaks MCP's JSON-RPC over stdio, run as a
+subprocess."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
 
 from runtime import McpServer, McpServerError, ModelRetry
 from runtime.tools.mcp import mcp_tools
-from tests.support.mcp_servers import running
+from tests.support.mcp_servers import ROOT, running
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,6 +39,10 @@ for line in sys.stdin:
         schema = {"type": "object", "properties": {"key": {"type": "string", "default": token}}}
         tool = {"name": "fetch", "description": f"Fetches with {token}.", "inputSchema": schema}
         answer = {"result": {"tools": [tool]}}
+    elif asked["method"] == "tools/call":  # a progress not as MCP has it, then the answer
+        progress = {"method": "notifications/progress", "params": {"progress": token}}
+        print(json.dumps({"jsonrpc": "2.0", **progress}), flush=True)
+        answer = {"result": {"content": [{"type": "text", "text": "fetched"}]}}
     else:
         answer = {"error": {"code": -32601, "message": "no such method"}}
     print(json.dumps({"jsonrpc": "2.0", "id": asked["id"], **answer}), flush=True)
@@ -123,3 +129,58 @@ async def test_the_password_of_a_url_in_a_server_s_env_is_a_secret_alone() -> No
         with pytest.raises(McpServerError) as refused:
             await run.listed("shop")
     assert "login failed, password [password hidden]" in str(refused.value)
+
+
+_CALLS_THE_TATTLER = """
+import asyncio, logging, sys, threading
+from runtime.tools.mcp import McpServers
+from tests.runtime.tools.test_mcp_secrets import tattler
+
+if sys.argv[1] == "configured":
+    logging.basicConfig()
+logged = threading.Event()
+
+
+def seen(record):
+    logged.set()  # the SDK logged the progress it passed over
+    return True
+
+
+logging.getLogger("client").addFilter(seen)  # the SDK's client session's logger
+
+
+async def main():
+    async with McpServers([tattler()]) as live:
+        with live.run() as run:
+            assert await run.call("tattler", "fetch", {}) == "fetched"
+            assert await asyncio.to_thread(logged.wait, 30), "the SDK logged nothing"
+
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("logging", ["unconfigured", "configured"])
+def test_what_the_sdk_logs_of_a_server_is_printed_only_where_logging_is_configured(
+    logging: str,
+) -> None:
+    """A notification not as MCP has it (a progress without its token) is logged by the
+    SDK as a warning with its traceback, which quotes its values: with no logging
+    configured, Python printed it on standard error, and where logging was configured,
+    the server's secret with it (the SDK's session logs as ``client``, outside ``mcp``).
+    It is dropped where nothing takes it, and masked where it goes."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CALLS_THE_TATTLER, logging],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    if logging == "configured":
+        assert "WARNING:client:Failed to validate notification" in done.stderr
+        assert "input_value='[secret hidden]'" in done.stderr
+        assert TOKEN not in done.stderr
+    else:
+        assert done.stderr == ""
