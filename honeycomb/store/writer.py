@@ -5,7 +5,8 @@ commit costs far more than a row), and renews the leases of the runs under way w
 it waits: their heartbeat goes on however busy the event loop is, and stops when the
 process does. It checkpoints the file when a run ends and when it stops.
 
-A queued write is a :class:`Write`.
+A queued write is a :class:`~honeycomb.store.batch.Write`, and a batch of them is
+written as :func:`~honeycomb.store.batch.write_batch` says.
 
 A batch that fails in any way (the disk, a lock, a value the database cannot take) is
 rolled back, and each of its waiters is told with a StoreError; the thread goes on.
@@ -14,12 +15,11 @@ again write by write, so that only that write fails, not the others' of other ru
 connection to a server that is lost (:meth:`~honeycomb.store.database.WriteConnection.lost`)
 is made anew, for as long as :data:`RECONNECT_S` (the server restarts; once it gave up,
 each batch tries once, until it connects again), or :data:`STOPPING_S` once a run that
-stops queued its end (:attr:`Write.stopping`): a batch it
-lost before its commit was sent is written again then, as nothing of it was (as is one
-the server rolled back to break a deadlock with another process's); one lost as it
-committed is not (it may be there, or not: its waiters are told so). Text is
-made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime.text`),
-and secrets are masked as a write is queued (see :mod:`runtime.secrets`).
+stops queued its end (``Write.stopping``): a batch it lost before its commit was sent
+is written again then, as nothing of it was (as is one the server rolled back to break
+a deadlock with another process's); one lost as it committed is not (it may be there,
+or not: its waiters are told so). Secrets are masked as a write is queued (see
+:mod:`runtime.secrets`).
 Should the thread itself die, the waiters of its batch and of every write in its queue
 are told too, and the next write starts another thread, with a queue and a connection
 of its own (:class:`Writer`).
@@ -28,31 +28,19 @@ of its own (:class:`Writer`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
 
 from honeycomb.store import forked
-from honeycomb.store import lease as _lease
-from honeycomb.store.database import Connection, Database, Rows, WriteConnection
+from honeycomb.store.batch import Action, Statement, Write, tell_all, write_batch
+from honeycomb.store.database import Database, WriteConnection
 from honeycomb.store.lease import Lease
 from runtime import HoneycombError, StoreError
 from runtime.secrets import masked
-from runtime.text import valid_text
-from runtime.value import Value
 
-__all__ = ["Action", "Statement", "Write", "Writer"]
-
-Statement = tuple[str, Sequence[Any]]
-"""SQL and its parameters: a tuple for one row, a list of tuples for many."""
-Action = Callable[[Connection], None]
-"""Work of a transaction that reads before it writes (taking a lease, keeping a
-decision): it raises a HoneycombError before it writes anything (told to its waiter,
-the rest of the batch is committed), or not at all."""
+__all__ = ["RECONNECT_S", "STOPPING_S", "Action", "Statement", "Write", "Writer"]
 
 _GATHER_S = 0.002
 _STOP = object()
@@ -60,33 +48,8 @@ RECONNECT_S = 30.0
 """How long the writer tries to connect again to a server it lost, before it tells the
 waiters of what it holds that the store cannot be written."""
 STOPPING_S = 1.0
-"""How long it tries for a run that stops (:attr:`Write.stopping`)."""
+"""How long it tries for a run that stops (``Write.stopping``)."""
 _RECONNECT_EVERY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
-
-
-class Write(Value, frozen=True, kw_only=True):
-    """One write queued for the writer thread."""
-
-    work: tuple[Statement, ...] | Action
-    """The statements to run, in order, or an action."""
-    done: asyncio.Future[None] | None = None
-    """The future of whoever waits for it to be committed (None: nobody)."""
-    merge: bool = False
-    """The statements commute with every other write (see ``RunStore.save``)."""
-    lease: Lease | None = None
-    """The lease they are written under: committed only while it is still the run's."""
-    checkpoint: bool = False
-    """Checkpoint the file once they are committed."""
-    scrub: bool = False
-    """Checkpoint the file whole once they are committed, its WAL emptied: what they
-    deleted is then in neither file (SQLite keeps the pages it wrote in the WAL)."""
-    urgent: bool = False
-    """Commit it at once, not with whatever else arrives in the next moment."""
-    stopping: bool = False
-    """Written as its run stops (cancelled, Ctrl-C), which waits for it: a server that is
-    away is waited for :data:`STOPPING_S` at most, not :data:`RECONNECT_S`, and the
-    writer stops waiting for it for the writes queued before it too (their waiters are
-    told the store cannot be written)."""
 
 
 class Writer:
@@ -303,7 +266,7 @@ class _Life:
         """Tell the waiters of ``items`` (the batch being written), and of every write
         still in its queue, that it was not made."""
         items = items + self.leftovers()
-        _tell_all(items, dict.fromkeys(range(len(items)), error))
+        tell_all(items, dict.fromkeys(range(len(items)), error))
 
     def _batch(self, items: list[Write], held: frozenset[Lease]) -> None:
         """Commit ``items`` (and renew ``held``) in one transaction; tell their waiters.
@@ -312,7 +275,7 @@ class _Life:
         written). A batch with nothing to write (flushes: what was queued before them is
         done) needs no connection, and waits for no server."""
         if not held and not any(item.work or item.scrub for item in items):
-            _tell_all(items, {})
+            tell_all(items, {})
             return
         deadline: float | None = None
         stopping = any(item.stopping for item in items)
@@ -321,7 +284,9 @@ class _Life:
             self.committing = False
             try:
                 connection = self._connected(stopping)
-                self._commit(connection, items, held, refused)
+                write_batch(connection, items, held, refused, self.writer.database.where)
+                self.committing = True
+                connection.commit()
             except Exception as exc:  # any error of any write: the batch's writes are not made
                 failed = self.connection
                 if failed is not None:
@@ -350,7 +315,7 @@ class _Life:
                     connection.checkpoint(final=True)
                 elif any(item.checkpoint for item in items):
                     connection.checkpoint(final=False)
-            _tell_all(items, refused)
+            tell_all(items, refused)
             return
 
     def _failed(self, exc: Exception, *, lost: bool) -> StoreError:
@@ -415,114 +380,7 @@ class _Life:
             time.sleep(wait)
         raise AssertionError("unreachable: the waits never end")  # pragma: no cover
 
-    def _commit(
-        self,
-        connection: WriteConnection,
-        items: list[Write],
-        held: frozenset[Lease],
-        refused: dict[int, HoneycombError],
-    ) -> None:
-        """One transaction: ordered writes in order, then the saved rows merged. Writes
-        under a lease that is no longer the run's are left out, and said so in
-        ``refused`` (by index), as are actions that raised."""
-        merged: dict[str, list[Sequence[Any]]] = {}
-        owned: dict[Lease, StoreError | None] = {}  # each lease checked once a batch
-        where = self.writer.database.where
-        connection.begin()
-        if held:
-            _lease.renew(connection, held)
-        for index, item in enumerate(items):
-            work, lease = item.work, item.lease
-            if lease is not None:
-                if lease not in owned:
-                    owned[lease] = _lease.check(connection, lease, where)
-                lost = owned[lease]
-                if lost is not None:
-                    refused[index] = lost
-                    continue
-            if callable(work):
-                try:
-                    work(_Storing(connection))
-                except HoneycombError as exc:
-                    refused[index] = exc
-                owned.clear()  # it may have taken a lease
-                continue
-            for sql, given in work:
-                many = isinstance(given, list)  # rows for one statement
-                params = [_storable(row) for row in given] if many else _storable(given)
-                if item.merge:
-                    rows = merged.setdefault(sql, [])
-                    rows.extend(params) if many else rows.append(params)
-                elif many:
-                    connection.executemany(sql, params)
-                else:
-                    connection.execute(sql, params)
-        for sql, rows in merged.items():
-            connection.executemany(sql, rows)
-        self.committing = True
-        connection.commit()
-
-
-class _Storing:
-    """The connection an action is given: the parameters of what it runs are written
-    as a statement's are, their secrets masked and their text made storable (an
-    action's values are its own, not seen as it is queued)."""
-
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
-        self.row_lock = connection.row_lock
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Rows:
-        return self._connection.execute(sql, _storable(masked(params)))
-
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._connection.executemany(sql, [_storable(row) for row in masked(rows)])
-
-    def columns(self, table: str) -> frozenset[str]:
-        return self._connection.columns(table)
-
-    def lock_run(self, run_id: str) -> None:
-        self._connection.lock_run(valid_text(masked(run_id)))
-
-    def json_number(self, column: str, *keys: str) -> str:
-        return self._connection.json_number(column, *keys)
-
 
 def _patience(stopping: bool) -> float:
     """How long a batch waits for a lost server (``stopping``: it holds a stopping write)."""
     return STOPPING_S if stopping else RECONNECT_S
-
-
-def _storable(row: Sequence[Any]) -> Sequence[Any]:
-    """A row's parameters as a database can take them: text with lone surrogates has them
-    replaced by U+FFFD (see :mod:`runtime.text`), for no UTF-8 encoder takes them."""
-    for value in row:
-        # isascii() first: valid_text's own first test, without a call for each value.
-        if type(value) is str and not value.isascii() and valid_text(value) is not value:
-            return tuple(valid_text(v) if type(v) is str else v for v in row)
-    return row
-
-
-def _tell_all(items: list[Write], refused: dict[int, HoneycombError]) -> None:
-    """Tell the waiters of ``items`` how their writes went (``refused``, by index)."""
-    waiters: dict[
-        asyncio.AbstractEventLoop, list[tuple[asyncio.Future[None], HoneycombError | None]]
-    ] = {}
-    for index, item in enumerate(items):
-        done = item.done
-        if done is not None:
-            waiters.setdefault(done.get_loop(), []).append((done, refused.get(index)))
-    for loop, told in waiters.items():  # one wake-up of each loop, not one per write
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-            loop.call_soon_threadsafe(_tell, told)
-
-
-def _tell(waiters: list[tuple[asyncio.Future[None], HoneycombError | None]]) -> None:
-    """In the waiters' event loop: how their writes went. One that stopped waiting
-    (cancelled) has nothing to be told: its write stands."""
-    for waiter, error in waiters:
-        if not waiter.done():
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)
