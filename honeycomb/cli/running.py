@@ -45,6 +45,7 @@ from honeycomb.store.schema import refuse_foreign
 from honeycomb.trace.format import printable
 from runtime import (
     Approver,
+    AssistantMessage,
     BudgetExceeded,
     ConfigError,
     ConfigErrors,
@@ -199,15 +200,39 @@ OUTBOX_TOOL = "send_to_outbox"
 def _asking(hive: Hive, tool: str) -> bool:
     """The roles of ``hive`` that use ``tool`` ask for approval of it (too); False when
     none uses it."""
-    used = False
-    for name, role in hive.roles.items():
+    for name in _users(hive, tool):
+        role = hive.roles[name]
         own = role.approvals or Approvals()
-        uses = any(ref == tool or ref.endswith(f":{tool}") for ref in role.tools)
-        used = used or uses
-        if uses and tool not in own.tools:
+        if tool not in own.tools:
             asking = own.model_copy(update={"tools": (*own.tools, tool)})
             hive.roles[name] = role.model_copy(update={"approvals": asking})
-    return used
+    return bool(_users(hive, tool))
+
+
+def _users(hive: Hive, tool: str) -> list[str]:
+    """The roles of ``hive`` that use ``tool``."""
+    return [
+        name
+        for name, role in hive.roles.items()
+        if any(ref == tool or ref.endswith(f":{tool}") for ref in role.tools)
+    ]
+
+
+def _unasked(hive: Hive, result: RunResult) -> str | None:
+    """What ``demo --approve`` says of a run whose workers never called the tool it
+    asks about, so that nothing was asked (a small model's plan may give no subtask to
+    the role that has it); None when one called it."""
+    for outcome in result.subtasks.values():
+        messages = outcome.worker.transcript.messages if outcome.worker is not None else ()
+        calls = [c for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+        if any(call.name == OUTBOX_TOOL for call in calls):
+            return None
+    users = _users(hive, OUTBOX_TOOL)
+    if any(subtask.role in users for subtask in result.plan.subtasks):
+        why = f"{' and '.join(users)} did not call it"
+    else:
+        why = f"the plan gave {' or '.join(users)} no subtask"
+    return f"honeycomb demo: --approve asked nothing: no worker called {OUTBOX_TOOL} ({why})"
 
 
 def run_command(args: argparse.Namespace) -> ExitStatus:
@@ -533,6 +558,9 @@ async def _run(
     elif stopped_by and result is None:  # cut off before it ended: resume continues it
         await _say_stopped(stopped_by[0], run_id, store, args)
         return STOPPED_BY[stopped_by[0]]
+    unasked = _unasked(hive, result) if getattr(args, "approve", False) and result else None
+    if unasked is not None and not args.json:
+        print(unasked, file=sys.stderr)
     return _reported(result, error, ended, args, out, store)
 
 

@@ -49,6 +49,23 @@ def test_off_a_terminal_the_run_waits_and_says_how_to_decide_and_resume(
     assert not fast_demo.exists()  # denied: still nothing sent
 
 
+def test_the_demo_says_when_approve_asked_nothing_and_why(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan that gives the courier no subtask sends nothing, so ``--approve`` asks
+    nothing (a small model's planner seldom gives it one: SmolLM2's never did for the
+    demo's task), and the demo ended as if the option had not been given."""
+    weather = ["demo", "What is the weather in Lisbon?", "--approve", "--plain", "--no-store"]
+    assert main([*weather, "--latency", "0"]) == 0
+    assert (
+        "honeycomb demo: --approve asked nothing: no worker called send_to_outbox (the plan "
+        "gave courier no subtask)\n"
+    ) in capsys.readouterr().err
+    # Asked (off a terminal, with no store to wait in, denied): nothing more is said.
+    assert main(["demo", "--approve", "--plain", "--no-store", "--latency", "0"]) == 0
+    assert "asked nothing" not in capsys.readouterr().err
+
+
 def test_approve_refuses_edited_arguments_that_fail_the_tools_schema(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
