@@ -136,6 +136,7 @@ class LlamaModel:
         else:
             self.limiter = AdaptiveLimiter(max_concurrency)
         self._adapter: OpenAIModel | None = None
+        self._unserved: set[str] = set()  # the patterns logged as left out
 
     @property
     def context_tokens(self) -> int:
@@ -182,7 +183,8 @@ class LlamaModel:
         (llama.cpp would take it as any string, and print that it did)."""
 
         def unserved(pattern: str) -> None:
-            if logs.configured():
+            if pattern not in self._unserved and logs.configured():  # once, not every turn
+                self._unserved.add(pattern)
                 fields = {"model": self.name, "pattern": pattern}
                 logs.log("model_call.pattern_unserved", fields, level="warning")
 
