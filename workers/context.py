@@ -49,6 +49,7 @@ __all__ = [
     "fold_point",
     "newest_bare",
     "omission_note",
+    "prompt_room",
     "summary_message",
     "token_counter",
     "token_counter_problem",
@@ -133,6 +134,23 @@ class Compaction(SettingsModel):
         if not isinstance(self.token_counter, str):
             return self
         return self.model_copy(update={"token_counter": token_counter(self)})
+
+
+def prompt_room(
+    compaction: Compaction | None, held: int | None, answer: int, *, tools: bool
+) -> int | None:
+    """The tokens a worker's prompt may take: the least of its ``compaction`` budget
+    and the tokens one call of its model holds (``held``, a local model's context), each
+    less room for its answer (its output limit ``answer``, at most half of it); a
+    compaction budget counts the prompt alone, and a role without ``tools`` has no next
+    request for its answer to be in (None: neither is known)."""
+    limits: list[int] = []
+    if compaction is not None:
+        budget = compaction.budget_tokens
+        limits.append(budget - (min(answer, budget // 2) if tools else 0))
+    if held is not None:
+        limits.append(held - min(answer, held // 2))
+    return min(limits) if limits else None
 
 
 def token_counter_problem(ref: object) -> str | None:

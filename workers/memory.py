@@ -3,8 +3,10 @@
 - ``recall: N`` (default 3; 0: none): before its first turn, a worker searches its
   namespace for its subtask; when something is found, the best N memories go into its
   context as one user message right after the task (:func:`recall_text` is how it
-  reads). The search is a :class:`MemoryRecalled` event, so a trace shows it. A
-  resumed worker does not recall again: the message is part of its saved conversation.
+  reads), fitted to what its prompt may take (:func:`recall_room`): the worst left out
+  first, the best alone cut. The search is a :class:`MemoryRecalled` event, so a trace
+  shows it. A resumed worker does not recall again: the message is part of its saved
+  conversation.
 - ``remember: true`` (the default): the role has two more tools, ``recall(query, k)``,
   parallel-safe, and ``remember(text)``, side-effecting and idempotent: journaled like
   any side effect, and the same text is one memory however often it is kept.
@@ -35,6 +37,7 @@ import time
 from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar
 
+from msgspec.structs import replace
 from pydantic import ConfigDict, Field
 
 from runtime import (
@@ -42,6 +45,8 @@ from runtime import (
     Event,
     Memory,
     MemoryHit,
+    Model,
+    ModelRequest,
     Tool,
     ToolContext,
     Tracer,
@@ -54,9 +59,17 @@ from runtime.concurrency import within
 from runtime.errors import CassetteMismatch
 from runtime.events import Caller
 from runtime.memory import DEFAULT_NAMESPACE
+from runtime.model import context_of, request_writer
 from runtime.secrets import masked
 from runtime.tools.render import cut
 from runtime.value import SettingsModel
+from workers.context import (
+    TokenCounter,
+    cut_text,
+    estimate_tokens,
+    prompt_room,
+)
+from workers.state import LoopSettings
 
 __all__ = [
     "RECALL_HEADER",
@@ -67,6 +80,8 @@ __all__ = [
     "keep_result",
     "memory_tools",
     "recall_at_start",
+    "recall_fitted",
+    "recall_room",
     "recall_text",
 ]
 
@@ -173,6 +188,51 @@ def recall_text(hits: Sequence[MemoryHit], header: str = RECALL_HEADER) -> str:
     return "\n".join(lines)
 
 
+def recall_room(
+    model: Model, settings: LoopSettings, first: ModelRequest, count: TokenCounter | None
+) -> int | None:
+    """The tokens a worker's recall may take: half of what its ``first`` request (its
+    system prompt, task and tools, as ``model`` is sent them; by ``count``, else the
+    estimate) leaves of what its prompt may take (:func:`~workers.context.prompt_room`),
+    so that its turns have room too; None: neither its model's context nor a budget is
+    known."""
+    room = prompt_room(
+        settings.compaction, context_of(model), settings.max_output_tokens, tools=bool(first.tools)
+    )
+    if room is None:
+        return None
+    write = request_writer(model)
+    sent = write(first) if write is not None else first
+    return max(room - estimate_tokens(sent.messages, sent.tools, count), 0) // 2
+
+
+def recall_fitted(
+    hits: Sequence[MemoryHit], tokens: int, count: TokenCounter | None = None
+) -> tuple[MemoryHit, ...]:
+    """The best of ``hits`` whose recall message (:func:`recall_text`) takes at most
+    ``tokens`` (by ``count``, else the estimate): the worst are left out first, the best
+    alone is cut in the middle to fit; none when not even the start of it fits."""
+
+    def size(some: Sequence[MemoryHit]) -> int:
+        return estimate_tokens((UserMessage(content=recall_text(some)),), count=count)
+
+    for shown in range(len(hits), 0, -1):
+        if size(hits[:shown]) <= tokens:
+            return tuple(hits[:shown])
+    if not hits:
+        return ()
+    best = hits[0]
+    frame = size((_with_text(best, ""),))
+    # A token spare: the estimate rounds once for the whole message.
+    text = cut_text(cut(best.record.text, RECALLED_CHARS), tokens - frame - 1, count)
+    fitted = _with_text(best, text)
+    return (fitted,) if text and size((fitted,)) <= tokens else ()
+
+
+def _with_text(hit: MemoryHit, text: str) -> MemoryHit:
+    return replace(hit, record=replace(hit.record, text=text))
+
+
 async def recall_at_start(
     memory: Memory,
     settings: RoleMemory,
@@ -182,10 +242,14 @@ async def recall_at_start(
     worker: str | None,
     run_id: str | None,
     timeout_s: float | None = None,
+    room: int | None = None,
+    count: TokenCounter | None = None,
 ) -> UserMessage | None:
     """The message of what ``memory`` holds for ``task`` (None: nothing found, or the
-    search failed, or did not answer within ``timeout_s``, the role's tool timeout);
-    the search is emitted as a :class:`MemoryRecalled`.
+    search failed, or did not answer within ``timeout_s``, the role's tool timeout),
+    fitted to ``room`` tokens (by ``count``; :func:`recall_fitted`; None: as found); the
+    search is emitted as a :class:`MemoryRecalled`, with the memories put into the
+    context. Those left out or cut to fit are logged (``memory.recall_cut``).
 
     Raises:
         CassetteMismatch: when a replayed run's search asks its cassette for
@@ -202,6 +266,8 @@ async def recall_at_start(
             )
     except Exception as exc:  # any memory's failure (user code): the worker goes on without it
         error, failed = _failure(exc, timeout_s), exc
+    if room is not None:
+        hits = _fitted(hits, room, count, worker=worker, run_id=run_id)
     if tracer.enabled:
         tracer.emit(
             MemoryRecalled(
@@ -217,6 +283,24 @@ async def recall_at_start(
     if isinstance(failed, CassetteMismatch):  # a replay asked what was not recorded
         raise failed
     return UserMessage(content=recall_text(hits)) if hits else None
+
+
+def _fitted(
+    hits: Sequence[MemoryHit],
+    room: int,
+    count: TokenCounter | None,
+    *,
+    worker: str | None,
+    run_id: str | None,
+) -> tuple[MemoryHit, ...]:
+    """``hits`` fitted to ``room`` (:func:`recall_fitted`), logged when that changed
+    them."""
+    shown = recall_fitted(hits, room, count)
+    if shown != tuple(hits):
+        fields = {"run_id": run_id, "worker": worker, "found": len(hits), "shown": len(shown)}
+        fields["cut"] = bool(shown) and shown[-1] != hits[len(shown) - 1]
+        logs.log("memory.recall_cut", {**fields, "tokens": room})
+    return shown
 
 
 def memory_tools(memory: Memory, settings: RoleMemory, role: str) -> tuple[Tool[Any, Any], ...]:

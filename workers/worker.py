@@ -19,10 +19,13 @@ from runtime import (
     Memory,
     Message,
     Model,
+    ModelRequest,
+    SystemMessage,
     Tool,
     ToolRegistry,
     Transcript,
     Usage,
+    UserMessage,
     logs,
 )
 from runtime.concurrency import require_asyncio
@@ -36,10 +39,16 @@ from runtime.tools.approvals import (
 )
 from runtime.value import Value
 from workers.calls import tool_calls
-from workers.context import ContextWindow
+from workers.context import ContextWindow, checked_counter
 from workers.guards import GuardRunner, ResolvedGuards, resolve_guards, tripped
 from workers.loop import AgentLoop
-from workers.memory import MemorySpending, keep_result, memory_tools, recall_at_start
+from workers.memory import (
+    MemorySpending,
+    keep_result,
+    memory_tools,
+    recall_at_start,
+    recall_room,
+)
 from workers.role import Role
 from workers.services import Services
 from workers.state import (
@@ -516,10 +525,15 @@ class Worker:
 
     async def _recalled(self, task: str, prompt: str) -> LoopState | None:
         """The first state of a worker whose role recalls at its start: the memories
-        found for ``task``, as the first message after the task (None: no recall)."""
+        found for ``task``, as the first message after the task, fitted to what its
+        model holds beside its first request, ``prompt`` (None: no recall)."""
         memory, uses = self.setup.memory, self.role.memory
         if memory is None or uses is None or uses.recall == 0:
             return None
+        settings = self.setup.settings
+        count = checked_counter(settings.compaction) if settings.compaction else None
+        head = (SystemMessage(content=self.setup.system_prompt), UserMessage(content=prompt))
+        first = ModelRequest(messages=head, tools=self.setup.tools.schemas)
         message = await recall_at_start(
             memory,
             uses,
@@ -528,6 +542,8 @@ class Worker:
             worker=self.name,
             run_id=self.services.run_id,
             timeout_s=self.role.tool_timeout,
+            room=recall_room(self.model, settings, first, count),
+            count=count,
         )
         return LoopState(task=prompt, messages=(message,)) if message is not None else None
 

@@ -34,6 +34,7 @@ from workers.context import (
     TokenCounter,
     checked_counter,
     estimate_tokens,
+    prompt_room,
 )
 from workers.worker import format_task
 
@@ -106,20 +107,11 @@ def reader_of(context: RunContext, worker: Worker) -> Reader:
 
 
 def _room(worker: Worker) -> int | None:
-    """The tokens ``worker``'s prompt may take: the least of its compaction budget and
-    its model's context, each less room for its answer (its output limit, at most half
-    of it); a compaction budget counts the prompt alone, and a role without tools has no
-    next request for its answer to be in (None: neither is known)."""
+    """The tokens ``worker``'s prompt may take (:func:`workers.context.prompt_room`)."""
     settings = worker.setup.settings
-    answer, compaction = settings.max_output_tokens, settings.compaction
-    limits: list[int] = []
-    if compaction is not None:
-        budget = compaction.budget_tokens
-        limits.append(budget - (min(answer, budget // 2) if worker.setup.tools.schemas else 0))
     held = context_of(worker.model)  # the prompt and its answer together
-    if held is not None:
-        limits.append(held - min(answer, held // 2))
-    return min(limits) if limits else None
+    tools = bool(worker.setup.tools.schemas)
+    return prompt_room(settings.compaction, held, settings.max_output_tokens, tools=tools)
 
 
 def fitted_inputs(
