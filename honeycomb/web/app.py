@@ -1,5 +1,6 @@
-"""``honeycomb serve``'s web app: the runs of a run store in a browser, a run's page
-kept up to date while it goes (server-sent events), and its pending approvals; the
+"""``honeycomb serve``'s web app: the runs of a run store in a browser, each page kept
+up to date while what it shows goes (server-sent events: :mod:`honeycomb.web.follow`),
+a run's pending approvals; the
 evals kept there, and what changed between two (:mod:`honeycomb.web.evals`).
 
 Safe by default. Every request needs the server's token: the address printed at the
@@ -23,8 +24,7 @@ import hashlib
 import hmac
 import json
 import shlex
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 from importlib import resources
@@ -37,7 +37,7 @@ from starlette.convertors import Convertor, register_url_convertor
 from starlette.datastructures import URL, FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -47,6 +47,7 @@ from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.html import STYLE
 from honeycomb.web.approvals import StoreApprovals, decidable, decider
 from honeycomb.web.evals import eval_routes, evals_page
+from honeycomb.web.follow import Look, Looker, follow
 from honeycomb.web.pages import (
     Links,
     box_text,
@@ -183,8 +184,8 @@ def create_app(
         token: What every request must carry (see the module's docstring).
         approvals: Where pending calls are decided; without it the pages decide none
             (the waiting calls are shown, read from the store, without a form).
-        poll_s: How often a run page's events read the store.
-        stream_s: How long one response of a run's events lasts; the page then
+        poll_s: How often a page's events read the store.
+        stream_s: How long one response of a page's events lasts; the page then
             asks for the next at once. A server that stops waits for the responses
             under way, and none tells the app it stops (``honeycomb serve`` ends them
             at once: :func:`end_streams`): a service's stops within this.
@@ -227,6 +228,9 @@ def create_app(
         *eval_routes(site.store, links),
         Route(base + "sessions", site.sessions),
         Route(base + "sessions/{session_id:honeycomb_id}", site.session),
+        Route(base + "sessions/{session_id:honeycomb_id}/events", site.session_events),
+        Route(base + "events/runs", site.runs_events),
+        Route(base + "events/sessions", site.sessions_events),
     ]
     handlers = {
         _Refused: _refused,
@@ -269,8 +273,9 @@ class _Site:
     async def runs(self, request: Request) -> Response:
         limit = _limit(request)
         found = await asyncio.to_thread(self.store.runs, limit + 1)  # one more: are there?
+        more = _more(found, limit)
         return HTMLResponse(
-            runs_page(found[:limit], self.store.name, self.links, _more(found, limit))
+            runs_page(found[:limit], self.store.name, self.links, more, _asked(request))
         )
 
     async def evals(self, request: Request) -> Response:
@@ -282,7 +287,8 @@ class _Site:
     async def sessions(self, request: Request) -> Response:
         limit = _limit(request)
         found = await asyncio.to_thread(StoredSessions(self.store).sessions, limit + 1)
-        shown = sessions_page(found[:limit], self.store.name, self.links, _more(found, limit))
+        more, asked = _more(found, limit), _asked(request)
+        shown = sessions_page(found[:limit], self.store.name, self.links, more, asked)
         return HTMLResponse(shown)
 
     async def session(self, request: Request) -> Response:
@@ -291,7 +297,7 @@ class _Site:
         turns = await StoreRows.of(self.store).turns(session_id)
         if not turns:
             raise _Refused(404, f"no session {session_id!r} in {self.store.name}")
-        return HTMLResponse(session_page(session_id, turns, self.links))
+        return HTMLResponse(session_page(session_id, turns, self.links, self.store.name))
 
     async def run(self, request: Request) -> Response:
         shown = await self._live(request.path_params["run_id"], whole=True)
@@ -307,10 +313,8 @@ class _Site:
             raise _Refused(404, f"no run {run_id!r} in {self.store.name}")
         spans = await asyncio.to_thread(self.store.spans, run_id)
         pending = await self._pending(run_id)
-        show = run_page if whole else live_parts
         hint = self.hint(run_id) if summary.source is not None else None
-        decided = await self.store.approvals_of(run_id)
-        unable = self.not_continued(run_id)
+        show = functools.partial(run_page, store=self.store.name) if whole else live_parts
         return show(
             summary,
             stored,
@@ -319,8 +323,8 @@ class _Site:
             self.csrf,
             self.links,
             hint=hint,
-            decided=decided,
-            unable=unable,
+            decided=await self.store.approvals_of(run_id),
+            unable=self.not_continued(run_id),
             deciding=self.approvals is not None,
         )
 
@@ -328,51 +332,64 @@ class _Site:
         return await self.shown.pending(run_id)
 
     async def events(self, request: Request) -> Response:
-        """``change`` whenever what the run page shows changed, ``end`` once the run
-        ended with an answer (:data:`_FINISHED`), ``again`` after ``stream_s`` (the
-        page asks for the events again); a comment line every few seconds keeps the
-        connection alive."""
+        """The run page's events (:mod:`honeycomb.web.follow`): ``end`` once the run
+        ended with an answer (:data:`_FINISHED`), ``gone`` once (or while) the store
+        does not have it (deleted: its session forgotten, say)."""
         run_id = request.path_params["run_id"]
-        try:
-            known = await self.store.summary(run_id)
-        except StoreError as exc:  # said as the events say it later: the page tries again
-            failed = [_event("failed", {"error": str(exc)})]
-            return StreamingResponse(iter(failed), media_type="text/event-stream")
-        if known is None:
-            raise _Refused(404, f"no run {run_id!r} in {self.store.name}")
 
-        async def stream() -> AsyncIterator[str]:
-            seen: object = None
-            quiet = 0.0
-            until = time.monotonic() + self.stream_s
-            while not self.ending and not await request.is_disconnected():
-                if time.monotonic() >= until:
-                    yield _event("again", {})
-                    return
-                try:
-                    summary, progress = await self._progress(run_id)
-                    pending = await self._pending(run_id)
-                except StoreError as exc:  # said to the page, which keeps what it shows
-                    yield _event("failed", {"error": str(exc)})
-                    return
-                # A call whose time to decide runs out changes the page, not the store;
-                # so does this server's failing to continue the run.
-                unable = self.not_continued(run_id)
-                now = (summary, progress, pending, [decidable(p) for p in pending], unable)
-                if now != seen:
-                    seen, quiet = now, 0.0
-                    status = summary.status if summary is not None else "gone"
-                    yield _event("change", {"status": status})
-                    if status in _FINISHED or summary is None:
-                        yield _event("end", {"status": status})
-                        return
-                elif quiet >= 15.0:
-                    quiet = 0.0
-                    yield ": still here\n\n"
-                await asyncio.sleep(self.poll_s)
-                quiet += self.poll_s
+        async def look() -> Look | None:
+            summary, progress = await self._progress(run_id)
+            if summary is None:
+                return None
+            pending = await self._pending(run_id)
+            # A call whose time to decide runs out changes the page, not the store;
+            # so does this server's failing to continue the run.
+            unable = self.not_continued(run_id)
+            shown = (summary, progress, pending, [decidable(p) for p in pending], unable)
+            return Look(shown=shown, status=summary.status, ended=summary.status in _FINISHED)
 
-        return StreamingResponse(stream(), media_type="text/event-stream")
+        return self._follow(request, look, f"no run {run_id!r} in {self.store.name}")
+
+    async def runs_events(self, request: Request) -> Response:
+        """The list of runs' events: a change as a run starts, goes on or ends."""
+        limit = _limit(request)
+
+        async def look() -> Look:
+            return Look(shown=await asyncio.to_thread(self.store.runs, limit + 1))
+
+        return self._follow(request, look, "")
+
+    async def sessions_events(self, request: Request) -> Response:
+        """The list of sessions' events: a change as a session starts or takes a turn."""
+        limit = _limit(request)
+        stored = StoredSessions(self.store)
+
+        async def look() -> Look:
+            return Look(shown=await asyncio.to_thread(stored.sessions, limit + 1))
+
+        return self._follow(request, look, "")
+
+    async def session_events(self, request: Request) -> Response:
+        """A session page's events: a change as it takes a turn or its run goes on,
+        ``gone`` once it is forgotten."""
+        session_id = request.path_params["session_id"]
+        rows = StoreRows.of(self.store)
+
+        async def look() -> Look | None:
+            turns = await rows.turns(session_id)
+            return Look(shown=turns) if turns else None
+
+        return self._follow(request, look, f"no session {session_id!r} in {self.store.name}")
+
+    def _follow(self, request: Request, look: Looker, gone: str) -> Response:
+        return follow(
+            request,
+            look,
+            gone=gone,
+            poll_s=self.poll_s,
+            stream_s=self.stream_s,
+            ending=lambda: self.ending,
+        )
 
     async def _progress(self, run_id: str) -> tuple[RunSummary | None, tuple[int, ...]]:
         summary = await self.store.summary(run_id)
@@ -512,6 +529,11 @@ def _limit(request: Request) -> int:
     return int(given)
 
 
+def _asked(request: Request) -> int | None:
+    """The rows a list's address asked for (None: it asked for none)."""
+    return _limit(request) if "limit" in request.query_params else None
+
+
 def _more(found: Sequence[object], limit: int) -> int | None:
     """How many rows the list's link to more would show: None when ``found`` (read
     with one row past ``limit``) holds no more."""
@@ -566,10 +588,6 @@ def _arguments(given: str) -> dict[str, Any] | None:
     if not isinstance(found, dict):
         raise _Refused(422, "arguments: give a JSON object")
     return found
-
-
-def _event(name: str, data: dict[str, Any]) -> str:
-    return f"event: {name}\ndata: {json.dumps(data)}\n\n"
 
 
 class _Refused(Exception):

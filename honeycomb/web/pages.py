@@ -97,11 +97,30 @@ class Links(Value, frozen=True, kw_only=True):
     def session(self, session_id: str) -> str:
         return f"{self.base}sessions/{segment(session_id)}"
 
+    def listed(self, kind: str, limit: int | None) -> str:
+        """The events of the list of ``kind`` (``runs``, ``sessions``), of ``limit``
+        rows as its address asked (None: as many as a list shows unasked)."""
+        return f"{self.base}events/{kind}" + (f"?limit={limit}" if limit is not None else "")
 
-def page(title: str, body: str, links: Links | None = None, *, live: str | None = None) -> str:
-    """A whole page; ``live``: the address of the run events that keep it up to date."""
+
+def page(
+    title: str,
+    body: str,
+    links: Links | None = None,
+    *,
+    live: str | None = None,
+    part: str | None = None,
+    gone: str | None = None,
+    follows: str | None = None,
+) -> str:
+    """A whole page; ``live``: the address of the events that keep it up to date
+    (:mod:`honeycomb.web.follow`), ``part``: where its changing parts (``.part``) are
+    fetched (None: the page's own address), ``gone``: what it says once what it shows
+    is no longer in the store, ``follows``: what it follows, as its lines about
+    following it say it (``its run``)."""
     links = links or Links()
-    watch = f' data-live="{_e(live)}"' if live is not None else ""
+    said = {"live": live, "part": part, "gone": gone, "follows": follows}
+    watch = "".join(f' data-{name}="{_e(text)}"' for name, text in said.items() if text)
     return f"""<!DOCTYPE html>
 <html lang="en"{watch}>
 <head>
@@ -121,21 +140,35 @@ def page(title: str, body: str, links: Links | None = None, *, live: str | None 
 """
 
 
-def runs_page(runs: Sequence[RunSummary], store: str, links: Links, more: int | None = None) -> str:
-    """The runs in the store, newest first; ``more``: the store holds more, and the
-    link to them shows that many (None: these are all)."""
+def runs_page(
+    runs: Sequence[RunSummary],
+    store: str,
+    links: Links,
+    more: int | None = None,
+    asked: int | None = None,
+) -> str:
+    """The runs in the store, newest first, followed as they start and go; ``more``:
+    the store holds more, and the link to them shows that many (None: these are all);
+    ``asked``: the rows the page's address asked for (None: as many as unasked)."""
+    live = links.listed("runs", asked)
     if not runs:
-        return page("runs", f"<h1>runs</h1><p>No runs in {_e(store)} yet.</p>", links)
+        shown = _listing("runs", f"<p>No runs in {_e(store)} yet.</p>")
+        return page("runs", shown, links, live=live, follows="the runs")
     head = "".join(
         f"<th>{name}</th>"
         for name in ("run", "started", "status", "took", "ran", "workers", "calls", "cost", "task")
     )
     rows = "\n".join(_run_row(run, links) for run in runs)
-    body = (
-        f"<h1>runs</h1>{listed(len(runs), 'run', store, links.base, more)}"
+    table = (
+        f"{listed(len(runs), 'run', store, links.base, more)}"
         f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>\n{rows}\n</tbody></table>'
     )
-    return page("runs", body, links)
+    return page("runs", _listing("runs", table), links, live=live, follows="the runs")
+
+
+def _listing(title: str, shown: str) -> str:
+    """A list's heading, and the list as the part of its page that changes."""
+    return f'<h1>{title}</h1><div id="listed" class="part">{shown}</div>'
 
 
 def listed(shown: int, noun: str, store: str, address: str, more: int | None) -> str:
@@ -163,27 +196,34 @@ def _run_row(run: RunSummary, links: Links) -> str:
 
 
 def sessions_page(
-    sessions: Sequence[tuple[Any, ...]], store: str, links: Links, more: int | None = None
+    sessions: Sequence[tuple[Any, ...]],
+    store: str,
+    links: Links,
+    more: int | None = None,
+    asked: int | None = None,
 ) -> str:
-    """The conversations in the store (rows of ``SESSION_COLUMNS``), newest first;
-    ``more``: as :func:`runs_page`'s."""
+    """The conversations in the store (rows of ``SESSION_COLUMNS``), newest first,
+    followed as they start and go; ``more``, ``asked``: as :func:`runs_page`'s."""
+    live = links.listed("sessions", asked)
     if not sessions:
-        return page("sessions", f"<h1>sessions</h1><p>No sessions in {_e(store)} yet.</p>", links)
+        shown = _listing("sessions", f"<p>No sessions in {_e(store)} yet.</p>")
+        return page("sessions", shown, links, live=live, follows="the sessions")
     rows = "\n".join(
         f'<tr><td><a href="{_e(links.session(sid))}">{_e(sid)}</a></td><td>{turns}</td>'
         f'<td>{_e(_when(last_at))}</td><td class="task">{_e(_cut(last, 120))}</td></tr>'
         for sid, turns, _, last_at, last in sessions
     )
     head = "<tr><th>session</th><th>turns</th><th>last message</th><th>it said</th></tr>"
-    body = (
-        f"<h1>sessions</h1>{listed(len(sessions), 'session', store, links.sessions, more)}"
+    table = (
+        f"{listed(len(sessions), 'session', store, links.sessions, more)}"
         f'<table class="runs"><thead>{head}</thead><tbody>\n{rows}\n</tbody></table>'
     )
-    return page("sessions", body, links)
+    return page("sessions", _listing("sessions", table), links, live=live, follows="the sessions")
 
 
-def session_page(session_id: str, turns: Sequence[Turn], links: Links) -> str:
-    """One conversation: each message, its answer, and the run that answered it."""
+def session_page(session_id: str, turns: Sequence[Turn], links: Links, store: str) -> str:
+    """One conversation: each message, its answer, and the run that answered it;
+    followed as it takes turns, until it is forgotten (``store``: where it was)."""
     parts = []
     for turn in turns:
         answer = turn.answer if turn.answer is not None else f"(no answer: {turn.status})"
@@ -195,8 +235,10 @@ def session_page(session_id: str, turns: Sequence[Turn], links: Links) -> str:
             f'<p class="task">{_e(turn.message)}</p><pre class="answer">{_e(answer)}</pre>'
             "</section>"
         )
-    body = f"<h1>session {_e(session_id)}</h1>" + "\n".join(parts)
-    return page(f"session {session_id}", body, links)
+    body = f'<h1>session {_e(session_id)}</h1><div id="turns" class="part">{"".join(parts)}</div>'
+    gone = f"This session is no longer in {store}: it was forgotten. The page shows it as it was."
+    live = links.session(session_id) + "/events"
+    return page(f"session {session_id}", body, links, live=live, gone=gone, follows="its session")
 
 
 def run_page(
@@ -211,8 +253,10 @@ def run_page(
     decided: Sequence[ApprovalEntry] = (),
     unable: str | None = None,
     deciding: bool = True,
+    store: str = "the store",
 ) -> str:
-    """One run: what it is, then the parts that change while it goes."""
+    """One run: what it is, then the parts that change while it goes (``store``: its
+    store's name, said once the run is no longer there)."""
     body = f'<h1>run {_e(run.run_id)}</h1><p class="task">{_e(run.task)}</p>' + live_parts(
         summary,
         run,
@@ -225,7 +269,20 @@ def run_page(
         unable=unable,
         deciding=deciding,
     )
-    return page(f"run {run.run_id}", body, links, live=f"{links.run(run.run_id)}/events")
+    gone = (
+        f"This run is no longer in {store}: it was deleted (its session forgotten, say). "
+        "The page shows it as it was."
+    )
+    address = links.run(run.run_id)
+    return page(
+        f"run {run.run_id}",
+        body,
+        links,
+        live=f"{address}/events",
+        part=f"{address}/live",
+        gone=gone,
+        follows="its run",
+    )
 
 
 def live_parts(

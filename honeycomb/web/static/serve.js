@@ -1,4 +1,5 @@
-// honeycomb serve: a run page follows its run, and bars show their details on hover.
+// honeycomb serve: a page follows what it shows (a run, a session, the list of runs or
+// of sessions), and bars show their details on hover.
 // Errors are recorded in <html data-errors> (the browser tests read them).
 (function () {
   'use strict';
@@ -36,14 +37,18 @@
     });
   });
 
+  // The page's events (honeycomb/web/follow.py), and where its changing parts are
+  // fetched: its own address unless it names another.
   var source = root.dataset.live;
-  var live = document.getElementById('live');
+  var partAddress = root.dataset.part || window.location.href;
+  var what = root.dataset.follows || 'what it shows';  // 'its run' ...
   var updates = 0;
   root.dataset.updates = '0';
-  if (!source || !live || !window.EventSource) { return; }
+  if (!source || !window.EventSource) { return; }
   var events = null;
   var fetching = null;
   var again = false;
+  var seen = null;  // the digest of what the page shows (or fetches), as its last change said it
 
   // The items of the calls that still wait stay as they are (what a person typed in a
   // form stays); items gone from the run's approvals go (a call decided elsewhere, a
@@ -66,23 +71,26 @@
 
   function refresh() {
     if (fetching) { again = true; return; }
-    fetching = fetch(source.replace(/\/events$/, '/live'), { credentials: 'same-origin' })
+    fetching = fetch(partAddress, { credentials: 'same-origin' })
       .then(function (r) {
+        // Gone meanwhile: its events say so.
+        if (r.status === 404) { return null; }
         if (!r.ok) { throw new Error('live part: HTTP ' + r.status); }
         return r.text();
       })
       .then(function (html) {
+        if (html === null) { return; }
         var fresh = document.createElement('template');
         fresh.innerHTML = html;  // made and escaped by the server (honeycomb/web/pages.py)
         // The details open now, not as the update was asked for: a person may have
         // opened one while it was under way.
         var open = {};
-        live.querySelectorAll('details[open]').forEach(function (d) { open[d.dataset.worker] = true; });
+        document.querySelectorAll('details[open]').forEach(function (d) { open[d.dataset.worker] = true; });
         fresh.content.querySelectorAll('.part').forEach(function (part) {
           var here = document.getElementById(part.id);
-          here.replaceChildren.apply(here, Array.prototype.slice.call(part.childNodes));
+          if (here) { here.replaceChildren.apply(here, Array.prototype.slice.call(part.childNodes)); }
         });
-        live.querySelectorAll('details').forEach(function (d) {
+        document.querySelectorAll('.part details').forEach(function (d) {
           if (open[d.dataset.worker]) { d.open = true; }
         });
         mergeApprovals(fresh.content.getElementById('approvals'));
@@ -97,7 +105,7 @@
         if (again) { again = false; refresh(); }
       });
   }
-  // While the page does not follow its run, a line at its top says so, and why
+  // While the page does not follow what it shows, a line at its top says so, and why
   // (<html data-lost> holds it too); '' takes it away.
   var notice = null;
   function lost(why) {
@@ -111,48 +119,67 @@
     if (why) { root.dataset.lost = why; } else { delete root.dataset.lost; }
   }
 
+  // What it shows is no longer in the store (a run deleted, a session forgotten): the
+  // page says so, keeps what it showed, and asks now and then whether it came back.
+  function gone() {
+    lost(root.dataset.gone || 'This is no longer in the store.');
+    setTimeout(follow, 5000);
+  }
+
   // The events end when the server stops: the browser tries them again by itself
   // while the server does not answer. An answer that is not events (another server's
-  // token, a run gone) ends its tries: the live part says which, and the page tries
-  // again later unless the token is what is wrong. So does a store the server can no
-  // longer read (its events say why). The line goes once a change comes: the events
-  // of a store still unreadable open, then fail.
+  // token, what the page shows gone) ends its tries: the part says which, and the page
+  // tries again later unless the token is what is wrong. So does a store the server
+  // can no longer read (its events say why). The line goes once a change comes: the
+  // events of a store still unreadable open, then fail.
   function follow() {
     events = new EventSource(source);
-    // The first change may already differ from what the page was made from (the run
-    // went on before the events connected): every change is fetched.
-    events.addEventListener('change', function () { lost(''); refresh(); });
+    // The first change may already differ from what the page was made from (it went
+    // on before the events connected): every change is fetched, but one the page
+    // shows already (the first of each response of events says what it shows now).
+    events.addEventListener('change', function (e) {
+      lost('');
+      var now = JSON.parse(e.data).seen;
+      if (now !== seen) { seen = now; refresh(); }
+    });
     events.addEventListener('failed', function (e) {
       events.close();
-      lost('This page stopped following its run: ' + JSON.parse(e.data).error +
+      lost('This page stopped following ' + what + ': ' + JSON.parse(e.data).error +
         '; it tries again.');
       setTimeout(follow, 2000);
     });
+    events.addEventListener('gone', function () { events.close(); gone(); });
     // A response of events lasts so long (a server that stops waits for it): the
     // next is asked for at once, and its first change brings the page up to date.
     events.addEventListener('again', function () { events.close(); follow(); });
+    // A run that ended with an answer changes no more, but may be deleted: the page
+    // asks again now and then (each answer is at once: no change, the end).
     events.addEventListener('end', function () {
       events.close();
+      lost('');
       var wait = fetching || Promise.resolve();
       wait.then(function () { root.dataset.ended = 'true'; });
+      setTimeout(follow, 5000);
     });
     events.addEventListener('error', function () {
       if (events.readyState !== EventSource.CLOSED) {
-        lost('Lost the server: this page follows its run again once the server answers.');
+        lost('Lost the server: this page follows ' + what + ' again once the server answers.');
         return;
       }
-      fetch(source.replace(/\/events$/, '/live'), { credentials: 'same-origin' })
+      fetch(partAddress, { credentials: 'same-origin' })
         .then(function (r) {
           if (r.status === 401) {
-            lost('This page no longer follows its run: the server now has another token ' +
-              '(it was started again without --token). Open the address it printed.');
+            lost('This page no longer follows ' + what + ': the server now has another ' +
+              'token (it was started again without --token). Open the address it printed.');
+          } else if (r.status === 404) {
+            gone();
           } else {
-            lost('This page stopped following its run (the server answered HTTP ' +
+            lost('This page stopped following ' + what + ' (the server answered HTTP ' +
               r.status + '); it tries again.');
             setTimeout(follow, 2000);
           }
         }, function () {
-          lost('Lost the server: this page follows its run again once the server answers.');
+          lost('Lost the server: this page follows ' + what + ' again once the server answers.');
           setTimeout(follow, 2000);
         });
     });

@@ -159,10 +159,11 @@ async def test_events_of_a_finished_run_say_so_and_end(
     with _signed_in(server) as client:
         events = client.get("/runs/r1/events", timeout=10)
     assert events.headers["content-type"].startswith("text/event-stream")
-    assert events.text.split("\n\n")[:2] == [
-        'event: change\ndata: {"status": "ok"}',
-        'event: end\ndata: {"status": "ok"}',
-    ]
+    change, end = events.text.split("\n\n")[:2]
+    assert re.fullmatch(r'event: change\ndata: \{"status": "ok", "seen": "[0-9a-f]{16}"\}', change)
+    assert end == 'event: end\ndata: {"status": "ok"}'
+    with _signed_in(server) as client:  # asked again: the same, said so
+        assert client.get("/runs/r1/events", timeout=10).text.startswith(f"{change}\n\n")
 
 
 class _Decisions:

@@ -195,10 +195,18 @@ async def test_in_chromium_a_page_follows_its_run_across_responses_of_its_events
         context = await browser.new_context()
         watched = _Watched(await context.new_page())
         page = watched.page
+        asked: list[str] = []
+        page.on(
+            "request",
+            lambda r: (
+                asked.append(r.url) if r.url.endswith("/events") or "/events?" in r.url else None
+            ),
+        )
         await page.goto(f"{server.url}/runs/w?token={TOKEN}")
         await page.evaluate(EVER_LOST)
         await page.fill("form.approval input[name=reason]", "typed by a person")
-        await _until(lambda: _later(watched, 3), "yes")  # three responses later
+        await _until(lambda: _asked_more(asked, 3), "yes")  # three responses later
+        assert await watched.dataset("updates") == "1"  # each asked with what it shows
         assert await watched.dataset("everLost") is None
         assert await _value(page, "form.approval input[name=reason]") == "typed by a person"
         async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
@@ -209,6 +217,10 @@ async def test_in_chromium_a_page_follows_its_run_across_responses_of_its_events
         assert await watched.dataset("errors") is None
         assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
+
+
+async def _asked_more(asked: list[str], than: int) -> str:
+    return "yes" if len(asked) > than else "no"
 
 
 # --- runs of a hive file --------------------------------------------------------------

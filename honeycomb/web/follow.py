@@ -1,0 +1,103 @@
+"""How a page of ``honeycomb serve`` follows what it shows (a run, a session, the list
+of runs or of sessions): server-sent events that say when it changed, so the page
+fetches its changing parts again; one mechanism for every page.
+
+The events of a page: ``change`` first, then whenever what it shows changed (with
+``seen``, a digest of it: a page that shows it already, asking again, fetches
+nothing), ``end`` once nothing will change but its going (a run that
+ended with an answer), ``gone`` once what it shows is no longer in the store (a run
+deleted, its session forgotten), ``failed`` when the store cannot be read, ``again``
+after ``stream_s`` (the page asks for the events again); a comment line every few
+seconds keeps the connection alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+
+from runtime import StoreError
+from runtime.value import Value
+
+__all__ = ["Look", "Looker", "follow"]
+
+
+class Look(Value, frozen=True, kw_only=True):
+    """What a page shows now: ``shown``, any value msgspec encodes (what the page's
+    changing parts are made of); ``status``, said with each change; ``ended``: it will
+    change no more (its page then asks now and then whether it is still there)."""
+
+    shown: Any
+    status: str = ""
+    ended: bool = False
+
+
+Looker = Callable[[], Awaitable[Look | None]]
+"""Reads what a page shows (None: it is no longer in the store).
+
+Raises:
+    StoreError: when the store cannot be read.
+"""
+
+
+def follow(
+    request: Request,
+    look: Looker,
+    *,
+    gone: str,
+    poll_s: float,
+    stream_s: float,
+    ending: Callable[[], bool],
+) -> StreamingResponse:
+    """The events of a page that ``look`` reads (every ``poll_s``); ``gone``: what its
+    ``gone`` event says; ``ending``: whether the server stops (the events end at once)."""
+
+    async def stream() -> AsyncIterator[str]:
+        last = None
+        quiet = 0.0
+        until = time.monotonic() + stream_s
+        while not ending() and not await request.is_disconnected():
+            if time.monotonic() >= until:
+                yield _event("again", {})
+                return
+            try:
+                now = await look()
+            except StoreError as exc:  # said to the page, which keeps what it shows
+                yield _event("failed", {"error": str(exc)})
+                return
+            if now is None:
+                yield _event("gone", {"error": gone})
+                return
+            digest = _digest(now)
+            if digest != last:
+                last, quiet = digest, 0.0
+                yield _event("change", {"status": now.status, "seen": digest})
+            elif quiet >= 15.0:
+                quiet = 0.0
+                yield ": still here\n\n"
+            if now.ended:
+                yield _event("end", {"status": now.status})
+                return
+            await asyncio.sleep(poll_s)
+            quiet += poll_s
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+def _event(name: str, data: dict[str, Any]) -> str:
+    """One server-sent event."""
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n"
+
+
+def _digest(look: Look) -> str:
+    """A digest of what a page shows: equal while it shows the same."""
+    shown = msgspec.json.encode([look.shown, look.status, look.ended])
+    return hashlib.sha256(shown).hexdigest()[:16]

@@ -1,0 +1,89 @@
+"""Every page of ``honeycomb serve`` follows what it shows, by the run page's one
+mechanism (its events, then a fetch of its changing parts): the lists of runs and of
+sessions take the runs and sessions that start after they opened, and a page whose
+run or session is deleted says so."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from honeycomb import Executor, OfflineModel, Role
+from honeycomb.web import create_app
+from tests.honeycomb.web import test_serve
+from tests.honeycomb.web.test_serve import _later, _until, _Watched
+from tests.support.asgi_server import ThreadedServer
+
+TOKEN = "test-token-0123456789"
+
+browser = test_serve.browser  # the neighbouring tests' fixture, as it is
+
+
+def _executor(db: Path) -> Executor:
+    roles = [Role(name="planner"), Role(name="researcher", description="Finds facts.")]
+    return Executor(roles, OfflineModel(latency=0), store=db)
+
+
+async def _opened(context: Any, address: str) -> _Watched:
+    """A page of ``address``, once it follows what it shows (its first update came)."""
+    watched = _Watched(await context.new_page())
+    await watched.page.goto(address)
+    await _until(functools.partial(_later, watched, 0), "yes")
+    return watched
+
+
+async def test_in_chromium_a_page_whose_session_is_forgotten_says_so(
+    db: Path, browser: Any
+) -> None:
+    """A page left open on a finished run stopped following it once the run ended, and
+    still showed it, as if it were there, after its session was forgotten (its run
+    deleted with it); so did the session's page. Each now says it is gone, and keeps
+    what it showed."""
+    executor = _executor(db)
+    session = executor.session("talk")
+    answered = await session.run("Find the weather in Rome.")
+    with ThreadedServer(create_app(db, token=TOKEN, poll_s=0.1), name="serve") as server:
+        context = await browser.new_context()
+        await (await context.new_page()).goto(f"{server.url}/?token={TOKEN}")
+        run = await _opened(context, f"{server.url}/runs/{answered.run_id}")
+        await _until(lambda: run.dataset("ended"), "true")
+        talk = await _opened(context, f"{server.url}/sessions/talk")
+        assert await run.dataset("lost") is None
+        await session.forget()
+        await _until(lambda: run.dataset("lost"), await run.dataset("gone"))
+        await _until(lambda: talk.dataset("lost"), await talk.dataset("gone"))
+        said = await run.page.inner_text("p.lost")
+        assert said.startswith("This run is no longer in runs.db: it was deleted")
+        assert (await talk.page.inner_text("p.lost")).startswith(
+            "This session is no longer in runs.db: it was forgotten."
+        )
+        assert "Rome" in await talk.page.inner_text("#turns")  # what it showed, kept
+        assert await run.page.query_selector("#state [data-status='ok']") is not None
+        for watched in (run, talk):
+            assert await watched.dataset("errors") is None
+            assert watched.errors == [], "\n".join(watched.errors)
+        await context.close()
+
+
+async def test_in_chromium_the_lists_take_runs_and_sessions_started_after_they_opened(
+    db: Path, browser: Any
+) -> None:
+    """The lists of runs and of sessions were drawn once: a run started after the list
+    opened was not on it until the page was reloaded. They now follow the store."""
+    executor = _executor(db)
+    await executor.session("first talk").run("Find the weather in Rome.")
+    with ThreadedServer(create_app(db, token=TOKEN, poll_s=0.1), name="serve") as server:
+        context = await browser.new_context()
+        await (await context.new_page()).goto(f"{server.url}/?token={TOKEN}")
+        runs = await _opened(context, f"{server.url}/")
+        talks = await _opened(context, f"{server.url}/sessions")
+        later = await executor.session("second talk").run("And in Oslo?")
+        await runs.page.wait_for_selector(f'a[href="/runs/{later.run_id}"]', timeout=30_000)
+        await talks.page.wait_for_selector('a[href="/sessions/second%20talk"]', timeout=30_000)
+        for watched in (runs, talks):
+            navigations = "performance.getEntriesByType('navigation').length"
+            assert await watched.page.evaluate(navigations) == 1  # no reload
+            assert await watched.dataset("errors") is None
+            assert watched.errors == [], "\n".join(watched.errors)
+        await context.close()
