@@ -68,11 +68,20 @@ def stored_timeline(run: StoredRun, spans: Sequence[Span], status: str | None = 
     """The timeline of a stored run: its spans laid out with its plan, each worker
     with the status :func:`worker_statuses` gives it."""
     plan = Plan.model_validate_json(run.plan).subtasks if run.plan else ()
+    statuses = worker_statuses(run, status)
+    if (status or run.status) == "running":
+        # A worker the store has no row of yet (its first turn not saved: a tool call,
+        # or a guard's check of its answer, under way) whose calls are kept, and that
+        # has not ended (its own span kept): it runs.
+        ended = {s.worker for s in spans if s.kind == "worker"}
+        for span in spans:
+            if span.worker is not None and span.worker not in ended:
+                statuses.setdefault(span.worker, "running")
     return build_timeline(
         spans,
         plan,
         run_id=run.run_id,
         task=run.task,
         status=status or run.status,
-        statuses=worker_statuses(run, status),
+        statuses=statuses,
     )

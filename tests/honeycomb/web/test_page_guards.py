@@ -17,6 +17,7 @@ from honeycomb import Executor, GuardCheck, GuardrailTripped, Guards, ModelReque
 from honeycomb.cli.main import main
 from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.web import create_app
+from tests.honeycomb.web.test_serve import _until
 from tests.support.asgi_server import ThreadedServer
 
 TOKEN = "test-token-0123456789"
@@ -121,3 +122,34 @@ async def test_workers_answers_are_shown_once_the_runs_guards_pass_the_answer_ma
     else:
         assert f"{CODE} (first)" in ended
         assert f"{CODE} (second)" in ended
+
+
+async def test_a_worker_whose_answer_its_guard_checks_is_running_on_the_page(db: Path) -> None:
+    """A worker that answered at once, its answer under its output guard's check (a
+    judge's call may take a while), has no row in the store yet, only its model call's
+    span: its timeline's row read ``not started`` beside the bar of that call. It reads
+    ``running``, as its run does."""
+    judge = _Judge(refuses=False)
+    clerk = Role(name="clerk", guards=Guards(output=(judge,)))
+    executor = Executor([clerk], FunctionModel(_answers), store=db)
+    app = create_app(db, token=TOKEN)
+    live = ""
+
+    async def drawn() -> str:  # its model call's span is written within a second
+        nonlocal live
+        live = (await client.get("/runs/r1/live")).text
+        return "yes" if "bar model_call" in live else "no"
+
+    with ThreadedServer(app, name="serve") as server, anyio.fail_after(30):
+        async with (
+            httpx.AsyncClient(base_url=server.url, headers=BEARER) as client,
+            asyncio.TaskGroup() as group,
+        ):
+            running = group.create_task(executor.run("t", subtasks=[("clerk", "say")], run_id="r1"))
+            await judge.checking.wait()
+            await _until(drawn, "yes")
+            judge.go.set()
+    assert running.result().status == "ok"
+    row = live.split('data-worker="s1"', 1)[1].split('<div class="row', 1)[0]
+    assert '">running</div>' in row
+    assert "not started" not in live
