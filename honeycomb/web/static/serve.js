@@ -85,12 +85,14 @@
         // The details open now, not as the update was asked for: a person may have
         // opened one while it was under way.
         var open = {};
-        document.querySelectorAll('details[open]').forEach(function (d) { open[d.dataset.worker] = true; });
+        document.querySelectorAll('.part details[open][data-worker]').forEach(function (d) {
+          open[d.dataset.worker] = true;
+        });
         fresh.content.querySelectorAll('.part').forEach(function (part) {
           var here = document.getElementById(part.id);
           if (here) { here.replaceChildren.apply(here, Array.prototype.slice.call(part.childNodes)); }
         });
-        document.querySelectorAll('.part details').forEach(function (d) {
+        document.querySelectorAll('.part details[data-worker]').forEach(function (d) {
           if (open[d.dataset.worker]) { d.open = true; }
         });
         mergeApprovals(fresh.content.getElementById('approvals'));
