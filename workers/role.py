@@ -153,14 +153,19 @@ class Role(SettingsModel):
 
         Raises:
             UnknownToolError: for a name that is neither registered nor an import path.
-            ConfigError: for an import path that cannot be imported.
+            ConfigError: for an import path that cannot be imported (saying where its
+                first part is no server, as a misspelt one would be), or a server
+                named without a tool (``server:``).
         """
         source = registry if registry is not None else ToolRegistry()
-        return ToolRegistry(
-            source.resolve(ref)
-            for ref in self.tools
-            if mcp_ref(ref, servers) is None and not is_nested_ref(ref)
-        )
+        tools: list[Tool[..., Any]] = []
+        for ref in self.tools:
+            served = mcp_ref(ref, servers)
+            if served is not None and not served[1]:
+                raise ConfigError(_no_tool(ref, served[0]))
+            if served is None and not is_nested_ref(ref):
+                tools.append(_resolved(source, ref, servers))
+        return ToolRegistry(tools)
 
     def tool_names(
         self,
@@ -264,13 +269,7 @@ def check_role(
         served = mcp_ref(ref, servers)
         if served is not None:
             if not served[1]:
-                errors.append(
-                    doc.error(
-                        (*path, "tools", index),
-                        f"{ref!r} names the MCP server {served[0]!r} but no tool: write "
-                        f"'{served[0]}:TOOL', or '{served[0]}:*' for all of its tools",
-                    )
-                )
+                errors.append(doc.error((*path, "tools", index), _no_tool(ref, served[0])))
             names = None  # its server lists its tools
             continue
         try:
@@ -291,14 +290,8 @@ def check_role(
                     f"available: {', '.join(source.names) or 'none'} "
                     "(or write an import path 'package.module:function')"
                 )
-            elif servers or ref.partition(":")[2] == "*":
-                # 'name:tool' is an MCP tool only when 'name' is a declared server.
-                prefix = ref.partition(":")[0]
-                message += (
-                    f"; {prefix!r} is not a declared MCP server"
-                    f"{did_you_mean(prefix, servers)}, so {ref!r} is read as an import path"
-                    f" (MCP servers: {', '.join(servers) or 'none'})"
-                )
+            else:
+                message += _read_as_path(ref, servers)
             errors.append(doc.error((*path, "tools", index), message))
     errors.extend(_names_taken(refs, named, body.get("memory"), doc, path))
     if names is not None:
@@ -316,6 +309,44 @@ def check_role(
         except ConfigError as exc:
             errors.append(doc.error((*path, "output_schema"), exc.message))
     return errors
+
+
+def _no_tool(ref: str, server: str) -> str:
+    """What is wrong with ``ref``, ``server:`` alone, and what to write."""
+    return (
+        f"{ref!r} names the MCP server {server!r} but no tool: write '{server}:TOOL', or "
+        f"'{server}:*' for all of its tools"
+    )
+
+
+def _read_as_path(ref: str, servers: Collection[str]) -> str:
+    """What to add to why ``ref``, ``name:tool``, cannot be imported, where MCP servers
+    are declared (or it names every tool, ``name:*``): 'name:tool' is an MCP tool only
+    when 'name' is a declared server, so it was read as an import path."""
+    prefix, _, tool = ref.partition(":")
+    if not servers and tool != "*":
+        return ""
+    return (
+        f"; {prefix!r} is not a declared MCP server{did_you_mean(prefix, servers)}, so "
+        f"{ref!r} is read as an import path (MCP servers: {', '.join(servers) or 'none'})"
+    )
+
+
+def _resolved(source: ToolRegistry, ref: str, servers: Collection[str]) -> Tool[..., Any]:
+    """The tool ``ref`` names in ``source``, or by its import path.
+
+    Raises:
+        UnknownToolError: for a name that is neither registered nor an import path.
+        ConfigError: for an import path that cannot be imported, saying where its first
+            part is no MCP server (see :func:`_read_as_path`).
+    """
+    try:
+        return source.resolve(ref)
+    except ConfigError as exc:
+        told = _read_as_path(ref, servers) if ":" in ref else ""
+        if not told:
+            raise
+        raise ConfigError(exc.message + told, field=exc.field) from exc
 
 
 def _names_taken(

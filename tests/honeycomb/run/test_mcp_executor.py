@@ -17,7 +17,7 @@ from honeycomb import Executor, Policy, Role, RunFailed, Subtask
 from honeycomb.cli.main import main as cli
 from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.tools import McpToolSettings
-from runtime import ApprovalError, AssistantMessage, ModelRequest, ToolMessage
+from runtime import ApprovalError, AssistantMessage, ConfigErrors, ModelRequest, ToolMessage
 from runtime.testing import call
 from tests.support import ROOT
 from tests.support.mcp_servers import child_pids, sdk_server
@@ -188,6 +188,27 @@ async def test_a_role_naming_a_tool_the_server_lacks_fails_alone() -> None:
     assert error.message == (
         "role 'typo': MCP server 't' has no tool 'lokup' (did you mean 'lookup'?); its tools: "
         "append_note, die, gather, long, lookup, picture, pid, refuse, set_flag, slow, spawn, where"
+    )
+
+
+def test_a_misspelt_server_or_one_named_without_a_tool_is_told_as_the_executor_is_made() -> None:
+    """As a hive file's roles are told: a misspelt server's ``ntoes:lookup`` is read as
+    an import path, and its error said only that there was no module ``ntoes``;
+    ``notes:`` failed its worker once the server had started, as if it had no tool
+    ``''``."""
+    misspelt = Role(name="misspelt", tools=["ntoes:lookup"])
+    bare = Role(name="bare", tools=["notes:"])
+    with pytest.raises(ConfigErrors) as info:
+        Executor([misspelt, bare], ScriptedModel(["done"]), mcp_servers=[sdk_server("notes")])
+    misspelt_error, bare_error = (error.message for error in info.value.errors)
+    assert misspelt_error.startswith("role 'misspelt': cannot import 'ntoes:lookup'")
+    assert misspelt_error.endswith(
+        "; 'ntoes' is not a declared MCP server (did you mean 'notes'?), so 'ntoes:lookup' is "
+        "read as an import path (MCP servers: notes)"
+    )
+    assert bare_error == (
+        "role 'bare': 'notes:' names the MCP server 'notes' but no tool: write 'notes:TOOL', "
+        "or 'notes:*' for all of its tools"
     )
 
 
