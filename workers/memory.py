@@ -261,8 +261,8 @@ async def recall_at_start(
     failed: Exception | None = None
     try:
         with within(timeout_s):
-            hits = await memory.search(
-                masked(task), namespace=settings.namespace, k=settings.recall
+            hits = masked(
+                await memory.search(masked(task), namespace=settings.namespace, k=settings.recall)
             )
     except Exception as exc:  # any memory's failure (user code): the worker goes on without it
         error, failed = _failure(exc, timeout_s), exc
@@ -315,7 +315,7 @@ def memory_tools(memory: Memory, settings: RoleMemory, role: str) -> tuple[Tool[
             query: What to look for, in plain words.
             k: How many memories at most.
         """
-        hits = await memory.search(masked(query), namespace=namespace, k=k)
+        hits = masked(await memory.search(masked(query), namespace=namespace, k=k))
         if not hits:
             return f"No memory matches {query!r}."
         return recall_text(hits, header=f"Memories for {query!r}, best first:")

@@ -272,6 +272,46 @@ async def test_a_worker_keeps_its_result_and_notes_with_every_secret_masked(
     }
 
 
+class Filled:
+    """A memory another application fills too: what it holds came in unmasked."""
+
+    async def search(
+        self, query: str, *, namespace: str = "default", k: int = 5
+    ) -> tuple[MemoryHit, ...]:
+        text = "the db password is hunter2-but-longer"
+        record = MemoryRecord(id="m1", namespace=namespace, text=text, created_at=0.0)
+        return (MemoryHit(record=record, score=1.0),)
+
+    async def add(self, text: str, **origin: Any) -> MemoryRecord:
+        raise NotImplementedError
+
+    async def get(self, memory_id: str) -> MemoryRecord | None:
+        return None
+
+    async def delete(self, memory_id: str) -> bool:
+        return False
+
+    async def list(
+        self, namespace: str | None = None, *, limit: int = 100
+    ) -> tuple[MemoryRecord, ...]:
+        return ()
+
+
+async def test_a_secret_any_memory_gives_back_is_recalled_masked() -> None:
+    # SQLiteMemory masks what it gives back; a memory of one's own (a vector database
+    # another application fills) sent its secrets to the model, at the worker's start
+    # and from the recall tool.
+    model = ScriptedModel([[call("recall", {"query": "db password"})], "done"])
+    role = Role(name="dba", memory=RoleMemory(namespace="db"))
+    with secrets.isolated():
+        secrets.add_secret("hunter2-but-longer", "password")
+        worker = Worker(role, model, services=Services(memory=Filled()))
+        assert (await worker.run("Connect to the db.")).ok
+    sent = [m.content or "" for request in model.requests for m in request.messages]
+    assert sum("the db password is [password hidden]" in text for text in sent) == 3
+    assert not any("hunter2" in text for text in sent)
+
+
 async def test_remember_is_journaled_and_not_kept_again_on_resume(
     memory: SQLiteMemory,
 ) -> None:
