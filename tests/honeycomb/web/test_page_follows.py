@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from honeycomb import Executor, OfflineModel, Role
+from honeycomb.store import RunStore
 from honeycomb.web import create_app
+from honeycomb.web.approvals import StoreApprovals
 from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import _later, _until, _Watched
+from tests.support import approvals
 from tests.support.asgi_server import ThreadedServer
 
 TOKEN = "test-token-0123456789"
@@ -84,6 +87,37 @@ async def test_in_chromium_the_lists_take_runs_and_sessions_started_after_they_o
         for watched in (runs, talks):
             navigations = "performance.getEntriesByType('navigation').length"
             assert await watched.page.evaluate(navigations) == 1  # no reload
+            assert await watched.dataset("errors") is None
+            assert watched.errors == [], "\n".join(watched.errors)
+        await context.close()
+
+
+async def test_in_chromium_a_call_decided_on_its_page_is_followed_to_the_end_on_the_list(
+    db: Path, browser: Any, tmp_path: Path
+) -> None:
+    """Where approvals meet the lists: a run waits for a person, who approves its call
+    on its page; the run goes on (resumed by its code) to its end, and the list of runs
+    open beside it follows it, waiting, then ok, without a reload."""
+    effects = tmp_path / "effects.txt"
+    paying = approvals.executor(db, effects)
+    assert (await paying.run(approvals.TASK, subtasks=approvals.plan(1), run_id="r1")).status == (
+        "waiting"
+    )
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)), poll_s=0.1)
+    with ThreadedServer(app, name="serve") as server:
+        context = await browser.new_context()
+        await (await context.new_page()).goto(f"{server.url}/?token={TOKEN}")
+        runs = await _opened(context, f"{server.url}/")
+        status = 'tr[data-run="r1"] td.status'
+        assert await runs.page.inner_text(status) == "waiting"
+        run = await _opened(context, f"{server.url}/runs/r1")
+        await run.page.click("form.approval button[value=approve]")
+        await run.page.wait_for_selector("form.approval", state="detached")
+        assert (await paying.resume("r1")).status == "ok"
+        await runs.page.wait_for_selector(f"{status}.ok", timeout=30_000)
+        await run.page.wait_for_selector("#state [data-status='ok']", timeout=30_000)
+        assert effects.read_text() == "paid 120 to ann\n"
+        for watched in (runs, run):
             assert await watched.dataset("errors") is None
             assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
