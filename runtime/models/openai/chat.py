@@ -76,7 +76,8 @@ class OpenAIModel(OpenAIEndpoint):
         for key in ("max_completion_tokens", "max_tokens"):
             if key in self.settings:
                 return key
-        openai_own = self.base_url is None or "api.openai.com" in self.base_url
+        url = self._url()
+        openai_own = url is None or "api.openai.com" in url
         return "max_completion_tokens" if openai_own else "max_tokens"
 
     async def _send(self, params: dict[str, Any]) -> Any:

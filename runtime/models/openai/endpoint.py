@@ -213,7 +213,8 @@ class OpenAIEndpoint(abc.ABC):
 
     def __repr__(self) -> str:
         # Masked: errors name the model by its repr, and a base_url may hold a password.
-        at = f", base_url={masked(self.base_url)!r}" if self.base_url else ""
+        url = self._url()
+        at = f", base_url={masked(url)!r}" if url else ""
         return f"{type(self).__name__}({self.model!r}{at})"
 
     @property
@@ -535,8 +536,7 @@ class OpenAIEndpoint(abc.ABC):
         hint = None
         if exc.status_code == 404 and not about_model(body, self.model):
             asked = str(exc.request.url.copy_with(query=None))
-            given = str(self._given.base_url) if self._given is not None else None
-            hint = masked(not_served(asked, self.base_url or given))
+            hint = masked(not_served(asked, self._url()))
         elif exc.status_code == 404:
             hint = masked(f"asked at {self._endpoint()}")
         elif exc.status_code == 400:
@@ -558,7 +558,14 @@ class OpenAIEndpoint(abc.ABC):
 
     def _endpoint(self) -> str:
         """The endpoint its calls go to, OpenAI's own included (no base_url given)."""
-        return self.base_url or str(self.client.base_url).rstrip("/")
+        return self._url() or str(self.client.base_url).rstrip("/")
+
+    def _url(self) -> str | None:
+        """The base URL its calls go to: the client's given (whatever ``base_url`` or
+        ``OPENAI_BASE_URL`` say), else ``base_url``; None: OpenAI's own, by default."""
+        if self._given is not None:
+            return str(self._given.base_url).rstrip("/")
+        return self.base_url
 
     def _base_params(self, request: ModelRequest) -> dict[str, Any]:
         """The parameters every request has: the settings, the model and the timeout."""

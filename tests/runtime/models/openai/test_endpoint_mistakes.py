@@ -194,6 +194,29 @@ async def test_a_server_without_the_responses_api_is_told_to_try_the_chat_api(
     assert "try its chat API (api: chat, OpenAIModel)" in str(error)
 
 
+async def test_a_client_given_is_the_endpoint_named_whatever_openai_base_url_says(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its calls go to the client's URL: the errors, the repr and the output limit's
+    name (a compatible server's ``max_tokens``) follow it, not the variable's."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://api.openai.com/v1")
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{unused.getsockname()[1]}/v1"
+    served = openai.AsyncOpenAI(api_key="sk-test", base_url=openai_server.base_url)
+    refused = openai.AsyncOpenAI(api_key="sk-test", base_url=closed)
+    async with served, refused:
+        model = OpenAIModel("gpt-test", client=served, retry=ONCE)
+        limited = ModelRequest(messages=REQUEST.messages, max_output_tokens=50)
+        await model.complete(limited)
+        with pytest.raises(ModelConnectionError) as caught:
+            await OpenAIModel("gpt-test", client=refused, retry=ONCE).complete(REQUEST)
+
+    assert repr(model) == f"OpenAIModel('gpt-test', base_url='{openai_server.base_url}')"
+    assert openai_server.requests[0].body["max_tokens"] == 50
+    assert caught.value.base_url == closed
+
+
 def test_a_base_url_without_a_scheme_is_refused_when_the_model_is_made(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

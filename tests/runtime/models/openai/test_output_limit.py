@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -42,9 +43,25 @@ async def test_a_compatible_server_is_sent_max_tokens(
     assert {k: v for k, v in body.items() if k.startswith("max_")} == sent
 
 
+class ToTestServer(httpx.AsyncBaseTransport):
+    """Sends what is asked of any host to the test server, over HTTP."""
+
+    def __init__(self, server: OpenAIServer) -> None:
+        self.port = server.port
+        self.inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=self.port)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 async def test_openais_own_api_is_sent_max_completion_tokens(openai_server: OpenAIServer) -> None:
-    # No base_url: OpenAI's own API (the client given here reaches the test server).
-    client = openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="sk-test")
+    # A client of OpenAI's own API (whose requests the transport takes to the test server).
+    transport = httpx.AsyncClient(transport=ToTestServer(openai_server))
+    client = openai.AsyncOpenAI(api_key="sk-test", http_client=transport)
     model = OpenAIModel("gpt-test", client=client, retry=ONCE)
     assert model.base_url is None
     await model.complete(ask(300))
