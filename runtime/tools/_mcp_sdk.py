@@ -252,7 +252,8 @@ async def connect(
         # Out of the SDK's task groups, which wrap what fails as the server starts (its
         # list refused, a connection dropped) in an ExceptionGroup.
         said = _stray(process) + stderr_tail(session.errlog)
-        raise _not_started(server, exc, start_timeout, said, session, process, refused) from exc
+        why = _not_started(server, exc, start_timeout, said, session, process, refused, url)
+        raise why from exc
 
 
 async def _end_session(
@@ -288,9 +289,11 @@ def _not_started(
     session: Session,
     process: _Process | None,
     refused: _Refused | None,
+    url: str | None,
 ) -> McpServerError:
     """Why a server did not start, out of what its start raised (``said``: what a stdio
-    server wrote as it failed)."""
+    server wrote as it failed; ``url``: a streamable-HTTP server's, named when nothing
+    answers there)."""
     leaves = list(_leaves(exc))
     for leaf in leaves:
         if isinstance(leaf, McpServerError):
@@ -302,6 +305,9 @@ def _not_started(
             return McpServerError(server, reason + said)
         if isinstance(leaf, OSError) and refused is None:  # the command cannot be run
             return McpServerError(server, f"cannot be started: {leaf}")
+        if isinstance(leaf, httpx2.ConnectError) and url is not None:  # none there, or no host
+            where = f"cannot connect to {masked(url)} ({_reason(leaf)})"
+            return McpServerError(server, f"could not be started: {where}")
     if session.broken is not None:
         reason = session.broken
     elif process is not None and process.hung_up and process.status is not None:

@@ -360,8 +360,8 @@ async def test_a_streamable_http_server_that_went_away_is_reached_again_once() -
             down = await one(dispatcher, "lookup", '{"word": "bee"}')
     assert died.content.endswith("it is started again for the next call")
     assert unreachable.content == (
-        "Error: cannot call 'lookup': MCP server 'web' could not be started: "
-        "ConnectError: All connection attempts failed"
+        f"Error: cannot call 'lookup': MCP server 'web' could not be started: cannot connect "
+        f"to {url} (ConnectError: All connection attempts failed)"
     )
     assert down.content.startswith(
         "Error: cannot call 'lookup': MCP server 'web' is down for the rest of this run"
