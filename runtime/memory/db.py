@@ -175,7 +175,7 @@ def open_connection(
             str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_SLICE_S
         )
     except (OSError, module.Error) as exc:
-        raise MemoryStoreError(f"cannot open the memory file: {exc}", path=str(path)) from exc
+        raise MemoryStoreError(_cannot_open(exc, path), path=str(path)) from exc
     try:
         if vectors:
             import sqlite_vec
@@ -206,6 +206,13 @@ def open_connection(
 
 def _cannot_open(exc: BaseException, path: Path) -> str:
     """Why the memory file ``path`` cannot be opened, and what to do about it."""
+    if isinstance(exc, FileExistsError | NotADirectoryError):  # from making its folder
+        above = next((p for p in path.parents if p.is_file()), path.parent)
+        return f"{above} is a file, not a folder: no memory file can be in it ({exc})"
+    if path.is_dir():
+        return f"this is a folder, not a memory file: name its file ({exc})"
+    if path.exists() and not path.is_file():
+        return f"this is not a file (a device, a pipe ...): a memory is kept in a file ({exc})"
     if is_read_only_folder(exc):
         return (
             f"cannot open the memory file: its folder {path.absolute().parent} may only be "

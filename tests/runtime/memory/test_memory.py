@@ -204,6 +204,30 @@ async def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
     assert path.read_text().startswith("just some notes")
 
 
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        (".", "this is a folder, not a memory file: name its file"),
+        ("notes.txt/memory.db", "notes.txt is a file, not a folder: no memory file can be in"),
+        ("notes.txt/a/memory.db", "notes.txt is a file, not a folder: no memory file can be in"),
+        ("pipe", "this is not a file (a device, a pipe ...): a memory is kept in a file"),
+    ],
+)
+async def test_a_path_that_can_hold_no_memory_file_says_why(
+    tmp_path: Path, where: str, said: str
+) -> None:
+    # SQLite's own words named nothing to fix: 'unable to open database file', 'disk
+    # I/O error', '[Errno 17] File exists'.
+    (tmp_path / "notes.txt").write_text("notes")
+    os.mkfifo(tmp_path / "pipe")
+    path = tmp_path / where
+    with pytest.raises(MemoryStoreError) as caught:
+        await SQLiteMemory(path).add("x")
+    assert said in str(caught.value)
+    assert caught.value.path == str(path)
+    assert (tmp_path / "notes.txt").read_text() == "notes"
+
+
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     await SQLiteMemory(path).add("x")
