@@ -12,9 +12,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
+import psycopg_pool
 import pytest
 
 from honeycomb import Executor, Role, Subtask
@@ -234,20 +236,27 @@ def test_a_read_once_the_server_went_away_is_told_why_in_a_moment(
     store.close()
 
 
-def test_a_read_waits_for_a_busy_pool_past_the_moment(
+def test_a_read_waits_for_a_busy_pool_with_no_connection_more(
     postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A pool whose every connection is busy is not a server away: once a new
-    connection showed the server is there, the read waits for one of the pool's."""
+    """A pool whose every connection is busy is not a server away: the read waits for
+    one of the pool's past the moment, and makes no connection of its own to look."""
     monkeypatch.setattr(readers, "BUSY_S", 0.01)
-    looked = threading.Event()  # the second read found the server there
-    reachable = readers.Readers.reachable
+    looked: list[readers.Readers] = []
 
-    def look(self: readers.Readers) -> None:
-        reachable(self)
-        looked.set()
+    def look(self: readers.Readers) -> None:  # a connection made to look at the server
+        looked.append(self)
 
     monkeypatch.setattr(readers.Readers, "reachable", look)
+    waiting = threading.Event()  # the second read waits for the pool past the moment
+    getconn = psycopg_pool.ConnectionPool.getconn
+
+    def get(self: psycopg_pool.ConnectionPool[Any], timeout: float | None = None) -> Any:
+        if timeout is None:
+            waiting.set()
+        return getconn(self, timeout)
+
+    monkeypatch.setattr(psycopg_pool.ConnectionPool, "getconn", get)
     store = RunStore(postgres.url(), pool_size=1)
     anyio.run(store.open)  # the store made: a read reads it
     holding, release = threading.Event(), threading.Event()
@@ -261,9 +270,10 @@ def test_a_read_waits_for_a_busy_pool_past_the_moment(
         first = threads.submit(store.read_now, hold, 0)
         holding.wait()
         second = threads.submit(store.runs)
-        looked.wait()
+        waiting.wait()
         release.set()
         assert (first.result(), second.result()) == (1, [])
+    assert looked == []
     store.close()
 
 
