@@ -36,9 +36,7 @@ _READS_AS_IT_GOES = """
 import logging, sys, threading
 import honeycomb.store.postgres
 from honeycomb.store import RunStore
-from honeycomb import Executor, Role, Subtask
 from honeycomb.errors import StoreError
-from honeycomb.testing import FunctionModel
 
 honeycomb.store.postgres._CONNECT_TIMEOUT_S = 0.5  # the pool's time
 if sys.argv[2] == "configured":
