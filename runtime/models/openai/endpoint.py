@@ -58,12 +58,14 @@ from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.models.openai._completion import estimated_usage
 from runtime.models.openai.refusals import (
     MAX_TOKENS,
+    QUOTA_SPENT,
     STREAM_OPTIONS,
     about_model,
     all_text,
     context_passed,
     key_refused,
     not_served,
+    quota_spent,
     refuses,
     refuses_format,
     retry_after,
@@ -527,30 +529,40 @@ class OpenAIEndpoint(abc.ABC):
             raise ModelResponseError(f"{type(exc).__name__}: {exc}") from exc
 
     def _http_error(self, exc: openai.APIStatusError) -> ModelHTTPError:
-        """The error of an HTTP error status; a 404 that is not about the model (the
-        server serves no such path: a ``base_url`` without its ``/v1``, or with the
-        API's path in it) names the URL asked and what to change, one about the model
-        the endpoint asked; a 400 for a prompt past the model's context, the context
-        to say; a 401 or 403 the endpoint and where the key it refused came from."""
+        """The error of an HTTP error status, with what to change (:meth:`_hint`); a
+        429 for a quota spent (OpenAI's ``insufficient_quota``: the account's plan and
+        billing, not its rate) is not retried, as no wait mends it."""
         body = exc.body if exc.body is not None else exc.message
-        hint = None
-        if exc.status_code == 404 and not about_model(body, self.model):
-            asked = str(exc.request.url.copy_with(query=None))
-            hint = masked(not_served(asked, self._url()))
-        elif exc.status_code == 404:
-            hint = masked(f"asked at {self._endpoint()}")
-        elif exc.status_code == 400:
-            hint = context_passed(body, self.context_tokens)
-        elif exc.status_code in (401, 403):
-            source = key_source(self.api_key_env, self._api_key, given=self._given is not None)
-            hint = masked(key_refused(exc.status_code, source, self._endpoint()))
-        return ModelHTTPError(
+        error = ModelHTTPError(
             exc.status_code,
             body,
             retry_after=retry_after(exc.response.headers),
             model=self.model,
-            hint=hint,
+            hint=self._hint(exc.status_code, body, str(exc.request.url.copy_with(query=None))),
         )
+        if exc.status_code == 429 and quota_spent(body):
+            error.retryable = False
+        return error
+
+    def _hint(self, status: int, body: object, asked: str) -> str | None:
+        """What an HTTP error ``status`` for the URL ``asked`` says to change: a 404 that
+        is not about the model (the server serves no such path: a ``base_url`` without
+        its ``/v1``, or with the API's path in it) the URL and what to try, one about
+        the model the endpoint asked; a 400 for a prompt past the model's context, the
+        context to say; a 401 or 403 the endpoint and where the key it refused came
+        from; a 429 for a quota spent, the account's billing."""
+        if status == 404 and not about_model(body, self.model):
+            return masked(not_served(asked, self._url()))
+        if status == 404:
+            return masked(f"asked at {self._endpoint()}")
+        if status == 400:
+            return context_passed(body, self.context_tokens)
+        if status in (401, 403):
+            source = key_source(self.api_key_env, self._api_key, given=self._given is not None)
+            return masked(key_refused(status, source, self._endpoint()))
+        if status == 429 and quota_spent(body):
+            return QUOTA_SPENT
+        return None
 
     def _unreachable(self, reason: str) -> ModelConnectionError:
         """The error of a connection to the endpoint that failed for ``reason``."""

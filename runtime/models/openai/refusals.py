@@ -1,8 +1,8 @@
 """What an endpoint's errors say: what a refusal asks to change (structured output
 asked another way, turns that alternate, no ``stream_options``, ``max_completion_tokens``
 for ``max_tokens``), how long a rate limit asks to wait, where a 404 points, which key
-a 401 or 403 refused, and everything an error and those behind it show (which a secret
-must not be in).
+a 401 or 403 refused, a quota spent, and everything an error and those behind it show
+(which a secret must not be in).
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from runtime.models.openai.request import KEY_VARIABLE
 
 __all__ = [
     "MAX_TOKENS",
+    "QUOTA_SPENT",
     "STREAM_OPTIONS",
     "about_model",
     "all_text",
     "context_passed",
     "key_refused",
     "not_served",
+    "quota_spent",
     "refuses",
     "refuses_format",
     "retry_after",
@@ -96,6 +98,17 @@ def context_passed(body: object, context_tokens: int | None) -> str | None:
             "model's context:, and a run fits what it sends to it"
         )
     return f"the model's context_tokens ({context_tokens}) may be more than the server serves"
+
+
+QUOTA_SPENT = "the account's quota is spent, which no retry mends: check its plan and billing"
+"""What a 429 for a quota spent asks to change."""
+
+
+def quota_spent(body: object) -> bool:
+    """Whether a 429's ``body`` says the account's quota is spent (OpenAI's
+    ``insufficient_quota``: "You exceeded your current quota, please check your plan and
+    billing details"), not its rate."""
+    return "insufficient_quota" in str(body)
 
 
 def key_refused(status: int, key_from: str | None, endpoint: str) -> str:

@@ -142,6 +142,22 @@ async def test_another_400_has_no_hint(openai_server: OpenAIServer) -> None:
     assert error.hint is None
 
 
+async def test_a_quota_spent_is_not_retried_and_says_so(openai_server: OpenAIServer) -> None:
+    """OpenAI answers 429 for an account whose quota (its plan, its billing) is spent,
+    as for a rate: no wait mends it, so the call fails at once saying what to check."""
+    spent = {"message": "You exceeded your current quota, please check your plan and billing "
+             "details.", "type": "insufficient_quota", "code": "insufficient_quota"}  # fmt: skip
+    openai_server.default = Raw(429, body={"error": spent})
+    retrying = RetryPolicy(attempts=3, initial_wait_s=0, jitter_s=0)
+    error = await failed(OpenAIModel("gpt-test", base_url=openai_server.base_url, retry=retrying))
+
+    assert isinstance(error, ModelHTTPError)
+    assert error.status == 429
+    assert not error.retryable
+    assert "the account's quota is spent, which no retry mends" in str(error)
+    assert len(openai_server.requests) == 1
+
+
 KEY = "sk-refused-0123456789"
 KEY_SOURCES = {
     "api_key": ({"api_key": KEY}, "the API key given as the model's api_key"),
