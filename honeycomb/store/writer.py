@@ -272,9 +272,9 @@ class _Life:
         """Commit ``items`` (and renew ``held``) in one transaction; tell their waiters.
         A batch whose connection was lost before it committed is written again on a new
         one, as is one the server rolled back to break a deadlock (nothing of it was
-        written). A batch with nothing to write (flushes: what was queued before them is
+        written). A batch with nothing to do (flushes: what was queued before them is
         done) needs no connection, and waits for no server."""
-        if not held and not any(item.work or item.scrub for item in items):
+        if not held and not any(item.work or item.scrub or item.checkpoint for item in items):
             tell_all(items, {})
             return
         deadline: float | None = None

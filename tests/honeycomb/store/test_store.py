@@ -517,3 +517,20 @@ async def test_a_store_dropped_unclosed_stops_its_writer_and_closes_its_connecti
             if _connections(store) <= connected:
                 break
             await anyio.sleep(0.01)
+
+
+async def test_a_commit_that_asks_only_for_a_checkpoint_checkpoints_the_file(
+    tmp_path: Path,
+) -> None:
+    # A commit with nothing to write is done at once, with no connection (a flush need
+    # not wait for a server that went away): one that asks for a checkpoint still gets
+    # it, the file alone then holding what was written before.
+    db = tmp_path / "runs.db"
+    store = RunStore(db)
+    await store.commit(("CREATE TABLE t (n INTEGER)", ()))
+    await store.commit(("INSERT INTO t VALUES (1)", ()))  # in the -wal
+    await store.commit(checkpoint=True)
+    alone = tmp_path / "alone.db"
+    alone.write_bytes(db.read_bytes())  # the file, without its -wal
+    assert query(alone, "SELECT n FROM t") == [(1,)]
+    store.close()
