@@ -492,6 +492,13 @@ def _check_vectors(db: Any, dimensions: int, model: str) -> None:
     settings = dict(db.execute("SELECT name, value FROM settings"))
     kept = int(settings.get("vector_dimensions", dimensions))
     made_by = settings.get("embeddings", model)
+    if made_by == model and kept != dimensions:  # the same name, another model behind it
+        raise VectorMismatch(
+            f"the memory file's vectors were made by {model!r} with {kept} dimensions, and "
+            f"{model!r} now gives vectors of {dimensions}: another model answers by that "
+            "name, and vectors of two models do not compare; serve the model that made "
+            "them, or use another file"
+        )
     if kept != dimensions or made_by != model:
         raise VectorMismatch(
             f"the memory file's vectors were made by {made_by!r} ({kept} dimensions), and "

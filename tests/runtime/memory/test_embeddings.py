@@ -256,3 +256,36 @@ async def test_embeddings_that_give_no_vector_are_named_not_unpacked(tmp_path: P
     for trying in (memory.add("Lisbon is sunny"), memory.search("sunny Lisbon")):
         with pytest.raises(ModelResponseError, match="'empty-embeddings' gave 0 vectors for 1"):
             await trying
+
+
+class _Sized:
+    """Embeddings of one's own whose model behind their name changes: vectors of
+    ``size`` numbers."""
+
+    name = "local-embeddings"
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [embedding(text, self.size) for text in texts]
+
+
+async def test_vectors_of_another_size_by_the_same_name_say_the_model_changed(
+    tmp_path: Path,
+) -> None:
+    # 'this memory's embeddings are 'local-embeddings'' (the same name as the file's)
+    # and 'use the same embeddings' named nothing to change.
+    pytest.importorskip("sqlite_vec")
+    await SQLiteMemory(tmp_path / "m.db", embeddings=_Sized(64)).add("an automobile")
+    memory = SQLiteMemory(tmp_path / "m.db", embeddings=_Sized(32))
+    for trying in (memory.add("a bicycle"), memory.search("vehicle")):
+        with pytest.raises(MemoryStoreError) as caught:
+            await trying
+        assert str(caught.value) == (
+            f"{tmp_path / 'm.db'}: the memory file's vectors were made by 'local-embeddings' "
+            "with 64 dimensions, and 'local-embeddings' now gives vectors of 32: another "
+            "model answers by that name, and vectors of two models do not compare; serve "
+            "the model that made them, or use another file"
+        )
+    assert [r.text for r in await memory.list()] == ["an automobile"]
