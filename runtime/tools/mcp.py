@@ -43,7 +43,14 @@ from msgspec import Meta
 
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import ConfigError, McpServerError, ModelRetry, ServerGone, did_you_mean
-from runtime.secrets import add_env, add_header, add_secret, masked_with, url_secrets
+from runtime.secrets import (
+    add_env,
+    add_header,
+    add_secret,
+    mask_error,
+    masked_with,
+    url_secrets,
+)
 from runtime.tools.define import Tool
 from runtime.value import Settings
 
@@ -649,10 +656,12 @@ class McpServers:
                 live.session = session
                 live.ready.set()
                 await live.stop.wait()
-        except McpServerError as exc:
-            live.error = exc
+        except McpServerError as exc:  # masked with the errors behind it (the SDK's)
+            live.error = mask_error(exc)
         except Exception as exc:  # the SDK failing as the server stops: it is gone anyway
-            live.error = McpServerError(server.name, f"failed: {type(exc).__name__}: {exc}")
+            failed = McpServerError(server.name, f"failed: {type(exc).__name__}: {exc}")
+            failed.__cause__ = exc
+            live.error = mask_error(failed)
         finally:
             live.ready.set()
             live.gone.set()

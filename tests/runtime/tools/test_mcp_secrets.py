@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import traceback
 
 import pytest
 
@@ -76,6 +77,8 @@ async def test_why_a_server_would_not_start_is_told_without_its_secrets() -> Non
     assert "the key [secret hidden] is not allowed" in str(refused.value)
     assert TOKEN not in str(refused.value)
     assert TOKEN not in told.value.message
+    # Nor in its traceback, which shows the SDK's error behind it.
+    assert TOKEN not in "".join(traceback.format_exception(refused.value))
 
 
 async def test_a_line_a_server_wrote_to_stdout_is_shown_without_a_part_of_its_secret() -> None:
