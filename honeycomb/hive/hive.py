@@ -20,7 +20,7 @@ from honeycomb.hive.checks import check_across_fields, not_roles, role_error
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.judges import judges_warned
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
-from honeycomb.hive.meant import hive_files_in, hive_tool_meant
+from honeycomb.hive.meant import another_file, hive_files_in, hive_tool_meant
 from honeycomb.hive.paths import beside, not_a_folder
 from honeycomb.hive.specs import (
     DEFAULT_MEMORY,
@@ -417,16 +417,9 @@ def _load(file: Path, chain: tuple[Path, ...], limits: tuple[int, ...] = ()) -> 
                 )
             ]
         )
-    if "cases" in doc.data and "roles" not in doc.data:  # evals.yaml, beside hive.yaml
-        raise ConfigErrors(
-            [
-                doc.error(
-                    ("cases",),
-                    "this is an eval's cases file, not a hive file: honeycomb eval "
-                    f"HIVE.yaml {file} runs its cases on a hive",
-                )
-            ]
-        )
+    other = another_file(doc, file)  # evals.yaml, or a file of roles, beside hive.yaml
+    if other is not None:
+        raise ConfigErrors([other])
     spec, problems = doc.validate(HiveSpec, doc.data)
     errors.extend(problems)
     if spec is None:

@@ -4,12 +4,46 @@ tool's file)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
+from typing import Any
 
-from runtime import ConfigError
+from runtime import ConfigError, YamlDocument
+from workers import Role
 from workers.nesting import hive_ref
 
-__all__ = ["hive_files_in", "hive_tool_meant", "yaml_files"]
+__all__ = ["another_file", "hive_files_in", "hive_tool_meant", "yaml_files"]
+
+
+def another_file(doc: YamlDocument, file: Path) -> ConfigError | None:
+    """The error of a file given as a hive that is one of a hive's other files, which
+    says what it is and what reads it: an eval's cases file (``cases:``), or a file of
+    roles (a role's fields, or roles of them, and none of a hive's ``models:``,
+    ``roles:`` or ``roles_dir:``); None when it is neither."""
+    data = doc.data
+    if "cases" in data and "roles" not in data:  # evals.yaml, beside hive.yaml
+        return doc.error(
+            ("cases",),
+            "this is an eval's cases file, not a hive file: honeycomb eval "
+            f"HIVE.yaml {file} runs its cases on a hive",
+        )
+    if any(key in data for key in ("models", "roles", "roles_dir")) or not _roles(data):
+        return None
+    return doc.error(
+        (),
+        "this reads as a file of roles, not a hive file: a hive has models: and roles: "
+        "(or roles_dir:, the folder its files of roles are in, which honeycomb validate "
+        "HIVE.yaml checks with it)",
+    )
+
+
+def _roles(data: Mapping[str, Any]) -> bool:
+    """Whether ``data`` reads as a role (a ``description:`` among a role's fields alone)
+    or as roles by name (each a mapping with its ``description:``)."""
+    if "description" in data:
+        return set(data) <= set(Role.model_fields)
+    bodies = list(data.values())
+    return bool(bodies) and all(isinstance(b, Mapping) and "description" in b for b in bodies)
 
 
 def hive_files_in(path: Path, error: ConfigError) -> ConfigError:

@@ -147,6 +147,21 @@ def test_an_evals_cases_file_given_for_a_hive_is_told_so(
     assert out[2].startswith("myhive/hive.yaml: OK")
 
 
+@pytest.mark.parametrize(
+    "text", ["name: w\ndescription: Works.\ntools: [tools:x]\n", "w: {description: Works.}\n"]
+)
+def test_a_file_of_roles_given_for_a_hive_is_told_so(tmp_path: Path, text: str) -> None:
+    # A role file of a roles_dir was told 'the hive defines no models' and 'unknown
+    # field 'w'' (or 'tools: should be a mapping'): what a hive is, not what it is.
+    path = tmp_path / "w.yaml"
+    path.write_text(text)
+    assert one_error(path) == (
+        f"{path}: this reads as a file of roles, not a hive file: a hive has models: and "
+        "roles: (or roles_dir:, the folder its files of roles are in, which honeycomb "
+        "validate HIVE.yaml checks with it)"
+    )
+
+
 @pytest.mark.parametrize("written", ["models:\n", "models: offline\n"])
 def test_models_written_as_no_mapping_is_one_error(tmp_path: Path, written: str) -> None:
     # It was two at one place: what to write, and "the hive defines no models".
