@@ -160,8 +160,8 @@ def _response(data: Any, model: str) -> ModelResponse:
         raise ModelResponseError(f"model {model!r} returned no choices")
     choice = _object(_list(choices, "choices")[0], "choices[0]")
     finish = _text(choice.get("finish_reason"), "choices[0].finish_reason") or "stop"
-    if finish == "error" or choice.get("error"):
-        raise _failed(choice.get("error"), model)
+    if finish in _FAILED or choice.get("error"):
+        raise _failed(choice.get("error"), finish, model)
     raw = _object(choice.get("message"), "choices[0].message")
     where = "choices[0].message"
     content = _text(raw.get("content"), f"{where}.content")
@@ -194,14 +194,20 @@ def _response(data: Any, model: str) -> ModelResponse:
     )
 
 
-def _failed(error: Any, model: str) -> ModelError:
-    """The error of a choice that ended in one (``finish_reason: error``, or an
-    ``error`` of its own: OpenRouter's, when its provider failed mid-answer): the error
-    it names, or, naming none, one worth a retry, as any answer cut off is."""
+_FAILED = frozenset({"error", "abort"})
+"""Finish reasons of an answer the server did not finish: ``error`` (OpenRouter's, when
+its provider failed mid-answer), ``abort`` (vLLM's and SGLang's, for a request their
+engine aborted: a shutdown, a scale-down), each sent as if the answer were whole."""
+
+
+def _failed(error: Any, finish: str, model: str) -> ModelError:
+    """The error of a choice that ended unfinished (a finish reason of :data:`_FAILED`,
+    or an ``error`` of its own): the error it names, or, naming none, one worth a
+    retry, as any answer cut off is."""
     if error:
         return answered_error(error, model, "ended its answer with an error")
     return ModelResponseError(
-        f"model {model!r} ended its answer with an error (finish_reason 'error')",
+        f"model {model!r} ended its answer unfinished (finish_reason {finish!r})",
         retryable=True,
     )
 

@@ -21,7 +21,7 @@ from runtime import (
     UserMessage,
 )
 from runtime.errors import StreamInterrupted
-from tests.support.openai_server import OpenAIServer, Raw, text
+from tests.support.openai_server import OpenAIServer, Raw, Reply, text
 
 REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
 TWICE = RetryPolicy(attempts=2, initial_wait_s=0, jitter_s=0)
@@ -99,13 +99,18 @@ async def test_a_stream_that_ends_in_an_error_beside_its_choices_is_no_answer(
 
 
 @pytest.mark.parametrize(
-    "error", [{"code": 502, "message": "Provider returned error"}, None], ids=["named", "unnamed"]
-)
+    ("finish", "error"),
+    [("error", {"code": 502, "message": "Provider returned error"}), ("error", None),
+     ("abort", None)],
+    ids=["named", "unnamed", "aborted"],
+)  # fmt: skip
 async def test_an_answer_whose_choice_ends_in_an_error_is_retried(
-    openai_server: OpenAIServer, error: dict[str, object] | None
+    openai_server: OpenAIServer, finish: str, error: dict[str, object] | None
 ) -> None:
+    """OpenRouter's provider failed mid-answer; vLLM's engine aborted the request (a
+    shutdown, a scale-down), saying ``abort`` as if the answer were whole."""
     message = {"role": "assistant", "content": "half an ans"}
-    choice = {"index": 0, "message": message, "finish_reason": "error", "error": error}
+    choice = {"index": 0, "message": message, "finish_reason": finish, "error": error}
     failed = Raw(200, body={"object": "chat.completion", "choices": [choice]})
     openai_server.enqueue(failed, text("whole"), failed, failed)
     model = OpenAIModel("m", base_url=openai_server.base_url, retry=TWICE)
@@ -116,8 +121,25 @@ async def test_an_answer_whose_choice_ends_in_an_error_is_retried(
     finally:
         await model.client.close()
     assert answer.message.content == "whole"
-    assert "ended its answer with an error" in str(caught.value)
+    said = "ended its answer with an error" if error else f"unfinished (finish_reason {finish!r})"
+    assert said in str(caught.value)
     assert len(openai_server.requests) == 4
+
+
+async def test_a_stream_its_server_aborted_after_text_is_interrupted(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.enqueue(Reply(content="The answer is", finish_reason="abort"))
+    model = OpenAIModel("m", base_url=openai_server.base_url, retry=TWICE)
+    shown: list[str] = []
+    try:
+        with pytest.raises(StreamInterrupted) as caught:
+            await model.stream(REQUEST, shown.append)
+    finally:
+        await model.client.close()
+    assert "".join(shown) == "The answer is"
+    assert "finish_reason 'abort'" in str(caught.value)
+    assert len(openai_server.requests) == 1
 
 
 @pytest.mark.parametrize("empty", [{}, ""], ids=["object", "text"])
