@@ -231,6 +231,7 @@ def create_app(
         Route(base + "sessions/{session_id:honeycomb_id}/events", site.session_events),
         Route(base + "events/runs", site.runs_events),
         Route(base + "events/sessions", site.sessions_events),
+        Route(base + "events/evals", site.evals_events),
     ]
     handlers = {
         _Refused: _refused,
@@ -281,7 +282,8 @@ class _Site:
     async def evals(self, request: Request) -> Response:
         limit = _limit(request)
         found = await asyncio.to_thread(self.store.evals, limit + 1)
-        shown = evals_page(found[:limit], self.store.name, self.links, _more(found, limit))
+        more, asked = _more(found, limit), _asked(request)
+        shown = evals_page(found[:limit], self.store.name, self.links, more, asked)
         return HTMLResponse(shown)
 
     async def sessions(self, request: Request) -> Response:
@@ -356,6 +358,15 @@ class _Site:
 
         async def look() -> Look:
             return Look(shown=await asyncio.to_thread(self.store.runs, limit + 1))
+
+        return self._follow(request, look, "")
+
+    async def evals_events(self, request: Request) -> Response:
+        """The list of evals' events: a change as an eval is kept."""
+        limit = _limit(request)
+
+        async def look() -> Look:
+            return Look(shown=await asyncio.to_thread(self.store.evals, limit + 1))
 
         return self._follow(request, look, "")
 

@@ -18,7 +18,7 @@ from honeycomb.evals.compare import compare
 from honeycomb.evals.html import comparison_table, report_body
 from honeycomb.evals.report import well_formed
 from honeycomb.store import EvalSummary, RunStore
-from honeycomb.web.pages import Links, listed, page
+from honeycomb.web.pages import Links, listed, listing, page
 
 __all__ = ["eval_page", "eval_routes", "evals_page"]
 
@@ -30,13 +30,19 @@ def _e(text: object) -> str:
 
 
 def evals_page(
-    evals: Sequence[EvalSummary], store: str, links: Links, more: int | None = None
+    evals: Sequence[EvalSummary],
+    store: str,
+    links: Links,
+    more: int | None = None,
+    asked: int | None = None,
 ) -> str:
-    """The evals in the store, newest first; ``more``: the store holds more, and the
-    link to them shows that many (None: these are all)."""
+    """The evals in the store, newest first, followed as they are kept; ``more``: the
+    store holds more, and the link to them shows that many (None: these are all);
+    ``asked``: the rows the page's address asked for (None: as many as unasked)."""
+    live = links.listed("evals", asked)
     if not evals:
-        body = f"<h1>evals</h1><p>No evals in {_e(store)} yet (honeycomb eval HIVE CASES).</p>"
-        return page("evals", body, links)
+        shown = f"<p>No evals in {_e(store)} yet (honeycomb eval HIVE CASES).</p>"
+        return page("evals", listing("evals", shown), links, live=live, follows="the evals")
     rows = "\n".join(
         f'<tr><td><a href="{_e(links.eval(e.eval_id))}">{_e(e.eval_id)}</a></td>'
         f"<td>{_e(time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(e.started_at)))}</td>"
@@ -44,12 +50,12 @@ def evals_page(
         f"{'passed' if e.passed else 'failed'}</td><td>{_e(e.name)}</td></tr>"
         for e in evals
     )
-    body = (
-        f"<h1>evals</h1>{listed(len(evals), 'eval', store, links.evals, more)}"
+    table = (
+        f"{listed(len(evals), 'eval', store, links.evals, more)}"
         f'<table class="runs"><thead><tr><th>eval</th><th>started</th><th>result</th>'
         f"<th>cases</th></tr></thead><tbody>\n{rows}\n</tbody></table>"
     )
-    return page("evals", body, links)
+    return page("evals", listing("evals", table), links, live=live, follows="the evals")
 
 
 def eval_page(

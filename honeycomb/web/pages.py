@@ -41,6 +41,7 @@ __all__ = [
     "Links",
     "box_text",
     "listed",
+    "listing",
     "live_parts",
     "named",
     "page",
@@ -98,7 +99,7 @@ class Links(Value, frozen=True, kw_only=True):
         return f"{self.base}sessions/{segment(session_id)}"
 
     def listed(self, kind: str, limit: int | None) -> str:
-        """The events of the list of ``kind`` (``runs``, ``sessions``), of ``limit``
+        """The events of the list of ``kind`` (``runs``, ``sessions``, ``evals``), of ``limit``
         rows as its address asked (None: as many as a list shows unasked)."""
         return f"{self.base}events/{kind}" + (f"?limit={limit}" if limit is not None else "")
 
@@ -152,7 +153,7 @@ def runs_page(
     ``asked``: the rows the page's address asked for (None: as many as unasked)."""
     live = links.listed("runs", asked)
     if not runs:
-        shown = _listing("runs", f"<p>No runs in {_e(store)} yet.</p>")
+        shown = listing("runs", f"<p>No runs in {_e(store)} yet.</p>")
         return page("runs", shown, links, live=live, follows="the runs")
     head = "".join(
         f"<th>{name}</th>"
@@ -163,11 +164,12 @@ def runs_page(
         f"{listed(len(runs), 'run', store, links.base, more)}"
         f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>\n{rows}\n</tbody></table>'
     )
-    return page("runs", _listing("runs", table), links, live=live, follows="the runs")
+    return page("runs", listing("runs", table), links, live=live, follows="the runs")
 
 
-def _listing(title: str, shown: str) -> str:
-    """A list's heading, and the list as the part of its page that changes."""
+def listing(title: str, shown: str) -> str:
+    """A list's heading, and the list as the part of its page that changes (the page
+    follows the store: its ``live``, :meth:`Links.listed`)."""
     return f'<h1>{title}</h1><div id="listed" class="part">{shown}</div>'
 
 
@@ -206,7 +208,7 @@ def sessions_page(
     followed as they start and go; ``more``, ``asked``: as :func:`runs_page`'s."""
     live = links.listed("sessions", asked)
     if not sessions:
-        shown = _listing("sessions", f"<p>No sessions in {_e(store)} yet.</p>")
+        shown = listing("sessions", f"<p>No sessions in {_e(store)} yet.</p>")
         return page("sessions", shown, links, live=live, follows="the sessions")
     rows = "\n".join(
         f'<tr><td><a href="{_e(links.session(sid))}">{_e(sid)}</a></td><td>{turns}</td>'
@@ -218,7 +220,7 @@ def sessions_page(
         f"{listed(len(sessions), 'session', store, links.sessions, more)}"
         f'<table class="runs"><thead>{head}</thead><tbody>\n{rows}\n</tbody></table>'
     )
-    return page("sessions", _listing("sessions", table), links, live=live, follows="the sessions")
+    return page("sessions", listing("sessions", table), links, live=live, follows="the sessions")
 
 
 def session_page(session_id: str, turns: Sequence[Turn], links: Links, store: str) -> str:

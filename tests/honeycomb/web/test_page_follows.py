@@ -6,6 +6,7 @@ run or session is deleted says so."""
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +122,24 @@ async def test_in_chromium_a_call_decided_on_its_page_is_followed_to_the_end_on_
             assert await watched.dataset("errors") is None
             assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
+
+
+async def test_in_chromium_the_list_of_evals_takes_an_eval_kept_after_it_opened(
+    db: Path, browser: Any
+) -> None:
+    """The list of evals was drawn once, as the others were: an eval kept after it
+    opened (``honeycomb eval`` in another terminal) was not on it until a reload."""
+    store = RunStore(db)
+    await store.open()
+    with ThreadedServer(create_app(db, token=TOKEN, poll_s=0.1), name="serve") as server:
+        context = await browser.new_context()
+        await (await context.new_page()).goto(f"{server.url}/?token={TOKEN}")
+        evals = await _opened(context, f"{server.url}/evals")
+        assert "No evals in runs.db yet" in await evals.page.inner_text("#listed")
+        await store.keep_eval("ev-1", "greetings", time.time(), True, b"{}")
+        await evals.page.wait_for_selector('a[href="/evals/ev-1"]', timeout=30_000)
+        assert await evals.page.evaluate("performance.getEntriesByType('navigation').length") == 1
+        assert await evals.dataset("errors") is None
+        assert evals.errors == [], "\n".join(evals.errors)
+        await context.close()
+    store.close()
