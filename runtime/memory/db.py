@@ -433,8 +433,9 @@ def vector_hits(
                 (packed, k, namespace),
             )
         )
-        hits = [row for row in nearest if row[0] is not None and row[-1] > 0.0]
-        exhausted = len(nearest) < k or k >= _MOST_NEAREST or nearest[-1][-1] <= 0.0
+        # No similarity (None) is a vector of zeros, kept before they were refused.
+        hits = [row for row in nearest if row[0] is not None and (row[-1] or 0.0) > 0.0]
+        exhausted = len(nearest) < k or k >= _MOST_NEAREST or (nearest[-1][-1] or 0.0) <= 0.0
         if len(hits) >= limit or exhausted:
             return hits[:limit]
         k = min(2 * k, _MOST_NEAREST)

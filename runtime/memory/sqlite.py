@@ -8,6 +8,7 @@ rank fusion. Loaded on first use, with SQLite (:mod:`runtime.memory.db`).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -385,4 +386,26 @@ async def _vector_of(embeddings: Embeddings, text: str) -> Sequence[float]:
         raise ModelResponseError(
             f"the embeddings {embeddings.name!r} gave {len(vectors)} vectors for 1 text"
         )
+    wrong = _unusable(vectors[0])
+    if wrong is not None:
+        raise ModelResponseError(
+            f"the embeddings {embeddings.name!r} gave {wrong} for a text: no vector to keep "
+            "or search by"
+        )
     return vectors[0]
+
+
+def _unusable(vector: Sequence[float]) -> str | None:
+    """What makes ``vector`` no vector to keep or search by (None: nothing): no numbers,
+    a value that is not a finite number, or only zeros (its cosine to any other is
+    undefined: sqlite-vec gives no distance)."""
+    if not vector:
+        return "an empty vector"
+    odd = next((x for x in vector if not _finite(x)), None)
+    if odd is not None:
+        return f"a vector holding {odd!r} (not a finite number)"
+    return None if any(vector) else "a vector of zeros"
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)

@@ -22,6 +22,7 @@ from runtime import (
     SQLiteMemory,
 )
 from runtime.limits.retry import RetryPolicy
+from runtime.memory import db
 from tests.support.openai_server import OpenAIServer, embedding, error
 
 
@@ -289,3 +290,56 @@ async def test_vectors_of_another_size_by_the_same_name_say_the_model_changed(
             "the model that made them, or use another file"
         )
     assert [r.text for r in await memory.list()] == ["an automobile"]
+
+
+class _Giving:
+    """Embeddings of one's own that give ``vector`` for every text."""
+
+    name = "giving-embeddings"
+
+    def __init__(self, vector: list[Any]) -> None:
+        self.vector = vector
+
+    async def embed(self, texts: Sequence[str]) -> list[list[Any]]:
+        return [self.vector for _ in texts]
+
+
+@pytest.mark.parametrize(
+    ("vector", "said"),
+    [
+        ([], "an empty vector"),
+        ([0.0] * 8, "a vector of zeros"),
+        ([0.5, float("nan")], "a vector holding nan (not a finite number)"),
+        ([0.5, "0.5"], "a vector holding '0.5' (not a finite number)"),
+    ],
+)
+async def test_a_vector_nothing_can_be_found_by_is_refused_as_it_comes(
+    tmp_path: Path, vector: list[Any], said: str
+) -> None:
+    # A vector of zeros (its cosine undefined) was kept, and every search that met it
+    # raised TypeError; the others raised sqlite-vec's or struct's errors.
+    pytest.importorskip("sqlite_vec")
+    memory = SQLiteMemory(tmp_path / "m.db", embeddings=_Giving(vector))
+    for trying in (memory.add("a bicycle"), memory.search("vehicle")):
+        with pytest.raises(ModelResponseError) as caught:
+            await trying
+        assert str(caught.value).startswith(f"the embeddings 'giving-embeddings' gave {said}")
+    assert await memory.list() == ()
+
+
+async def test_a_vector_of_zeros_kept_before_is_no_match(tmp_path: Path) -> None:
+    sqlite_vec = pytest.importorskip("sqlite_vec")
+    memory = SQLiteMemory(tmp_path / "m.db", embeddings=_Sized(8))
+    await memory.add("a bicycle")
+    car = await memory.add("an automobile")
+    raw = db.driver(memory.path, vectors=True).connect(memory.path)
+    raw.enable_load_extension(True)
+    sqlite_vec.load(raw)
+    with raw:  # the bicycle's vector, as a file kept it before such vectors were refused
+        (seq,) = raw.execute("SELECT seq FROM memories WHERE text = 'a bicycle'").fetchone()
+        raw.execute("DELETE FROM memory_vectors WHERE rowid = ?", (seq,))
+        zeros = sqlite_vec.serialize_float32([0.0] * 8)
+        raw.execute("INSERT INTO memory_vectors VALUES (?, 'default', ?)", (seq, zeros))
+    raw.close()
+    hits = await memory.search("an automobile", k=2)
+    assert [hit.record for hit in hits] == [car]
