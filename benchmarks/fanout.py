@@ -46,6 +46,7 @@ from benchmarks.report import (
 )
 from benchmarks.spec import Params
 from benchmarks.workload import STORE_ENV
+from honeycomb.cli.options import Parser, integer, user_path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -448,8 +449,35 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+SCENARIOS = "ABCDEFGHIJ"
+"""The scenarios :func:`points` measures."""
+
+
+def _scenarios(given: str) -> list[str]:
+    """``--scenario``: letters of :data:`SCENARIOS`, comma-separated, in any case."""
+    chosen = [s.strip().upper() for s in given.split(",") if s.strip()]
+    if not chosen or any(s not in SCENARIOS for s in chosen):
+        raise argparse.ArgumentTypeError(
+            f"takes scenarios among {','.join(SCENARIOS)}, comma-separated, not {given!r}"
+        )
+    return chosen
+
+
+def _sizes(given: str) -> list[int]:
+    """``--sizes``: whole numbers of at least 1, comma-separated."""
+    try:
+        sizes = [int(n) for n in given.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(
+            f"takes whole numbers of at least 1, comma-separated (1,10,100), not {given!r}"
+        )
+    return sizes
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="honeycomb bench",
         description=__doc__.split("\n")[0],
         epilog="honeycomb bench --peers[=NAMES]: the same workload through openai-agents, "
@@ -457,14 +485,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "the floor (honeycomb bench --peers --help)",
     )
     parser.add_argument(
-        "--scenario", default="A,B,C,D,E,F,G,H,I,J", help="scenarios to run, e.g. A,B,I"
+        "--scenario", type=_scenarios, default=list(SCENARIOS), help="scenarios to run, e.g. A,B,I"
     )
-    parser.add_argument("--sizes", default=",".join(map(str, A_SIZES)), help="N values for A/E")
-    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per figure")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
+    parser.add_argument("--sizes", type=_sizes, default=list(A_SIZES), help="N values for A/E")
+    parser.add_argument("--repeats", type=integer(1), default=3, help="fresh processes per figure")
+    parser.add_argument("--out", type=user_path, default=RESULTS, help="where results are written")
     parser.add_argument("--json", action="store_true", help="print JSON lines as they come")
     parser.add_argument(
-        "--from", dest="source", type=Path, help="render the table and plot of a saved .jsonl"
+        "--from", dest="source", type=user_path, help="render the table and plot of a saved .jsonl"
     )
     parser.add_argument(
         "--store", default=None, metavar="URL",
@@ -477,10 +505,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "valid; timing targets are not judged",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.source is not None and not args.source.is_file():
+        parser.error(f"argument --from: no such file: {args.source} (a run's .jsonl)")
     if args.store is not None:
         os.environ[STORE_ENV] = args.store  # the measuring processes' environment
-    scenarios = [s.strip().upper() for s in args.scenario.split(",") if s.strip()]
-    sizes = [1, 10] if args.smoke else [int(n) for n in args.sizes.split(",")]
+    scenarios: list[str] = args.scenario
+    sizes: list[int] = [1, 10] if args.smoke else args.sizes
     if args.smoke:
         args.repeats = 1
     uvloop = has_uvloop() and "A" in scenarios

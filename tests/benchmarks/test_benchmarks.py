@@ -15,7 +15,15 @@ import pytest
 
 from benchmarks import context
 from benchmarks import evals as evals_benchmark
-from benchmarks.fanout import IMPORT_PROBE, OWN_PACKAGES, Samples, dependencies, evaluate, points
+from benchmarks.fanout import (
+    IMPORT_PROBE,
+    OWN_PACKAGES,
+    Samples,
+    dependencies,
+    evaluate,
+    points,
+)
+from benchmarks.fanout import main as bench
 from benchmarks.floor import run_floor
 from benchmarks.spec import Counts, Params, expected_observation, lookup_value, verdict
 from benchmarks.workload import run_honeycomb
@@ -324,3 +332,27 @@ def test_the_evals_benchmark_scores_every_case_and_measures_its_overhead() -> No
     assert found["store"] is True
     assert found["scoring_ms_per_case"] > 0
     assert len(found["report_bytes"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (["--scenario", "Z"], "--scenario: takes scenarios among A,B,C,D,E,F,G,H,I,J"),
+        (["--sizes", "abc"], "--sizes: takes whole numbers of at least 1"),
+        (["--sizes", "0,10"], "--sizes: takes whole numbers of at least 1"),
+        (["--repeats", "0"], "--repeats: takes a whole number of at least 1, not '0'"),
+        (["--from", "nowhere.jsonl"], "--from: no such file: nowhere.jsonl"),
+    ],
+)
+def test_a_bench_option_out_of_its_range_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: list[str], said: str
+) -> None:
+    # --scenario Z measured nothing and wrote an empty results file; --sizes abc,
+    # --repeats 0 and --from of no file ended in a traceback.
+    with pytest.raises(SystemExit) as exited:
+        bench([*given, "--out", str(tmp_path / "out")])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"honeycomb bench: error: argument {said}" in err
+    assert err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
