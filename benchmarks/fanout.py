@@ -453,18 +453,23 @@ SCENARIOS = "ABCDEFGHIJ"
 """The scenarios :func:`points` measures."""
 
 
-def _scenarios(given: str) -> list[str]:
-    """``--scenario``: letters of :data:`SCENARIOS`, comma-separated, in any case."""
-    chosen = [s.strip().upper() for s in given.split(",") if s.strip()]
-    if not chosen or any(s not in SCENARIOS for s in chosen):
-        raise argparse.ArgumentTypeError(
-            f"takes scenarios among {','.join(SCENARIOS)}, comma-separated, not {given!r}"
-        )
-    return chosen
+def scenarios_of(known: str) -> Callable[[str], list[str]]:
+    """An argument type: ``--scenario``, letters of ``known``, comma-separated, in any
+    case."""
+
+    def parse(given: str) -> list[str]:
+        chosen = [s.strip().upper() for s in given.split(",") if s.strip()]
+        if not chosen or any(s not in known for s in chosen):
+            raise argparse.ArgumentTypeError(
+                f"takes scenarios among {','.join(known)}, comma-separated, not {given!r}"
+            )
+        return chosen
+
+    return parse
 
 
-def _sizes(given: str) -> list[int]:
-    """``--sizes``: whole numbers of at least 1, comma-separated."""
+def sizes_argument(given: str) -> list[int]:
+    """An argument type: ``--sizes``, whole numbers of at least 1, comma-separated."""
     try:
         sizes = [int(n) for n in given.split(",")]
     except ValueError:
@@ -485,9 +490,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "the floor (honeycomb bench --peers --help)",
     )
     parser.add_argument(
-        "--scenario", type=_scenarios, default=list(SCENARIOS), help="scenarios to run, e.g. A,B,I"
+        "--scenario",
+        type=scenarios_of(SCENARIOS),
+        default=list(SCENARIOS),
+        help="scenarios to run, e.g. A,B,I",
     )
-    parser.add_argument("--sizes", type=_sizes, default=list(A_SIZES), help="N values for A/E")
+    parser.add_argument(
+        "--sizes", type=sizes_argument, default=list(A_SIZES), help="N values for A/E"
+    )
     parser.add_argument("--repeats", type=integer(1), default=3, help="fresh processes per figure")
     parser.add_argument("--out", type=user_path, default=RESULTS, help="where results are written")
     parser.add_argument("--json", action="store_true", help="print JSON lines as they come")

@@ -15,13 +15,11 @@ to the floor; the exit status is 1 when a run is invalid.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import statistics
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from benchmarks.fanout import (
@@ -32,9 +30,12 @@ from benchmarks.fanout import (
     measure,
     results_log,
     results_stem,
+    scenarios_of,
+    sizes_argument,
 )
 from benchmarks.peers import PEERS
 from benchmarks.report import Stat, peak_rss, per_turn, wall
+from honeycomb.cli.options import Parser, integer, user_path
 
 IMPLS = ("honeycomb", *PEERS)
 B = {"n": 200, "k": 5, "t": 2, "lm": 0.0, "lt": 0.0}
@@ -146,16 +147,17 @@ def missing_peers(impls: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="honeycomb bench --peers", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--scenario", default="A,B", help="A (with E's memory) and/or B")
+    parser = Parser(prog="honeycomb bench --peers", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--scenario", type=scenarios_of("AB"), default=["A", "B"],
+        help="A (with E's memory) and/or B",
+    )  # fmt: skip
     every = ",".join(PEERS)
     parser.add_argument("--peers", nargs="?", default=every, const=every,
                         help=f"peers to run (default: all, {every})")  # fmt: skip
-    parser.add_argument("--sizes", default="100,1000", help="N values for A")
-    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per figure")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
+    parser.add_argument("--sizes", type=sizes_argument, default=[100, 1000], help="N values for A")
+    parser.add_argument("--repeats", type=integer(1), default=3, help="fresh processes per figure")
+    parser.add_argument("--out", type=user_path, default=RESULTS, help="where results are written")
     parser.add_argument("--smoke", action="store_true", help="tiny runs, correctness only")
     args = parser.parse_args(argv)
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
@@ -165,8 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = missing_peers(peers)
     if missing:
         parser.error(f"not installed: {', '.join(missing)}; pip install -e '.[peers]'")
-    scenarios = [s.strip().upper() for s in args.scenario.split(",") if s.strip()]
-    sizes = (10,) if args.smoke else [int(n) for n in args.sizes.split(",")]
+    scenarios: list[str] = args.scenario
+    sizes: Sequence[int] = (10,) if args.smoke else args.sizes
     repeats = 1 if args.smoke else args.repeats
     impls = ("honeycomb", *peers)
 

@@ -25,6 +25,7 @@ from benchmarks.fanout import (
 )
 from benchmarks.fanout import main as bench
 from benchmarks.floor import run_floor
+from benchmarks.peers.__main__ import main as peers_bench
 from benchmarks.spec import Counts, Params, expected_observation, lookup_value, verdict
 from benchmarks.workload import run_honeycomb
 from tests.support import ROOT
@@ -342,17 +343,21 @@ def test_the_evals_benchmark_scores_every_case_and_measures_its_overhead() -> No
         (["--sizes", "0,10"], "--sizes: takes whole numbers of at least 1"),
         (["--repeats", "0"], "--repeats: takes a whole number of at least 1, not '0'"),
         (["--from", "nowhere.jsonl"], "--from: no such file: nowhere.jsonl"),
+        (["--peers", "--scenario", "C"], "--scenario: takes scenarios among A,B,"),
+        (["--peers", "--repeats", "0"], "--repeats: takes a whole number of at least 1, not '0'"),
     ],
 )
 def test_a_bench_option_out_of_its_range_is_refused_before_anything_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], given: list[str], said: str
 ) -> None:
-    # --scenario Z measured nothing and wrote an empty results file; --sizes abc,
-    # --repeats 0 and --from of no file ended in a traceback.
+    # --scenario Z measured nothing and wrote an empty results file (--peers: a table
+    # of 0 runs); --sizes abc, --repeats 0 and --from of no file ended in a traceback.
+    command = peers_bench if given[0] == "--peers" else bench
     with pytest.raises(SystemExit) as exited:
-        bench([*given, "--out", str(tmp_path / "out")])
+        command([*given[given[0] == "--peers" :], "--out", str(tmp_path / "out")])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert f"honeycomb bench: error: argument {said}" in err
+    prog = "honeycomb bench --peers" if command is peers_bench else "honeycomb bench"
+    assert f"{prog}: error: argument {said}" in err
     assert err.count("\n") == 1
     assert not (tmp_path / "out").exists()
