@@ -10,9 +10,10 @@ Each chunk is checked as it arrives (a chunk that is not JSON, or a field of the
 type, is a :class:`ModelResponseError` naming the chunk and the field). Tool calls
 come in pieces keyed by their ``index``, several calls' pieces interleaved; each
 call's id and name come with its first piece, its arguments in any number of them.
-A piece that names its function with an id other than the one its index holds, once
-that call's arguments are whole, starts a new call (Ollama numbers every call of a turn
-``0``), so that no call is merged into another.
+A piece that names its function with an id or a name other than those of the call its
+index holds, once that call's arguments are whole, starts a new call (Ollama numbers
+every call of a turn ``0``), so that no call is merged into another; arguments sent
+whole again, once they came in pieces, are not added twice.
 Usage comes in a last chunk without choices (``stream_options.include_usage``); a
 stream that breaks off after the finish reason, before its usage or ``[DONE]`` (a
 server or proxy that closes the connection abruptly), has given its whole answer, which
@@ -166,6 +167,12 @@ def _whole(call: _Call) -> bool:
     return True
 
 
+def _another(call: _Call, given: str | None, name: str) -> bool:
+    """Whether a piece naming function ``name``, with the id ``given`` (if any), is of
+    a call other than ``call``: its id or its function is another."""
+    return bool(given and call.id and call.id != given) or bool(call.name and call.name != name)
+
+
 class CompletionStream:
     """One streamed completion of ``model``: :meth:`add` each event's data, then
     :meth:`response`.
@@ -254,7 +261,7 @@ class CompletionStream:
         function = _object(piece.get("function") or {}, f"{where}.function")
         # The name comes whole (servers that repeat it in every piece do no harm).
         name = _text(function.get("name"), f"{where}.function.name")
-        call = self._call_of(index, given if name else None)
+        call = self._call_of(index, given, name)
         if given:
             call.id = given
         call.name = name or call.name
@@ -262,21 +269,26 @@ class CompletionStream:
         if isinstance(arguments, dict):  # some servers send the object itself, whole
             call.arguments = [json.dumps(arguments)]
         elif arguments:
-            call.arguments.append(_text(arguments, f"{where}.function.arguments") or "")
+            text = _text(arguments, f"{where}.function.arguments") or ""
+            # Some servers and proxies (LiteLLM's last chunk) send a call's arguments
+            # whole again once they have come in pieces: the same text, not more of it.
+            if not (call.arguments and _whole(call) and "".join(call.arguments) == text):
+                call.arguments.append(text)
 
-    def _call_of(self, index: int | None, starts: str | None) -> _Call:
+    def _call_of(self, index: int | None, given: str | None, name: str | None) -> _Call:
         """The call a piece with ``index`` belongs to: the one its index (or, with no
         index, as some servers send, its id or the last piece) says, unless the piece
-        ``starts`` a call of another id (it names its function) once the arguments of
-        that one are whole: a new call. A server that sends a new id with every piece
-        of one call (some proxies do) sends no name with them, or sends them before the
-        arguments are whole."""
+        starts another call (it names a function, with another id or another name)
+        once the arguments of that one are whole: a new call. Ollama sends every call
+        of a turn at one index, and some of OpenRouter's providers every call with one
+        id. A server that sends a new id with every piece of one call (some proxies do)
+        sends no name with them, or sends them before the arguments are whole."""
         if index is None:
-            known = [c for c in self._calls if starts and c.id == starts]
+            known = [c for c in self._calls if name and given and c.id == given]
             current = known[0] if known else self._calls[-1] if self._calls else None
         else:
             current = self._at.get(index)
-        if current is None or (starts and current.id and current.id != starts and _whole(current)):
+        if current is None or (name and _whole(current) and _another(current, given, name)):
             current = _Call()
             self._calls.append(current)
         if index is not None:

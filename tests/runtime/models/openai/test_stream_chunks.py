@@ -101,3 +101,29 @@ def test_empty_reasoning_is_kept_to_be_sent_back_as_a_whole_answers_is() -> None
     assert message.reasoning == ""
     [sent] = messages_out([message], None)
     assert sent["reasoning_content"] == ""
+
+
+def test_arguments_sent_whole_again_at_the_end_are_not_added_twice() -> None:
+    """LiteLLM's proxy (and Mistral's API, its arguments with its first piece) sends a
+    call's arguments whole again once they came: one call, its arguments once."""
+    stream = CompletionStream("m")
+    stream.add(chunk(piece('{"q":', index=0, id="a", f={"name": "look"})))
+    stream.add(chunk(piece(' "x"}', index=0, id="a")))
+    stream.add(chunk(piece('{"q": "x"}', index=0, id="a", f={"name": "look"})))
+    stream.add(chunk({}, "tool_calls"))
+    [only] = stream.response().message.tool_calls
+    assert (only.id, only.name, only.arguments) == ("a", "look", '{"q": "x"}')
+
+
+def test_a_piece_naming_another_function_at_the_same_index_and_id_is_another_call() -> None:
+    """Some of OpenRouter's providers send every call of a turn at one index, with one
+    id: each call that names its function is one, none merged into another."""
+    stream = CompletionStream("m")
+    stream.add(chunk(piece('{"city": "Paris"}', index=0, id="x", f={"name": "weather"})))
+    stream.add(chunk(piece('{"q": "museums"}', index=0, id="x", f={"name": "guide"})))
+    stream.add(chunk({}, "tool_calls"))
+    calls = stream.response().message.tool_calls
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [
+        ("weather", {"city": "Paris"}), ("guide", {"q": "museums"}),
+    ]  # fmt: skip
+    assert len({c.id for c in calls}) == 2  # the second is given an id of its own
