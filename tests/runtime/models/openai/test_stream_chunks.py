@@ -104,8 +104,8 @@ def test_empty_reasoning_is_kept_to_be_sent_back_as_a_whole_answers_is() -> None
 
 
 def test_arguments_sent_whole_again_at_the_end_are_not_added_twice() -> None:
-    """LiteLLM's proxy (and Mistral's API, its arguments with its first piece) sends a
-    call's arguments whole again once they came: one call, its arguments once."""
+    """LiteLLM's proxy sends a call's arguments whole again, in its last chunk, once
+    they came in pieces: one call, its arguments once."""
     stream = CompletionStream("m")
     stream.add(chunk(piece('{"q":', index=0, id="a", f={"name": "look"})))
     stream.add(chunk(piece(' "x"}', index=0, id="a")))
