@@ -368,7 +368,7 @@ def key_source(api_key_env: str | None, api_key: str | None, *, given: bool) -> 
         return "of the client given"
     if api_key_env is not None:
         return f"read from {api_key_env}"
-    if api_key is not None:
+    if api_key:  # an empty one gives none: the environment's, or a placeholder, goes
         return "given as the model's api_key"
     return f"read from {KEY_VARIABLE}" if os.environ.get(KEY_VARIABLE) else None
 

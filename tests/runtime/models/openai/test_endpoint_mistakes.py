@@ -164,6 +164,7 @@ KEY_SOURCES = {
     "api_key_env": ({"api_key_env": "MY_KEY"}, "the API key read from MY_KEY"),
     "environment": ({}, "the API key read from OPENAI_API_KEY"),
     "none": ({}, "wants an API key and none was given: set OPENAI_API_KEY"),
+    "empty": ({"api_key": ""}, "wants an API key and none was given: set OPENAI_API_KEY"),
 }
 
 
@@ -179,7 +180,7 @@ async def test_a_refused_key_is_told_by_the_endpoint_and_where_the_key_came_from
     monkeypatch.setenv("MY_KEY", KEY)
     if source == "environment":
         monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    sent = "unused" if source == "none" else KEY  # the placeholder, when nothing gave one
+    sent = "unused" if source in ("none", "empty") else KEY  # the placeholder, if no key
     openai_server.default = Raw(status, f"Incorrect API key provided: {sent}")
     given, said = KEY_SOURCES[source]
     model = OpenAIModel("gpt-test", base_url=openai_server.base_url, retry=ONCE, **given)
@@ -189,7 +190,7 @@ async def test_a_refused_key_is_told_by_the_endpoint_and_where_the_key_came_from
     assert error.hint is not None
     assert error.hint.startswith(f"{openai_server.base_url} ")
     assert said in error.hint
-    if source != "none":
+    if source not in ("none", "empty"):
         check = "check that key" if status == 401 else "check what it may use"
         assert error.hint.endswith(check)
     assert KEY not in str(error)
