@@ -28,7 +28,7 @@ from typing import Generic, TypeAlias, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from runtime.concurrency import TimedOut, within
+from runtime.concurrency import TimedOut, shielded, within
 
 __all__ = ["Lines", "ServerProcess", "Stderr"]
 
@@ -143,15 +143,7 @@ class ServerProcess(Generic[In, Out]):
     @asynccontextmanager
     async def _run(self) -> AsyncIterator[_Streams[In, Out]]:
         try:
-            process = await asyncio.create_subprocess_exec(
-                *self._argv,
-                stdin=PIPE,
-                stdout=PIPE,
-                stderr=PIPE,
-                env=self._env,
-                cwd=self._cwd,
-                start_new_session=True,
-            )
+            process = await _spawned(self._argv, self._env, self._cwd)
         except OSError as exc:
             raise _not_run(exc, self._argv[0], self._cwd) from exc
         # No await from here into the block: a cancellation in between would leave the
@@ -319,6 +311,30 @@ class Stderr:
         kept = self._kept[-_KEPT:]
         new = min(len(kept), max(0, self.written - mark))
         return bytes(kept[len(kept) - new :]).decode("utf-8", errors="replace")
+
+
+async def _spawned(argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> Process:
+    """The server's process, started in a session of its own, its pipes ours. A
+    cancellation as it starts lets it start, then kills it and waits for its end, on
+    any event loop (uvloop's kills the process alone and goes on: it outlived its
+    block a moment, what it started longer).
+
+    Raises:
+        OSError: when the command cannot be run.
+    """
+    spawning = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, env=env, cwd=cwd, start_new_session=True
+        )
+    )
+    try:
+        return await shielded(spawning)
+    except asyncio.CancelledError:
+        if not spawning.cancelled():  # started: shielded waited for its start
+            process = spawning.result()
+            _signal(process, signal.SIGKILL)
+            await shielded(_reaped(process))
+        raise
 
 
 def _not_run(exc: OSError, command: str, cwd: str | None) -> OSError:

@@ -48,6 +48,7 @@ def gone(pid: int) -> bool:
     return False
 
 
+@pytest.mark.both_loops  # the block ends as the process starts, on uvloop
 async def test_cancelling_a_block_whose_server_is_starting_kills_it_at_once() -> None:
     before = child_pids()
     server = sdk_server(args=SLOW_START, start_timeout=10)
@@ -69,6 +70,7 @@ async def test_cancelling_a_block_whose_server_is_starting_kills_it_at_once() ->
     assert waited < GRACE_S / 2
 
 
+@pytest.mark.both_loops  # the block ends as the process starts, on uvloop
 async def test_a_block_that_ends_while_its_server_starts_kills_it_at_once() -> None:
     before = child_pids()
     server = sdk_server(args=SLOW_START, start_timeout=10)
