@@ -318,6 +318,7 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/web/approvals.py": {"starlette"},  # `web`
     "honeycomb/web/evals.py": {"starlette"},  # `web`
     "honeycomb/web/follow.py": {"starlette"},  # `web`
+    "honeycomb/web/guard.py": {"starlette"},  # `web`
     "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
     "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed
     "honeycomb/backends/ray.py": {"ray"},  # `ray`, once a RayBackend is used

@@ -1,45 +1,33 @@
 """``honeycomb serve``'s web app: the runs of a run store in a browser, each page kept
 up to date while what it shows goes (server-sent events: :mod:`honeycomb.web.follow`),
-a run's pending approvals; the
-evals kept there, and what changed between two (:mod:`honeycomb.web.evals`).
+a run's pending approvals; the evals kept there, and what changed between two
+(:mod:`honeycomb.web.evals`).
 
-Safe by default. Every request needs the server's token: the address printed at the
-start carries it once (``?token=``), which the app trades for a cookie and a redirect
-to the same address without it; scripts send it as ``Authorization: Bearer``. The
-cookie is this server's alone: named with its port and a digest of its token (two
-servers never log each other out), scoped to the app's path (``base``: the browser
-sends it nowhere else on the host), HttpOnly, SameSite=Strict, and holding a key
-derived from the token, never the token itself. A request that changes something,
-made with the cookie, must also carry the page's CSRF value (a digest of the token
-the page holds and a page of another site cannot read) and come from this origin.
-Pages fetch nothing from elsewhere: a Content-Security-Policy forbids it, and every
-text of a run is escaped (:mod:`honeycomb.web.pages`).
+Safe by default: every request needs the server's token, a request that changes
+something made with the cookie its CSRF value, and the pages fetch nothing from
+elsewhere (:mod:`honeycomb.web.guard`); every text of a run is escaped
+(:mod:`honeycomb.web.pages`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import hmac
 import json
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from html import escape
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import quote, urlsplit
 
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
-from starlette.datastructures import URL, FormData
+from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from honeycomb.run.session import StoreRows
 from honeycomb.store import RunStore, RunSummary
@@ -48,12 +36,12 @@ from honeycomb.trace.html import STYLE
 from honeycomb.web.approvals import StoreApprovals, decidable, decider
 from honeycomb.web.evals import eval_routes, evals_page
 from honeycomb.web.follow import Look, Looker, follow
+from honeycomb.web.guard import HANDLERS, AsSent, Guard, Refused, check_forgery, csrf_value
 from honeycomb.web.pages import (
     Links,
     box_text,
     live_parts,
     named,
-    page,
     run_page,
     runs_page,
     segment,
@@ -64,34 +52,13 @@ from runtime import ApprovalError, ArgumentsError, HoneycombError, StoreError
 from runtime.secrets import add_secret
 from runtime.tools.approvals import MaskedEdit, PendingApproval
 
-__all__ = [
-    "Approvals",
-    "base_path",
-    "cookie_name",
-    "create_app",
-    "csrf_value",
-    "end_streams",
-    "session_key",
-]
+__all__ = ["Approvals", "create_app", "end_streams"]
 
 _FINISHED = frozenset({"ok", "partial"})
 """Statuses after which a run's page changes no more: a run that ended with an answer
 returns it when resumed, and runs nothing. Not ``failed``, ``over_budget``,
 ``interrupted`` (a process gone) nor ``waiting``: such a run goes on once resumed
 (here or elsewhere), and its page follows it."""
-
-_SECURITY_HEADERS = {
-    "content-security-policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; "
-        # the timeline's bars are placed by style attributes, which run no script
-        "style-src-attr 'unsafe-inline'; connect-src 'self'; "
-        "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "x-content-type-options": "nosniff",
-    # Not no-referrer: with it, a browser names its forms' origin "null" (foreign).
-    "referrer-policy": "same-origin",
-    "cache-control": "no-store",
-}
 
 
 class _Id(Convertor[str]):
@@ -135,35 +102,6 @@ class Approvals(Protocol):
         Raises:
             HoneycombError: naming why the call cannot be decided.
         """
-
-
-def csrf_value(token: str) -> str:
-    """The CSRF value of the pages of a server with ``token``."""
-    return _digest(token, "honeycomb csrf")
-
-
-def session_key(token: str) -> str:
-    """What the cookie of a server with ``token`` holds: a key to this server, not the
-    token (which a cookie on a shared host may carry further than meant)."""
-    return _digest(token, "honeycomb session")
-
-
-def cookie_name(token: str, port: int | None) -> str:
-    """The cookie of the server with ``token`` listening on ``port``: its own, so two
-    servers on one host (whose cookies the browser does not tell apart by port)
-    never replace each other's."""
-    return f"honeycomb-{port or 0}-{_digest(token, 'honeycomb cookie')[:10]}"
-
-
-def base_path(token: str) -> str:
-    """The path ``honeycomb serve`` serves its pages under: the cookie is scoped to
-    it, so the browser sends it to no other server of the host at another path, and
-    the path, a digest of the token, is not one another server could ask for."""
-    return f"/hc-{_digest(token, 'honeycomb path')[:16]}/"
-
-
-def _digest(token: str, purpose: str) -> str:
-    return hmac.new(token.encode(), purpose.encode(), hashlib.sha256).hexdigest()
 
 
 def create_app(
@@ -233,17 +171,11 @@ def create_app(
         Route(base + "events/sessions", site.sessions_events),
         Route(base + "events/evals", site.evals_events),
     ]
-    handlers = {
-        _Refused: _refused,
-        HTTPException: _no_such_page,
-        StoreError: _store_failed,
-        Exception: _failed,
-    }
-    app = Starlette(routes=routes, exception_handlers=handlers)
+    app = Starlette(routes=routes, exception_handlers=dict(HANDLERS))
     app.state.links = links  # for the pages that say why a request was refused
     app.state.site = site  # for end_streams
-    app.add_middleware(_Guard, token=token, base=base)
-    app.add_middleware(_AsSent)  # outermost: the guard's redirects keep an id's '/'
+    app.add_middleware(Guard, token=token, base=base)
+    app.add_middleware(AsSent)  # outermost: the guard's redirects keep an id's '/'
     add_secret(token, "token", owner=app)  # masked in what the runs it resumes show
     return app
 
@@ -298,7 +230,7 @@ class _Site:
         # As a session reads them: a turn whose run was resumed on its own has its answer.
         turns = await StoreRows.of(self.store).turns(session_id)
         if not turns:
-            raise _Refused(404, f"no session {session_id!r} in {self.store.name}")
+            raise Refused(404, f"no session {session_id!r} in {self.store.name}")
         return HTMLResponse(session_page(session_id, turns, self.links, self.store.name))
 
     async def run(self, request: Request) -> Response:
@@ -312,7 +244,7 @@ class _Site:
         summary = await self.store.summary(run_id)
         stored = await self.store.load(run_id) if summary is not None else None
         if summary is None or stored is None:
-            raise _Refused(404, f"no run {run_id!r} in {self.store.name}")
+            raise Refused(404, f"no run {run_id!r} in {self.store.name}")
         spans = await asyncio.to_thread(self.store.spans, run_id)
         pending = await self._pending(run_id)
         hint = self.hint(run_id) if summary.source is not None else None
@@ -413,21 +345,21 @@ class _Site:
         run_id = request.path_params["run_id"]
         try:
             return await self._decision(request)
-        except _Refused as refused:
+        except Refused as refused:
             if refused.status != 404 or await self.store.summary(run_id) is not None:
                 refused.back = self.links.run(run_id)  # not to a run there is none of
             raise
 
     async def _decision(self, request: Request) -> Response:
         if self.approvals is None:
-            raise _Refused(404, "this server decides no approvals")
+            raise Refused(404, "this server decides no approvals")
         run_id, call_id = request.path_params["run_id"], request.path_params["call_id"]
         form = await self._form(request, run_id, call_id)
         if request.scope["state"].get("by") == "cookie":
-            _check_forgery(request, _field(form, "csrf"), self.csrf)
+            check_forgery(request, _field(form, "csrf"), self.csrf)
         choice = _field(form, "decision")
         if choice not in ("approve", "deny"):
-            raise _Refused(422, "decision: give 'approve' or 'deny'")
+            raise Refused(422, "decision: give 'approve' or 'deny'")
         approve = choice == "approve"
         # Arguments go with an approval; a denial sends the form's back unread.
         arguments = _arguments(_field(form, "arguments")) if approve else None
@@ -449,14 +381,14 @@ class _Site:
             # not have is not found; anything else (decided already, no such call, too
             # late) is the call's state.
             if isinstance(exc.__cause__, (ArgumentsError, MaskedEdit)):
-                raise _Refused(422, str(exc)) from exc
+                raise Refused(422, str(exc)) from exc
             if await self.store.summary(run_id) is None:
-                raise _Refused(404, str(exc)) from exc
-            raise _Refused(409, str(exc)) from exc
+                raise Refused(404, str(exc)) from exc
+            raise Refused(409, str(exc)) from exc
         except StoreError:
             raise  # the store's failure, said as every page says it: not the call's state
         except HoneycombError as exc:
-            raise _Refused(409, f"cannot decide {call_id!r}: {exc}") from exc
+            raise Refused(409, f"cannot decide {call_id!r}: {exc}") from exc
         return RedirectResponse(self.links.run(run_id), status_code=303)
 
     async def _same_call(
@@ -469,14 +401,14 @@ class _Site:
         if not turn:
             return None
         if not (turn.isascii() and turn.isdigit()):
-            raise _Refused(422, f"turn: give a whole number, not {turn[:40]!r}")
+            raise Refused(422, f"turn: give a whole number, not {turn[:40]!r}")
         waiting = [
             call.turn
             for call in await self._pending(run_id)
             if call.call_id == call_id and worker in (None, call.worker)
         ]
         if waiting and int(turn) not in waiting:
-            raise _Refused(
+            raise Refused(
                 409,
                 f"cannot decide {call_id!r}: the call shown (of turn {turn}) was decided "
                 f"already, and a later call of its worker waits under its id (turn "
@@ -504,18 +436,18 @@ class _Site:
             )
         except HTTPException as exc:  # Starlette's answer to a form past its limits
             if "exceeded maximum size" in exc.detail:
-                raise _Refused(
+                raise Refused(
                     422,
                     f"arguments: larger than the {limit // 1024} KB a decision on this call "
                     "sends (its arguments and room to edit them)",
                 ) from exc
-            raise _Refused(422, f"the form cannot be read: {exc.detail}") from exc
+            raise Refused(422, f"the form cannot be read: {exc.detail}") from exc
 
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]
         kind = _STATIC.get(name)
         if kind is None:
-            raise _Refused(404, f"no file {name!r}")
+            raise Refused(404, f"no file {name!r}")
         text = resources.files("honeycomb.web").joinpath("static", name).read_text("utf-8")
         if name == "serve.css":
             text = STYLE + text
@@ -536,7 +468,7 @@ def _limit(request: Request) -> int:
     if given is None:
         return _LISTED
     if not (given.isascii() and given.isdigit() and 1 <= int(given) <= _MOST_LISTED):
-        raise _Refused(422, f"limit: give a whole number from 1 to {_MOST_LISTED}, not {given!r}")
+        raise Refused(422, f"limit: give a whole number from 1 to {_MOST_LISTED}, not {given!r}")
     return int(given)
 
 
@@ -577,10 +509,10 @@ def _field(form: FormData, name: str) -> str:
     of edited arguments, dropped, would approve the model's."""
     given = form.getlist(name)
     if len(given) > 1:
-        raise _Refused(422, f"{name}: give one value, not {len(given)}")
+        raise Refused(422, f"{name}: give one value, not {len(given)}")
     text = given[0] if given else ""
     if not isinstance(text, str):
-        raise _Refused(422, f"{name}: give text, not a file")
+        raise Refused(422, f"{name}: give text, not a file")
     return text
 
 
@@ -591,170 +523,11 @@ def _arguments(given: str) -> dict[str, Any] | None:
     try:
         found = json.loads(given)
     except json.JSONDecodeError as exc:
-        raise _Refused(422, f"arguments: not JSON ({exc.msg} at line {exc.lineno})") from exc
+        raise Refused(422, f"arguments: not JSON ({exc.msg} at line {exc.lineno})") from exc
     except RecursionError as exc:
-        raise _Refused(422, "arguments: JSON nested too deeply to read") from exc
+        raise Refused(422, "arguments: JSON nested too deeply to read") from exc
     except ValueError as exc:  # Python's limit: a number of more than 4300 digits
-        raise _Refused(422, "arguments: a number in it has too many digits to read") from exc
+        raise Refused(422, "arguments: a number in it has too many digits to read") from exc
     if not isinstance(found, dict):
-        raise _Refused(422, "arguments: give a JSON object")
+        raise Refused(422, "arguments: give a JSON object")
     return found
-
-
-class _Refused(Exception):
-    """A request answered with ``status`` and a short page saying why."""
-
-    def __init__(self, status: int, why: str) -> None:
-        super().__init__(why)
-        self.status = status
-        self.why = why
-        self.back: str | None = None  # the page it leads back to
-
-
-class _Guard:
-    """The token check and the security headers around the whole app: a request
-    let through is marked with how it showed the token (``scope["state"]["by"]``:
-    ``cookie`` or ``bearer``), for a request that changes something and came with the
-    cookie must pass :func:`_check_forgery` as well."""
-
-    def __init__(self, app: ASGIApp, *, token: str, base: str) -> None:
-        self.app = app
-        self.token = token
-        self.session = session_key(token)
-        self.base = base
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request = Request(scope, receive)
-        try:
-            response = self._checked(request)
-        except _Refused as refused:
-            response = _refusal(refused, Links(base=self.base))
-        if response is None:
-            await self.app(scope, receive, _with_headers(send))
-        else:
-            await response(scope, receive, _with_headers(send))
-
-    def _checked(self, request: Request) -> Response | None:
-        """None for a request to let through; a response for one answered here."""
-        if not request.url.path.startswith(self.base):  # the pages are all under it
-            query = f"?{request.url.query}" if request.url.query else ""
-            return RedirectResponse(self.base + query, status_code=303)
-        given = request.query_params.get("token")
-        cookie = cookie_name(self.token, request.url.port)
-        if given is not None and request.method == "GET":
-            if not _same(given, self.token):
-                raise _Refused(401, "that token is not this server's")
-            bare = URL(str(request.url)).remove_query_params("token")
-            response = RedirectResponse(str(bare), status_code=303)
-            path = (request.scope.get("root_path") or "").rstrip("/") + self.base
-            response.set_cookie(cookie, self.session, httponly=True, samesite="strict", path=path)
-            return response
-        bearer = request.headers.get("authorization", "")
-        state = request.scope.setdefault("state", {})
-        if bearer.startswith("Bearer ") and _same_sent(bearer[len("Bearer ") :], self.token):
-            state["by"] = "bearer"  # a script's: no page of another site can send it
-            return None
-        if not _same(request.cookies.get(cookie, ""), self.session):
-            raise _Refused(401, "this server needs its token: open the address it printed")
-        state["by"] = "cookie"
-        return None
-
-
-class _AsSent:
-    """Routes a request on its path as sent (percent-encoded), not decoded: an id's
-    ``/`` (``team%2Fticket-42``, see :func:`~honeycomb.web.pages.segment`) stays inside
-    its segment; the routes' ``honeycomb_id`` decodes each id."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raw = scope.get("raw_path")
-        if scope["type"] == "http" and raw:  # bytes past ASCII (sent bare) encoded
-            path = quote(raw.split(b"?", 1)[0], safe="/%!$&'()*+,;=:@~")
-            scope = {**scope, "path": path}
-        await self.app(scope, receive, send)
-
-
-def _same(given: str, wanted: str) -> bool:
-    return hmac.compare_digest(given.encode(), wanted.encode())
-
-
-def _same_sent(header: str, wanted: str) -> bool:
-    """Whether a header's value is ``wanted`` as a client sends it, in UTF-8: the
-    server reads a header's bytes as Latin-1, so a token past ASCII, read so, is
-    compared as the bytes that came."""
-    return hmac.compare_digest(header.encode("latin-1"), wanted.encode())
-
-
-def _check_forgery(request: Request, given: str, csrf: str) -> None:
-    """Refuse a request the browser sent with the cookie from a page of another site:
-    it names another origin, or lacks the CSRF value only this site's pages hold."""
-    origin = request.headers.get("origin") or request.headers.get("referer")
-    if origin is not None:
-        source = urlsplit(origin)
-        here = f"{request.url.scheme}://{request.url.netloc}"
-        if f"{source.scheme}://{source.netloc}" != here:
-            raise _Refused(403, "a request from another site")
-    if not _same(given, csrf):  # text of any characters: compared as bytes
-        raise _Refused(403, "the page's CSRF value is missing or wrong: reload the page")
-
-
-async def _refused(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, _Refused)
-    return _refusal(exc, request.app.state.links)
-
-
-async def _no_such_page(request: Request, exc: Exception) -> Response:
-    """An address the app has no page at (``/runs`` with no id), or a method it takes
-    not there (a GET of a decision): said as a page of the app's, with its links, not
-    Starlette's bare text."""
-    assert isinstance(exc, HTTPException)
-    what = f"{request.method} {request.url.path}"
-    why = (
-        f"no page at {what}: the runs, evals and sessions are linked above"
-        if exc.status_code == 404
-        else f"{exc.detail}: {what}"
-    )
-    refused = _refusal(_Refused(exc.status_code, why), request.app.state.links)
-    refused.headers.update(exc.headers or {})  # a 405's Allow
-    return refused
-
-
-async def _store_failed(request: Request, exc: Exception) -> Response:
-    """A store that cannot be read (not a run store, newer, gone): said as
-    ``honeycomb runs`` says it, as a page with the usual headers."""
-    return _refusal(_Refused(500, str(exc)), request.app.state.links)
-
-
-async def _failed(request: Request, exc: Exception) -> Response:
-    """A failure of the server's own (logged with its traceback): said as a page with
-    the usual headers, as Starlette's last handler sends it outside the guard."""
-    return _refusal(_Refused(500, "the server failed: its log says why"), request.app.state.links)
-
-
-def _refusal(refused: _Refused, links: Links) -> Response:
-    body = f"<h1>{refused.status}</h1><p>{escape(refused.why, quote=True)}</p>"
-    if refused.back is not None:
-        body += (
-            f'<p><a class="back" href="{escape(refused.back, quote=True)}">back to the run</a></p>'
-        )
-    shown = page(str(refused.status), body, links)
-    return HTMLResponse(shown, status_code=refused.status, headers=_SECURITY_HEADERS)
-
-
-def _with_headers(send: Send) -> Send:
-    async def sending(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            headers = list(message.get("headers", ()))
-            present = {name.lower() for name, _ in headers}
-            for name, value in _SECURITY_HEADERS.items():
-                if name.encode() not in present:
-                    headers.append((name.encode(), value.encode()))
-            message = {**message, "headers": headers}
-        await send(message)
-
-    return sending  # type: ignore[return-value]
