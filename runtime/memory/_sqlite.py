@@ -25,14 +25,18 @@ timeout, a worker's), instead of holding it for the whole deadline.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
     "BUSY_SLICE_S",
+    "FileId",
     "busy_retry",
+    "file_id",
     "is_busy",
     "is_read_only",
     "is_read_only_folder",
@@ -122,3 +126,17 @@ def use_wal(
         return mode
 
     return busy_retry(switch, errors=errors, until=until, check=check)
+
+
+FileId = tuple[int, int]
+"""A file, as its device and inode tell it from another at the same path."""
+
+
+def file_id(path: Path) -> FileId | None:
+    """The file at ``path`` (None: there is none, or it cannot be looked at): a memory
+    whose file was deleted or replaced since it opened it knows by this."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino

@@ -24,7 +24,7 @@ import anyio.to_thread
 
 from runtime.errors import MemoryStoreError, ModelResponseError
 from runtime.memory import db
-from runtime.memory._sqlite import busy_retry, is_busy, is_read_only
+from runtime.memory._sqlite import FileId, busy_retry, file_id, is_busy, is_read_only
 from runtime.memory.db import Row
 from runtime.memory.store import (
     DEFAULT_NAMESPACE,
@@ -87,7 +87,7 @@ class SQLiteMemory:
         self._idle: list[Any] = []  # connections not in use
         # Which SQLite, chosen now: what is missing is said before anything uses it.
         self._driver: ModuleType = db.driver(self.path, vectors=embeddings is not None)
-        self._checked = False  # the first connection checked (or made) the file
+        self._file: FileId | None = None  # the file its connections are to, once checked
         self._adds: dict[str, tuple[anyio.Lock, int]] = {}  # memory id: its lock, its adds
 
     def __repr__(self) -> str:
@@ -281,7 +281,7 @@ class SQLiteMemory:
         the call is cancelled (see :mod:`runtime.memory._sqlite`)."""
         until = time.monotonic() + self.timeout_s
         check = anyio.from_thread.check_cancelled
-        connection = self._take(until, check)
+        connection, file = self._take(until, check)
         module = self._driver
         try:
             return busy_retry(
@@ -306,24 +306,33 @@ class SQLiteMemory:
                 f"cannot use the memory file: {exc}", path=str(self.path)
             ) from exc
         finally:
-            self._give(connection)
+            self._give(connection, file)
 
-    def _take(self, until: float, check: Callable[[], None]) -> Any:
-        """An idle connection, or a new one (the first checks and makes the file)."""
+    def _take(self, until: float, check: Callable[[], None]) -> tuple[Any, FileId | None]:
+        """An idle connection, or a new one (the first to the file checks or makes it),
+        with the file it is to. A file deleted or replaced since its connections were
+        opened is the file at the path no more: what they write, nobody reads again, so
+        they are closed and the file there now is checked, or made, anew."""
         with self._lock:
+            if file_id(self.path) != self._file:
+                idle, self._idle, self._file = self._idle, [], None
+                for connection in idle:
+                    connection.close()
             if self._idle:
-                return self._idle.pop()
+                return self._idle.pop(), self._file
             vectors = self.embeddings is not None
-            first = not self._checked
+            first = self._file is None
             connection = db.open_connection(
                 self._driver, self.path, vectors=vectors, until=until, check=check, first=first
             )
-            self._checked = True
-            return connection
+            self._file = file_id(self.path)
+            return connection, self._file
 
-    def _give(self, connection: Any) -> None:
+    def _give(self, connection: Any, file: FileId | None) -> None:
+        """Keep ``connection`` (to ``file``) for a later call, unless it is to a file
+        that is no more the memory's, or enough are kept."""
         with self._lock:
-            if len(self._idle) < _KEPT_IDLE:
+            if file == self._file and len(self._idle) < _KEPT_IDLE:
                 self._idle.append(connection)
                 return
         connection.close()

@@ -147,3 +147,29 @@ async def test_a_memory_kept_before_its_secret_was_known_is_given_back_masked(
         assert record.text == "the deploy key is [deploy key hidden]"
         assert record.role == "[deploy key hidden]"
         assert record.id == kept.id
+
+
+def removed(path: Path) -> None:
+    """The memory file at ``path`` and its -wal and -shm, deleted."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+async def test_a_file_deleted_or_replaced_while_open_is_the_one_used_next(
+    tmp_path: Path,
+) -> None:
+    # Deleted (to start afresh, while a service had it open), its connections went on
+    # writing into the deleted file: notes kept there were in no file anyone could read,
+    # and a new connection found an empty file without tables ('no such table').
+    path = tmp_path / "memory.db"
+    memory = SQLiteMemory(path)
+    await memory.add("a note before", namespace="trip")
+    removed(path)
+    await memory.add("a note after", namespace="trip")
+    assert [r.text for r in await SQLiteMemory(path).list()] == ["a note after"]
+    other = SQLiteMemory(tmp_path / "other.db")
+    await other.add("another file's note", namespace="trip")
+    other.close()
+    removed(path)
+    (tmp_path / "other.db").rename(path)  # replaced, as a backup is put back
+    assert [r.text for r in await memory.list()] == ["another file's note"]
