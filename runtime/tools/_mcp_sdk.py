@@ -313,9 +313,17 @@ def _not_started(
     elif process is not None and process.hung_up and process.status is not None:
         reason = _exit(process.status)
     else:  # it refused the handshake or its list; HTTP errors
-        reason = masked(_reason(leaves[0]))
+        reason = _first_line(masked(_reason(leaves[0])))  # masked, then cut
         said = said if refused is None else refused.status()
     return McpServerError(server, f"could not be started: {reason}{said}")
+
+
+def _first_line(text: str) -> str:
+    """``text``'s first line, with `` ...`` where more follow: why a server did not start
+    in one line (a JSON answer that is no MCP message, which the SDK says with the
+    pydantic errors of each kind of message, a few lines each)."""
+    first, _, rest = text.strip().partition("\n")
+    return f"{first} ..." if rest.strip() else first
 
 
 def _exit(status: int) -> str:

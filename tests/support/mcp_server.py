@@ -191,6 +191,9 @@ def _http(fd: int, *, events: bool, legacy: bool, crash_at_list: bool) -> None:
                 forgotten.update(sessions)
                 await _answer(send, 200, b"")
                 return
+            if scope["path"] == "/not-mcp":  # an endpoint that answers JSON of its own
+                await _answer(send, 200, b'{"hello": "world"}')
+                return
             session = headers.get(b"mcp-session-id")
             body, again = await _read(receive)
             if session in forgotten:  # as the TypeScript SDK answers

@@ -202,3 +202,21 @@ async def test_a_streamable_http_server_that_crashes_as_it_lists_its_tools_says_
         "MCP server 'h' could not be started: RemoteProtocolError: Server disconnected "
         "without sending a response."
     )
+
+
+async def test_an_http_endpoint_answering_json_that_is_no_mcp_message_says_so_in_one_line() -> None:
+    """A url that is not the server's MCP endpoint but answers JSON (an API of its own):
+    the SDK says so with the pydantic errors of each kind of message, about forty
+    lines, which were why the server did not start."""
+    token = "json-server-token"
+    with http_test_server(token) as url:
+        elsewhere = url.replace("/mcp", "/not-mcp")
+        server = McpServer(name="h", url=elsewhere, headers={"Authorization": f"Bearer {token}"})
+        with pytest.raises(McpServerError) as raised:
+            async with running(server) as run:
+                await run.listed("h")
+    said = str(raised.value)
+    assert said.startswith("MCP server 'h' could not be started: Failed to parse JSON response")
+    union = "union[JSONRPCRequest,JSONRPCNotification,JSONRPCResponse,JSONRPCError]"
+    assert said.endswith(f"validation errors for {union} ...")  # and not each of them
+    assert "\n" not in said
