@@ -495,7 +495,8 @@ class Worker:
 
     async def keep(self, result: WorkerResult) -> None:
         """Keep its answer ``result`` in the memory, if its role says ``store_result``
-        (a worker of the plan's, one called as a tool, or one run on its own alike)."""
+        (a worker of the plan's, one called as a tool, or one run on its own alike), as
+        another model is given it: one cut off at its output limit says so."""
         memory = self.setup.memory
         if memory is None:  # most roles: nothing to pay for
             return
@@ -504,7 +505,7 @@ class Worker:
             await keep_result(
                 memory,
                 role.memory,
-                result.text,
+                result.handed_on,
                 run_id=self.services.run_id,
                 role=role.name,
                 worker=self.name,

@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from runtime import (
+    AssistantMessage,
     ConfigError,
     DuplicateToolError,
     Event,
@@ -18,6 +19,7 @@ from runtime import (
     MemoryRecord,
     MemoryStoreError,
     ModelRequest,
+    ModelResponse,
     SQLiteMemory,
     ToolMessage,
     Tracer,
@@ -32,6 +34,7 @@ from workers import MemoryRecalled, Role, RoleMemory, Worker
 from workers.memory import RECALL_HEADER
 from workers.services import MemoryStore, Services
 from workers.state import LoopState
+from workers.worker import CUT_OFF_NOTE
 
 
 @pytest.fixture
@@ -270,6 +273,20 @@ async def test_a_worker_keeps_its_result_and_notes_with_every_secret_masked(
         "note": "the db password is [password hidden]",
         "result": "Connected with [password hidden].",
     }
+
+
+async def test_an_answer_cut_off_at_its_limit_is_kept_saying_so(memory: SQLiteMemory) -> None:
+    # Kept as the model wrote it, a part was recalled by later runs as the whole answer,
+    # which no model it is handed on to takes it for.
+    cut = ModelResponse(
+        message=AssistantMessage(content="Lisbon has seven hills and"), finish_reason="length"
+    )
+    role = Role(name="guide", memory=RoleMemory(namespace="trip", recall=0, store_result=True))
+    worker = Worker(role, FunctionModel(lambda request: cut), services=Services(memory=memory))
+    result = await worker.run("Describe Lisbon.")
+    assert (result.ok, result.cut_off) == (True, True)
+    [kept] = [r for r in await memory.list("trip") if r.kind == "result"]
+    assert kept.text == f"Lisbon has seven hills and {CUT_OFF_NOTE}"
 
 
 class Filled:
