@@ -4,7 +4,8 @@ its sections are the pydantic models below (``HiveSpec`` the whole file), which 
 its JSON schema too."""
 
 from honeycomb.hive.backend import BackendSpec, RaySpec
-from honeycomb.hive.hive import DEFAULT_MEMORY, Hive, MemorySpec, ModelSpec, load_hive
+from honeycomb.hive.hive import DEFAULT_MEMORY, Hive, MemorySpec, ModelSpec
+from honeycomb.hive.load import load_hive
 from honeycomb.hive.specs import EmbeddingsSpec, HiveSpec, PlannerSpec, StoreSpec
 from runtime.config.yaml_config import YamlDocument, YamlPlace
 
