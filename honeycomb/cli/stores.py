@@ -5,6 +5,7 @@ opening a store, to read or to write, refuses a folder or a file not a run store
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import shlex
 from pathlib import Path
@@ -40,7 +41,12 @@ KEPT_IN = f"{STORE_HELP} (default: {DEFAULT_STORE})"
 def store_argument(given: str) -> Path | str:
     """``--store``: a PostgreSQL URL as it is, else a file, ``~`` its home folder as a
     hive's ``store:`` reads it (a shell leaves ``--store=~/runs.db`` and a quoted
-    ``'~/runs.db'`` as they are)."""
+    ``'~/runs.db'`` as they are); not empty (``--store "$UNSET"``), which names the
+    current folder."""
+    if not given.strip():
+        raise argparse.ArgumentTypeError(
+            f"takes a run store's file or a postgresql:// URL, not {given!r}"
+        )
     return given if is_url(given) else user_path(given)
 
 

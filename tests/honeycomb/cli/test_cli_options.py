@@ -101,6 +101,16 @@ def test_no_option_of_the_command_line_keeps_a_tilde_as_it_is() -> None:
     assert found == []
 
 
+@pytest.mark.parametrize("command", [["run", "hive.yaml"], ["runs"]])
+def test_an_empty_store_is_refused_as_the_arguments_are_read(
+    capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    # --store "$UNSET" named the current folder: '.: this is a folder, not a run store',
+    # once the run had begun.
+    err = refused(capsys, [*command, "--store", ""])
+    assert "argument --store: takes a run store's file or a postgresql:// URL, not ''" in err
+
+
 def test_a_file_given_under_home_where_no_shell_expands_it_is_in_the_home_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
