@@ -110,6 +110,16 @@ class ModelSpec(_HidesSecrets):
     unknown_field_hint: ClassVar[str] = (
         "a parameter sent with every call goes under settings: settings: {{{name}: ...}}"
     )
+    fields_meant: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(
+            ("headers", "extra_headers"),
+            "headers go under settings: settings: {extra_headers: {Name: value}}",
+        ),
+        **dict.fromkeys(
+            ("token", "password", "secret", "bearer"),
+            "a model's key is its api_key: api_key: ${NAME}, from the environment",
+        ),
+    }
     shorthand: ClassVar[str] = "offline"
 
     provider: Literal["openai", "llama", "offline"] = "openai"

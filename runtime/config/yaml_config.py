@@ -144,7 +144,8 @@ class YamlDocument(Value, frozen=True, kw_only=True):
         message = head or str(err["msg"])
         if err["type"] == "extra_forbidden" and loc:
             allowed = list(_fields(holder)) if holder is not None else []
-            close = did_you_mean(str(loc[-1]), allowed)
+            meant = getattr(holder, "fields_meant", {}).get(str(loc[-1]))
+            close = f" ({meant})" if meant else did_you_mean(str(loc[-1]), allowed)
             message = f"unknown field {loc[-1]!r}{close}"
             if not close and getattr(holder, "unknown_field_hint", None):
                 message += f" ({holder.unknown_field_hint.format(name=loc[-1])})"
@@ -433,7 +434,8 @@ def _located(model: Any, value: Any, loc: Sequence[Any]) -> tuple[YamlPath, Any,
     """The path into the data of a pydantic error location, the model its last part
     is a field of (None if it is not a model's), and the annotation of what is there
     (Any where not known). A model may say where a field it does not know may belong
-    in a class attribute ``unknown_field_hint`` (``{name}``: the field), and what it
+    in a class attribute ``unknown_field_hint`` (``{name}``: the field), or where a field
+    of a name is meant in one named ``fields_meant`` (a name: what to write), and what it
     takes in place of a mapping in one named ``shorthand``. pydantic also puts
     a tag into the location of an error inside a union: the member's name (``str``,
     ``list[str]``, a model's class name) or a tagged union's tag; a tag picks the

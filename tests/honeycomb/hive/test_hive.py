@@ -162,6 +162,27 @@ def test_a_file_of_roles_given_for_a_hive_is_told_so(tmp_path: Path, text: str) 
     )
 
 
+@pytest.mark.parametrize(
+    ("field", "said"),
+    [
+        ("headers: {X-Team: a}", "(headers go under settings: settings: {extra_headers: "),
+        ("token: ${TOKEN}", "(a model's key is its api_key: api_key: ${NAME}, from the "),
+        ("temperature: 0.2", "(a parameter sent with every call goes under settings: "),
+    ],
+)
+def test_a_models_field_written_in_the_wrong_place_is_told_where_it_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, said: str
+) -> None:
+    # headers: was told "did you mean 'threads'?", and token: to go under settings:,
+    # sent with every call as a parameter of the request's body.
+    monkeypatch.setenv("TOKEN", "tok-never-shown-123")
+    text = f"models:\n  gpt:\n    model: m\n    {field}\nroles:\n  planner: {{description: P}}\n"
+    error = one_error(hive(tmp_path, text))
+    assert f":4:5: models.gpt.{field.split(':')[0]}: unknown field " in error
+    assert said in error
+    assert "tok-never-shown" not in error
+
+
 @pytest.mark.parametrize("written", ["models:\n", "models: offline\n"])
 def test_models_written_as_no_mapping_is_one_error(tmp_path: Path, written: str) -> None:
     # It was two at one place: what to write, and "the hive defines no models".
