@@ -14,6 +14,7 @@ from honeycomb.backends import RemoteFailure, WorkerLost
 from runtime.errors import (
     AgentError,
     AlreadyDecided,
+    AnswerWithheld,
     ApprovalError,
     BudgetExceeded,
     CassetteError,
@@ -65,6 +66,7 @@ from runtime.tools import ArgumentsError
 __all__ = [
     "AgentError",
     "AlreadyDecided",
+    "AnswerWithheld",
     "ApprovalError",
     "ArgumentsError",
     "BudgetExceeded",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from runtime.errors import (
     AgentError,
     AlreadyDecided,
+    AnswerWithheld,
     ApprovalError,
     BudgetExceeded,
     ConfigError,
@@ -130,6 +131,7 @@ __all__ = [
     "AdaptiveLimiter",
     "AgentError",
     "AlreadyDecided",
+    "AnswerWithheld",
     "ApprovalDecided",
     "ApprovalEntry",
     "ApprovalError",

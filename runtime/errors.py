@@ -26,6 +26,7 @@ The tree::
     │   └── ScriptExhausted         a ScriptedModel was asked for more than its script
     ├── AgentError                  a worker's loop could not produce an answer
     │   ├── EmptyResponse           the model kept answering with nothing
+    │   ├── AnswerWithheld          the endpoint's content filter withheld part of the answer
     │   ├── MaxTurnsExceeded        told to answer after max_turns, it called tools again
     │   ├── OutputValidationError   the final answer kept failing its output schema
     │   ├── OutputCutOff            an answer ended at its output limit with nothing usable
@@ -75,6 +76,7 @@ from typing import Any
 __all__ = [
     "AgentError",
     "AlreadyDecided",
+    "AnswerWithheld",
     "ApprovalError",
     "BudgetExceeded",
     "CassetteError",
@@ -570,6 +572,26 @@ class EmptyResponse(AgentError):
         elif self.finish_reason is not None:
             why = f" (finish_reason {self.finish_reason!r})"
         super().__init__(f"the model returned an empty response {when} at turn {turn}{why}")
+
+
+class AnswerWithheld(AgentError):
+    """The endpoint's content filter withheld the answer after some of its text
+    (``finish_reason: content_filter``): what came is not taken for the answer (it ends
+    where the filter stopped it), and the worker fails.
+
+    Attributes:
+        turn: The turn of the answer.
+        shown_chars: How many characters of it came before the filter stopped it.
+    """
+
+    def __init__(self, turn: int, shown_chars: int) -> None:
+        self.turn = turn
+        self.shown_chars = shown_chars
+        super().__init__(
+            f"the endpoint's content filter withheld the answer at turn {turn} after "
+            f"{shown_chars} characters of it (finish_reason 'content_filter'): what came "
+            "is not taken for the whole answer"
+        )
 
 
 class MaxTurnsExceeded(AgentError):

@@ -55,6 +55,7 @@ import pydantic
 from msgspec.structs import replace
 
 from runtime import (
+    AnswerWithheld,
     AssistantMessage,
     BudgetExceeded,
     ContextBudgetTooSmall,
@@ -397,6 +398,9 @@ class AgentLoop:
                 return Failed(state=state, error=runaway or empty)
             nudge = UserMessage(content=NUDGE)
             return Continue(state=replace(state, messages=(*state.messages, nudge), nudged=True))
+        if response.finish_reason == "content_filter":  # it ends where the filter stopped it
+            shown = len(message.content or "")
+            return Failed(state=state, error=AnswerWithheld(state.turn, shown))
         if state.nudged:
             state = replace(state, nudged=False)
         step = await self._finish(state, message.content or "", cut=cut, written=written, sent=sent)

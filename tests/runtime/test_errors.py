@@ -107,6 +107,7 @@ def examples() -> list[runtime.HoneycombError]:
         e.CassetteMismatch("trip.jsonl", "embed-small", "text 1: ...", kind="embeddings"),
         e.AgentError("no answer"),
         e.EmptyResponse(2, wrap_up=True),
+        e.AnswerWithheld(3, 120),
         e.MaxTurnsExceeded(5, ["search", "send"]),
         e.OutputValidationError("Answer", 3, "field 'x' missing"),
         e.OutputCutOff(4, 256),
