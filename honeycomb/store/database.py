@@ -66,6 +66,10 @@ class Database(Protocol):
 
     where: str
     """What errors and commands name it by: the file, or the URL without a password."""
+    away: bool
+    """The writer gave up connecting to it (it stayed away for the writer's tries, or a
+    run that stops could not wait for it), and has not connected since: reads do not
+    wait for it either. Set by the writer, cleared by :meth:`connect`."""
 
     def connect(self) -> WriteConnection:
         """The writer's connection, to a store made or brought up to the current schema.

@@ -288,12 +288,14 @@ class PostgresDatabase:
         # version (then they change no more).
         self._known: dict[str, frozenset[str]] = {}
         self._current = False
+        self.away = False  # the writer gave up on the server (see Database.away)
         self._readers = readers.Readers(
             self.conninfo,
             options=self._options,
             size=pool_size,
             configure=self._configure,
             connect=self._connection,
+            away=lambda: self.away,
             name=self.schema,
             where=self.where,
             timeout_s=_CONNECT_TIMEOUT_S,
@@ -309,6 +311,7 @@ class PostgresDatabase:
         except BaseException:
             conn.close()
             raise
+        self.away = False  # the writer connected: the server is there
         return PostgresConnection(conn, self._known)
 
     def _connection(self) -> psycopg.Connection[Any]:

@@ -1,10 +1,11 @@
 """The pool of connections a PostgreSQL store reads through (psycopg_pool), and what
 psycopg logs of Honeycomb's connections.
 
-A read waits for a connection of the pool for a moment (:data:`BUSY_S`); then, if the
-pool found connections the server dropped, and a new one cannot be made either, it is
-told at once why the server cannot be reached, not once the pool's time is out. A pool
-whose every connection is busy is waited for, with no connection more.
+A read waits for a connection of the pool for its time (a server that restarts is
+waited for), or, once the store's writer gave up on the server (it stays away, or a
+run that stops could not wait for it: ``away``), for a moment (:data:`BUSY_S`): then a
+new connection tells at once why the server cannot be reached. A pool whose every
+connection is busy is waited for, with no connection more.
 
 The pool tries again behind the reads once its server went away, and logs each failure
 as a warning (logger ``psycopg.pool``), as psycopg logs an error it ignores (logger
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["BUSY_S", "THREADS", "Readers", "open_pool", "ours", "unprinted"]
 
 BUSY_S = 1.0
-"""How long a read waits for a connection of the pool that found the server dropped
-some, before it looks whether the server is there at all."""
+"""How long a read waits for a connection of the pool, once the store's writer gave up
+on the server, before it looks whether the server is there at all."""
 
 THREADS = "honeycomb-store"
 """How the names of the store's threads begin: the writer's, and the pool's (the
@@ -85,6 +86,7 @@ class Readers:
         size: How many connections it holds at most.
         configure: What each new connection runs first (its search path).
         connect: A connection made now, or a StoreError saying why none can be.
+        away: Whether the store's writer gave up on the server.
         name: What names the pool and its threads (the store's schema).
         where: The store, as errors name it.
         timeout_s: How long a read waits for a connection, and the pool for its first.
@@ -98,6 +100,7 @@ class Readers:
         size: int,
         configure: Callable[[psycopg.Connection[Any]], None],
         connect: Callable[[], psycopg.Connection[Any]],
+        away: Callable[[], bool],
         name: str,
         where: str,
         timeout_s: float,
@@ -111,10 +114,9 @@ class Readers:
             name=name,
             where=where,
             timeout_s=timeout_s,
-            check=self._check,
         )
         self._connect = connect
-        self._dropped = False  # the pool found a connection the server dropped
+        self._away = away
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._lock = threading.Lock()
         forked.inherited(self)
@@ -130,8 +132,8 @@ class Readers:
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A connection of the pool: one it gives within :data:`BUSY_S`, or else, unless
-        it found connections the server dropped and no new one can be made, one it
-        gives within its time.
+        the store's writer gave up on the server and no new connection can be made,
+        one it gives within its time.
 
         Raises:
             StoreError: when no connection can be made (the pool is closed: the next
@@ -144,28 +146,16 @@ class Readers:
         try:
             conn = pool.getconn(timeout=BUSY_S)
         except psycopg_pool.PoolTimeout:
-            if self._dropped:
-                # The server may be gone, the pool trying again behind, its reason not
-                # said, for as long as the read would wait: a new connection tells.
+            if self._away():
+                # The pool tries again behind, its reason not said, for as long as the
+                # read would wait: a new connection tells.
                 self.reachable()
             conn = pool.getconn()
-        self._dropped = False
         try:
             with conn:  # as the pool's own connection() does: a transaction left is ended
                 yield conn
         finally:
             pool.putconn(conn)
-
-    def _check(self, conn: psycopg.Connection[Any]) -> None:
-        """The pool's check of a connection it gives: one the server dropped (it
-        restarted, or went away) is made anew, and noted."""
-        import psycopg_pool
-
-        try:
-            psycopg_pool.ConnectionPool.check_connection(conn)
-        except Exception:
-            self._dropped = True
-            raise
 
     def reachable(self) -> None:
         """Return if a connection can be made now; else close the pool.
@@ -205,10 +195,8 @@ def open_pool(
     name: str,
     where: str,
     timeout_s: float,
-    check: Callable[[psycopg.Connection[Any]], None],
 ) -> psycopg_pool.ConnectionPool[Any]:
-    """A pool of at most ``size`` connections, open, with one made; ``check`` checks
-    each connection it gives (a connection the server dropped is made anew).
+    """A pool of at most ``size`` connections, open, with one made.
 
     Raises:
         StoreError: when no connection was made within ``timeout_s``.
@@ -221,7 +209,8 @@ def open_pool(
         max_size=max(1, size),
         kwargs={"autocommit": True, "application_name": "honeycomb", **options},
         configure=configure,
-        check=check,
+        # A connection the server dropped (it restarted) is made anew.
+        check=psycopg_pool.ConnectionPool.check_connection,
         timeout=timeout_s,
         name=f"{THREADS}-{name}",
         open=False,

@@ -85,6 +85,7 @@ class SQLiteDatabase:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.where = str(path)
+        self.away = False  # a file does not go away: its reads never wait for it
 
     def connect(self) -> SQLiteConnection:
         db = connect(self.path, write=True)

@@ -371,8 +371,10 @@ class _Life:
                 cut_short = self._cut_short(stopping)
                 if time.monotonic() >= deadline or cut_short:
                     # Waited out: the writes after it try once. Not a brief wait (a
-                    # stopping run's): other runs' writes wait as long as ever.
+                    # stopping run's): other runs' writes wait as long as ever. Reads
+                    # wait no more either way.
                     self.unreachable = self.unreachable or not (stopping or cut_short)
+                    self.writer.database.away = True
                     raise
             else:
                 self.unreachable = False

@@ -216,21 +216,59 @@ async def test_a_flush_once_the_server_went_away_waits_for_nothing(
     store.close()
 
 
-def test_a_read_once_the_server_went_away_is_told_why_in_a_moment(
-    postgres: PostgresServer,
+async def test_a_read_once_the_writer_gave_up_on_the_server_is_told_why_in_a_moment(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A process that had read the store (``honeycomb serve``, a command that ran a
-    run) waited the pool's ten seconds at its next read once the server went away. It
-    waits a moment (BUSY_S), then a new connection tells why."""
+    """A process that had read its store (``honeycomb run``, which reads the run's id as
+    it starts, then again to say where a run stopped by Ctrl-C is kept) waited the
+    pool's ten seconds at its next read, though its writer had given up on the server.
+    It waits a moment (BUSY_S), then a new connection tells why."""
+    monkeypatch.setattr(writer, "RECONNECT_S", 0.3)
     url = postgres.url()
     mine = role_of(url, "reader")
     store = RunStore(mine)
+    await store.commit(("CREATE TABLE t (n BIGINT)", ()))
     assert store.runs() == []  # the pool is open
     away(url, role_in(mine))
+    with pytest.raises(StoreError, match="cannot connect to the run store"):
+        await store.commit(("INSERT INTO t VALUES (1)", ()))  # the writer gives up
     started = time.monotonic()
     with pytest.raises(StoreError, match="is not permitted to log in"):
         store.runs()
     assert time.monotonic() - started < postgres_store._CONNECT_TIMEOUT_S / 2
+    change(url, (f'ALTER ROLE "{role_in(mine)}" LOGIN', ()))
+    await store.commit(("INSERT INTO t VALUES (2)", ()))  # the writer connects again
+    assert store.runs() == []
+    store.close()
+
+
+def test_a_read_waits_for_a_server_that_restarts(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read whose pool lost its connections, while the writer has not given up on the
+    server (it restarts), waits for it as long as the pool's time, not a moment: a run
+    reading its decisions goes on once the server is back."""
+    waiting = threading.Event()  # the read waits for the pool past the moment
+    getconn = psycopg_pool.ConnectionPool.getconn
+
+    def get(self: psycopg_pool.ConnectionPool[Any], timeout: float | None = None) -> Any:
+        if timeout is None:
+            waiting.set()
+        return getconn(self, timeout)
+
+    monkeypatch.setattr(psycopg_pool.ConnectionPool, "getconn", get)
+    url = postgres.url()
+    mine = role_of(url, "restarted")
+    store = RunStore(mine)
+    anyio.run(store.open)  # the store made: a read reads it
+    assert store.runs() == []  # the pool is open
+    away(url, role_in(mine))
+    with ThreadPoolExecutor(1) as threads:
+        read = threads.submit(store.runs)
+        read.add_done_callback(lambda _: waiting.set())  # (one that failed says why)
+        waiting.wait()
+        change(url, (f'ALTER ROLE "{role_in(mine)}" LOGIN', ()))  # the server is back
+        assert read.result() == []
     store.close()
 
 
