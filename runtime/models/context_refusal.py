@@ -1,7 +1,8 @@
 """A server's refusal of a prompt past the context of a call, told as what to set and
 to what (:class:`~runtime.errors.ContextExceeded`): llama.cpp's, which gives each of its
 slots that many tokens, the prompt and the answer together, and refuses a prompt past
-them (a 400, ``exceed_context_size_error``).
+them (a 400, ``exceed_context_size_error``); any other server's, which counts no tokens
+for us, as the context to say (:func:`context_hint`).
 
 Said here once, for the two ways a llama.cpp server is reached: in this process
 (:class:`~runtime.models.llama.LlamaModel`, whose context is its own to give) and a
@@ -11,10 +12,18 @@ the server's.
 
 from __future__ import annotations
 
+import re
+
 from runtime.errors import ContextExceeded, ModelHTTPError
 from runtime.model import ModelRequest
 
-__all__ = ["CONTEXT_STEP", "refused_context", "told_in_process", "told_of_server"]
+__all__ = [
+    "CONTEXT_STEP",
+    "context_hint",
+    "refused_context",
+    "told_in_process",
+    "told_of_server",
+]
 
 CONTEXT_STEP = 256
 """llama.cpp sizes each slot's context in steps of this many tokens."""
@@ -28,6 +37,26 @@ _SERVER = (
     "--ctx-size divided by its --parallel)"
 )
 _SAID = "the model's context_tokens=..., a hive model's context:, --context of honeycomb's --model"
+
+
+_PAST_CONTEXT = re.compile(r"context.?length|context size|context window|exceed_context", re.I)
+"""What a refusal of a prompt past the model's context says: OpenAI's
+``context_length_exceeded``, vLLM's "maximum context length is", llama.cpp's
+``exceed_context_size_error`` ("exceeds the available context size")."""
+
+
+def context_hint(body: object, context_tokens: int | None) -> str | None:
+    """What a 400 that refuses a prompt past the model's context (``body`` says so, in
+    any server's words) asks to change, by the context the model was said to have
+    (None: not said); None for another 400."""
+    if _PAST_CONTEXT.search(str(body)) is None:
+        return None
+    if context_tokens is None:
+        return (
+            f"say the model's context as its server serves it ({_SAID}), and a run fits "
+            "what it sends to it"
+        )
+    return f"the model's context_tokens ({context_tokens}) may be more than the server serves"
 
 
 def refused_context(exc: ModelHTTPError) -> tuple[int, int] | None:

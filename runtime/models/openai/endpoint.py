@@ -53,7 +53,7 @@ from runtime.limits.ratelimit import AdaptiveLimiter
 from runtime.limits.retry import ShownText, endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse, TextSink
-from runtime.models.context_refusal import told_of_server
+from runtime.models.context_refusal import context_hint, told_of_server
 from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.models.openai._completion import estimated_usage
 from runtime.models.openai.refusals import (
@@ -62,7 +62,6 @@ from runtime.models.openai.refusals import (
     STREAM_OPTIONS,
     about_model,
     all_text,
-    context_passed,
     key_refused,
     not_served,
     quota_spent,
@@ -556,7 +555,7 @@ class OpenAIEndpoint(abc.ABC):
         if status == 404:
             return masked(f"asked at {self._endpoint()}")
         if status == 400:
-            return context_passed(body, self.context_tokens)
+            return context_hint(body, self.context_tokens)
         if status in (401, 403):
             source = key_source(self.api_key_env, self._api_key, given=self._given is not None)
             return masked(key_refused(status, source, self._endpoint()))

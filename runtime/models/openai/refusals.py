@@ -21,7 +21,6 @@ __all__ = [
     "STREAM_OPTIONS",
     "about_model",
     "all_text",
-    "context_passed",
     "key_refused",
     "not_served",
     "quota_spent",
@@ -79,25 +78,6 @@ def about_model(body: object, model: str) -> bool:
     rather than about the path (one the server does not serve says neither)."""
     said = str(body)
     return model in said or _ABOUT_MODEL.search(said) is not None
-
-
-_PAST_CONTEXT = re.compile(r"context.?length|context size|context window|exceed_context", re.I)
-"""What a refusal of a prompt past the model's context says: OpenAI's
-``context_length_exceeded``, vLLM's "maximum context length is", llama.cpp's
-``exceed_context_size_error`` ("exceeds the available context size")."""
-
-
-def context_passed(body: object, context_tokens: int | None) -> str | None:
-    """What a 400 that refuses a prompt past the model's context (``body`` says so)
-    asks to change, by the context the model was said to have (None: not said)."""
-    if _PAST_CONTEXT.search(str(body)) is None:
-        return None
-    if context_tokens is None:
-        return (
-            "say the model's context as its server serves it, context_tokens= or a hive "
-            "model's context:, and a run fits what it sends to it"
-        )
-    return f"the model's context_tokens ({context_tokens}) may be more than the server serves"
 
 
 QUOTA_SPENT = "the account's quota is spent, which no retry mends: check its plan and billing"
