@@ -75,7 +75,7 @@ def demo_with_memory(
         return execute(hive, task, args)
     assert isinstance(memory, SQLiteMemory), f"{hive} declares a memory file"
     empty = True
-    if memory.path.exists():
+    if _there(memory.path):
         try:
             empty = not asyncio.run(memory.list(limit=1))
         except HoneycombError:
@@ -130,7 +130,7 @@ def _run(
     are not in it (``FAILED``, as for a file that does not hold them)."""
     try:
         memory = _memory(args)
-        if not memory.path.exists():
+        if not _there(memory.path):
             print(f"no memories: there is no memory file at {memory.path}")
             if wanted:
                 print(f"no memory {', '.join(wanted)} in {memory.path}", file=sys.stderr)
@@ -145,6 +145,15 @@ def _run(
     except ValueError as exc:  # an option the memory refuses (a namespace ...)
         print(f"honeycomb memory: {exc}", file=sys.stderr)
     return ExitStatus.UNUSABLE
+
+
+def _there(path: Path) -> bool:
+    """Whether there is a file at ``path``; one this user may not look at may be there
+    (the memory says why it cannot be opened)."""
+    try:
+        return path.exists()
+    except OSError:  # a folder above it this user may not enter
+        return True
 
 
 def _list(args: argparse.Namespace) -> ExitStatus:

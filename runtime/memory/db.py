@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import partial
@@ -207,11 +208,12 @@ def open_connection(
 def _cannot_open(exc: BaseException, path: Path) -> str:
     """Why the memory file ``path`` cannot be opened, and what to do about it."""
     if isinstance(exc, FileExistsError | NotADirectoryError):  # from making its folder
-        above = next((p for p in path.parents if p.is_file()), path.parent)
+        above = next((p for p in path.parents if stat.S_ISREG(_mode(p))), path.parent)
         return f"{above} is a file, not a folder: no memory file can be in it ({exc})"
-    if path.is_dir():
+    mode = _mode(path)
+    if stat.S_ISDIR(mode):
         return f"this is a folder, not a memory file: name its file ({exc})"
-    if path.exists() and not path.is_file():
+    if mode and not stat.S_ISREG(mode):
         return f"this is not a file (a device, a pipe ...): a memory is kept in a file ({exc})"
     if is_read_only_folder(exc):
         return (
@@ -221,6 +223,14 @@ def _cannot_open(exc: BaseException, path: Path) -> str:
             f"that is ({exc})"
         )
     return f"cannot open the memory file: {exc}"
+
+
+def _mode(path: Path) -> int:
+    """``path``'s mode (0: it is not there, or this user may not look at it)."""
+    try:
+        return path.stat().st_mode
+    except OSError:
+        return 0
 
 
 def _version(db: Any) -> int | None:

@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,7 @@ import pytest
 from honeycomb.cli.main import main
 from runtime import SQLiteMemory
 from runtime.memory import db
+from tests.support.users import as_another_user
 
 
 @pytest.fixture
@@ -245,3 +250,25 @@ def test_demo_with_memory_recorded_replays_and_keeps_nothing_in_the_memory_file(
         return
     answer = replayed.out.split("\nAnswer:\n", 1)[1].split("\n\nwall time", 1)[0]
     assert answer == recorded.out.split("\nAnswer:\n", 1)[1].split("\n\nwall time", 1)[0]
+
+
+def test_a_file_in_a_folder_this_user_may_not_enter_is_an_error_not_a_traceback() -> None:
+    # Whether the file was there raised PermissionError, out of the command.
+    folder = Path(tempfile.mkdtemp())  # not under tmp_path: another user opens it
+    path = folder / "inner" / "memory.db"
+
+    def listed() -> str:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["memory", "list", "--file", str(path)])
+        return f"{code}\n{out.getvalue()}{err.getvalue()}"
+
+    try:
+        path.parent.mkdir()
+        folder.chmod(0o000)
+        said = as_another_user(listed)
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder)
+    assert said.startswith(f"2\n{path}: cannot open the memory file: ")
+    assert "Permission denied" in said

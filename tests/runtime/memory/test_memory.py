@@ -24,6 +24,7 @@ from runtime import MemoryFeatureMissing, MemoryStoreError, SQLiteMemory
 from runtime.memory import db as db
 from runtime.memory import fts_query, memory_id
 from tests.support import ROOT
+from tests.support.users import as_another_user
 
 
 @pytest.fixture
@@ -456,35 +457,37 @@ def test_a_file_in_a_folder_it_may_only_read_says_to_make_the_folder_writable() 
     finally:
         folder.chmod(0o755)
         shutil.rmtree(folder)
-    assert said.startswith(f"{folder / 'm.db'}: cannot open the memory file: its folder {folder}")
+    assert said.startswith(
+        f"MemoryStoreError: {folder / 'm.db'}: cannot open the memory file: its folder {folder}"
+    )
     assert "may only be read here" in said
     assert "make the folder writable" in said
 
 
 def _opened_by_another_user(path: Path) -> str:
-    """What opening the memory file ``path`` raises in a child process of this one,
-    run by user ``nobody`` when this one is root (whom no permission stops): forked,
-    since that user may not read this Python."""
-    reading, writing = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover (the child's)
-        said = "it opened"
-        try:
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setresgid(65534, 65534, 65534)
-                os.setresuid(65534, 65534, 65534)
-            until = time.monotonic() + 5
-            db.open_connection(
-                sqlite3, path, vectors=False, until=until, check=lambda: None, first=True
-            ).close()
-        except BaseException as exc:
-            said = str(exc)
-        finally:
-            os.write(writing, said.encode())
-            os._exit(0)
-    os.close(writing)
-    with os.fdopen(reading, "rb") as answer:
-        said = answer.read().decode()
-    os.waitpid(child, 0)
-    return said
+    """What opening the memory file ``path`` raises, opened by another user (one whom
+    permissions stop): the error's type and text."""
+
+    def opened() -> str:
+        until = time.monotonic() + 5
+        db.open_connection(
+            sqlite3, path, vectors=False, until=until, check=lambda: None, first=True
+        ).close()
+        return "it opened"
+
+    return as_another_user(opened)
+
+
+def test_a_file_in_a_folder_it_may_not_enter_is_a_memory_store_error() -> None:
+    # Telling why, the memory looked at the path, and what the file system refused
+    # came out as a bare PermissionError.
+    folder = Path(tempfile.mkdtemp())  # not under tmp_path: another user opens it
+    try:
+        (folder / "inner").mkdir()
+        folder.chmod(0o000)
+        said = _opened_by_another_user(folder / "inner" / "m.db")
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder)
+    assert said.startswith(f"MemoryStoreError: {folder / 'inner' / 'm.db'}: cannot open the")
+    assert "Permission denied" in said
