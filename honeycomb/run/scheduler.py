@@ -371,33 +371,34 @@ class Scheduler:
         which it reads every :data:`~honeycomb.run.worker_record.LOOK_EVERY_S`, and once
         more before it gives up."""
         from honeycomb.run.decide import decided_among, waits_on
-        from honeycomb.run.worker_record import look_again
+        from honeycomb.run.worker_record import watched
 
         assert self.record is not None
         # By worker too: a call it waits on may be a nested worker's (agent:ROLE).
         wanted = waits_on(result.pending)
         self._paused.add(subtask.id)
         try:
-            while True:
-                ring = self.record.bell.next_ring()  # before the read: none is missed
-                found = await self.record.store.approvals_of(self.context.run_id)
-                entries = decided_among(found, wanted)
-                if entries:
-                    record.decisions.update(
-                        {
-                            (e.pending.turn, e.pending.call_id): e
-                            for e in entries
-                            if e.pending.worker == subtask.id
-                        }
-                    )
-                    self.record.decided(entries)  # a nested worker's record reads them
-                    return True
-                self._check_idle()
-                if self._idle:
-                    return False
-                await look_again(ring)
+            entries = await watched(
+                self.record, lambda found: decided_among(found, wanted) or None, self._gave_up
+            )
         finally:
             self._paused.discard(subtask.id)
+        if entries is None:
+            return False
+        record.decisions.update(
+            {
+                (e.pending.turn, e.pending.call_id): e
+                for e in entries
+                if e.pending.worker == subtask.id
+            }
+        )
+        self.record.decided(entries)  # a nested worker's record reads them
+        return True
+
+    def _gave_up(self) -> bool:
+        """Whether the paused workers give up waiting: nothing else can proceed."""
+        self._check_idle()
+        return self._idle
 
     def _check_idle(self) -> None:
         """Once some workers are paused and no other subtask can proceed, the phase

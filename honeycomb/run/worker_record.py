@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from msgspec.structs import replace
 
@@ -49,7 +49,7 @@ class RunRecord(Protocol):
         """Write what the run spent, before a write the run waits for."""
 
 
-__all__ = ["LOOK_EVERY_S", "WorkerRecord", "look_again"]
+__all__ = ["LOOK_EVERY_S", "WorkerRecord", "look_again", "watched"]
 
 LOOK_EVERY_S = 0.5
 """How often a worker that waits for a decision (paused in the store, or while the run's
@@ -61,6 +61,31 @@ async def look_again(ring: asyncio.Event) -> None:
     :data:`LOOK_EVERY_S` (one recorded elsewhere is found in the store)."""
     with contextlib.suppress(TimedOut), within(LOOK_EVERY_S):
         await ring.wait()
+
+
+T = TypeVar("T")
+
+
+async def watched(
+    run: RunRecord,
+    wanted: Callable[[list[ApprovalEntry]], T | None],
+    given_up: Callable[[], bool] = lambda: False,
+) -> T | None:
+    """What ``wanted`` finds among the run's calls asked about in the store (decisions
+    waited for), read at each ring of the run's bell (a decision recorded in this
+    process) and every :data:`LOOK_EVERY_S` (one recorded elsewhere: ``honeycomb
+    approve``, a web page's server); None once ``given_up`` says so, after a read. A
+    read that fails is tried again at the next look: a server away a while (a
+    restart) fails no wait."""
+    while True:
+        ring = run.bell.next_ring()  # before the read: no ring is missed
+        with contextlib.suppress(StoreError):
+            found = wanted(await run.store.approvals_of(run.run_id))
+            if found is not None:
+                return found
+        if given_up():
+            return None
+        await look_again(ring)
 
 
 _SAVE_MESSAGES = (
@@ -272,13 +297,9 @@ class WorkerRecord:
         try:
             await run.store.keep_approval(run.run_id, entry, lease=run.lease)
         except AlreadyDecided:
-            p = entry.pending
-            entry = next(
-                e
-                for e in await run.store.approvals_of(run.run_id)
-                if (e.pending.worker, e.pending.turn, e.pending.call_id)
-                == (p.worker, p.turn, p.call_id)
-            )
+            called = _call(entry.pending)
+            found = await run.store.approvals_of(run.run_id)
+            entry = next(e for e in found if _call(e.pending) == called)
         self.decisions[entry.pending.turn, entry.pending.call_id] = entry
         return entry
 
@@ -288,17 +309,21 @@ class WorkerRecord:
         approve``, ``Executor.decide`` here): read every :data:`LOOK_EVERY_S` and at
         each ring of the run's bell, as a paused worker reads it (a
         read that fails is tried again)."""
-        run = self._run
-        called = pending.worker, pending.turn, pending.call_id
-        while True:
-            ring = run.bell.next_ring()
-            with contextlib.suppress(StoreError):
-                for entry in await run.store.approvals_of(run.run_id):
-                    p = entry.pending
-                    if entry.decision is not None and (p.worker, p.turn, p.call_id) == called:
-                        self.decisions[p.turn, p.call_id] = entry
-                        return entry
-            await look_again(ring)
+        called = _call(pending)
+
+        def decided(entries: list[ApprovalEntry]) -> ApprovalEntry | None:
+            found = (e for e in entries if e.decision is not None and _call(e.pending) == called)
+            return next(found, None)
+
+        entry = await watched(self._run, decided)
+        assert entry is not None  # it never gives up: its wait is cancelled
+        self.decisions[entry.pending.turn, entry.pending.call_id] = entry
+        return entry
+
+
+def _call(pending: PendingApproval) -> tuple[str, int, str]:
+    """Which call a question is about: its worker's, in its turn, of its id."""
+    return pending.worker, pending.turn, pending.call_id
 
 
 class _ApprovalLog:
