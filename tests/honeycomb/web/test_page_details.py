@@ -84,6 +84,9 @@ async def test_in_chromium_a_call_that_waits_anew_under_the_same_id_shows_its_ow
         await page.goto(f"{server.url}/runs/ids?token={TOKEN}")
         shown = "form.approval dd[data-argument='to']"
         assert await page.inner_text(shown) == "ann"
+        # Its events connected, their first update taken: the one held below is the
+        # run's moving on (one under way as the route is set would not be held).
+        await _until(functools.partial(_later, watched, 0), "yes")
         asked_for, answer = asyncio.Event(), asyncio.Event()
 
         async def held(route: Any) -> None:  # the page's update, held until the run moved on
