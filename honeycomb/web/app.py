@@ -34,12 +34,12 @@ from honeycomb.store import RunStore, RunSummary
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.html import STYLE
 from honeycomb.web.approvals import StoreApprovals, decidable, decider
+from honeycomb.web.calls import box_text
 from honeycomb.web.evals import eval_routes, evals_page
 from honeycomb.web.follow import Look, Looker, follow
 from honeycomb.web.guard import HANDLERS, AsSent, Guard, Refused, check_forgery, csrf_value
 from honeycomb.web.pages import (
     Links,
-    box_text,
     live_parts,
     named,
     run_page,
