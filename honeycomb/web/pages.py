@@ -235,7 +235,10 @@ def session_page(session_id: str, turns: Sequence[Turn], links: Links, store: st
             "</section>"
         )
     body = f'<h1>session {_e(session_id)}</h1><div id="turns" class="part">{"".join(parts)}</div>'
-    gone = f"This session is no longer in {store}: it was forgotten. The page shows it as it was."
+    gone = (
+        f"This session is no longer in {store}: it was forgotten, or cleared of its turns. "
+        "The page shows it as it was."
+    )
     live = links.session(session_id) + "/events"
     return page(f"session {session_id}", body, links, live=live, gone=gone, follows="its session")
 

@@ -43,28 +43,32 @@ async def test_in_chromium_a_page_whose_session_is_forgotten_says_so(
     """A page left open on a finished run stopped following it once the run ended, and
     still showed it, as if it were there, after its session was forgotten (its run
     deleted with it); so did the session's page. Each now says it is gone, and keeps
-    what it showed."""
+    what it showed; so does the page of a session cleared of its turns."""
     executor = _executor(db)
-    session = executor.session("talk")
+    session, other = executor.session("talk"), executor.session("other")
     answered = await session.run("Find the weather in Rome.")
+    await other.run("Find the weather in Oslo.")
     with ThreadedServer(create_app(db, token=TOKEN, poll_s=0.1), name="serve") as server:
         context = await browser.new_context()
         await (await context.new_page()).goto(f"{server.url}/?token={TOKEN}")
         run = await _opened(context, f"{server.url}/runs/{answered.run_id}")
         await _until(lambda: run.dataset("ended"), "true")
         talk = await _opened(context, f"{server.url}/sessions/talk")
+        cleared = await _opened(context, f"{server.url}/sessions/other")
         assert await run.dataset("lost") is None
         await session.forget()
+        await other.clear()
+        await _until(lambda: cleared.dataset("lost"), await cleared.dataset("gone"))
         await _until(lambda: run.dataset("lost"), await run.dataset("gone"))
         await _until(lambda: talk.dataset("lost"), await talk.dataset("gone"))
         said = await run.page.inner_text("p.lost")
         assert said.startswith("This run is no longer in runs.db: it was deleted")
         assert (await talk.page.inner_text("p.lost")).startswith(
-            "This session is no longer in runs.db: it was forgotten."
+            "This session is no longer in runs.db: it was forgotten, or cleared of its turns."
         )
         assert "Rome" in await talk.page.inner_text("#turns")  # what it showed, kept
         assert await run.page.query_selector("#state [data-status='ok']") is not None
-        for watched in (run, talk):
+        for watched in (run, talk, cleared):
             assert await watched.dataset("errors") is None
             assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
