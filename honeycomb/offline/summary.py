@@ -6,7 +6,8 @@ key lines, under the call that produced it: of its text (or of a JSON object's l
 texts) the lines that hold a number or a ``key: value`` pair, three at most, each cut
 to 200 characters, the object's short fields beside the first. Prose without either
 is left out. A folded turn of a session's conversation adds its message and the key
-lines of its answer. A real model keeps what its prompt and its judgement keep.
+lines of its answer; the memories recalled at a worker's start, each one's id, origin and
+lead. A real model keeps what its prompt and its judgement keep.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any
 
 from runtime import ModelRequest, UserMessage
 from workers.compaction import END_HEADER, FOLDED_HEADER, PREVIOUS_HEADER
+from workers.memory import RECALL_HEADER
 
-__all__ = ["FACTS_HEADER", "summarize", "turn_facts"]
+__all__ = ["FACTS_HEADER", "recalled_facts", "summarize", "turn_facts"]
 
 FACTS_HEADER = "Facts found so far:"
 _RESULT = re.compile(r"^### result (?P<call>.+) \[(?P<status>\w+)\]$")
@@ -42,6 +44,8 @@ def summarize(request: ModelRequest) -> str:
                 facts += [f"- {call}: {fact}" for fact in key_facts("\n".join(body))]
             elif body[:1] and body[0].startswith(_MESSAGE):  # a turn of a session
                 facts += turn_facts(body)
+            elif body[:1] and body[0] == RECALL_HEADER:  # what it recalled at its start
+                facts += recalled_facts(body)
             found = _RESULT.match(line)
             call = found["call"] if found and found["status"] == "ok" else ""
             body = []
@@ -59,6 +63,16 @@ def turn_facts(lines: list[str]) -> list[str]:
     answer = "\n".join(lines[lines.index("Answer:") + 1 :]) if "Answer:" in lines else ""
     said = [f"- message {number}: {message[:_LINE_MAX]}"]
     return said + [f"- answer {number}: {fact}" for fact in _key_lines(answer)]
+
+
+def recalled_facts(lines: list[str]) -> list[str]:
+    """The memories a worker recalled at its start, folded: each one's id and origin,
+    and the lead of its text (the recall tool's are folded as any tool's result)."""
+    return [
+        f"- {line[1:-1]}: {' '.join(lines[at + 1].split())[:_LINE_MAX]}"
+        for at, line in enumerate(lines[:-1])
+        if line.startswith("[memory ") and line.endswith("]")
+    ]
 
 
 def key_facts(content: str) -> list[str]:

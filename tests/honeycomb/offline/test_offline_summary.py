@@ -11,7 +11,9 @@ import pytest
 from honeycomb import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from honeycomb.cli.main import main
 from honeycomb.offline.summary import FACTS_HEADER, summarize
+from runtime import MemoryHit, MemoryRecord
 from workers.compaction import summary_request
+from workers.memory import recall_text
 
 
 def result(call_id: str, content: str, status: str = "ok") -> ToolMessage:
@@ -62,3 +64,24 @@ def test_the_compact_demo_shows_each_compaction_and_keeps_every_reading(
     answer = out.split("\nAnswer:\n", 1)[1]
     for page in range(1, 25):
         assert f"Reading {page}:" in answer  # the early ones from the summary
+
+
+def test_a_summary_keeps_what_the_worker_recalled_at_its_start() -> None:
+    # Folded with the turns after it, the recall was a user's prose: left out, and the
+    # worker went on without what its memory held.
+    hits = [
+        MemoryHit(
+            record=MemoryRecord(
+                id="3f2a9c1e0b7d4a55", namespace="trip", text=text, created_at=0.0, role=role
+            ),
+            score=1.0,
+        )
+        for text, role in [("Lisbon is sunny in May;\ntrams climb", "guide"), ("Porto", None)]
+    ]
+    recalled = UserMessage(content=recall_text(hits))
+    text = summarize(summary_request("", (recalled, asked("a", 1), result("a", "no facts"))))
+    assert text.splitlines() == [
+        FACTS_HEADER,
+        "- memory 3f2a9c1e0b7d4a55 · guide: Lisbon is sunny in May;",
+        "- memory 3f2a9c1e0b7d4a55: Porto",
+    ]
