@@ -197,7 +197,8 @@ class Executor:
         )
         kept = open_store(store)
         self._own_store = kept is not store  # made of a path or URL: closed by aclose
-        self._held: AsyncExitStack | None = None  # the models held by ``async with``
+        # The models, and the hives called as tools, held by ``async with``.
+        self._held: AsyncExitStack | None = None
         # The event loop it serves, one at a time, with its sessions' locks and its
         # slots: what a stopped loop held in them is not held in the next.
         self._serving = OneLoop("this Executor")
@@ -239,12 +240,15 @@ class Executor:
 
     async def __aenter__(self) -> Self:
         """Share the MCP servers and the models' own servers (llama.cpp) between the
-        runs of the block (none starts yet)."""
+        runs of the block (none starts yet), and so those of the hives its roles call
+        as tools between their sub-runs (each started a server of its own a call)."""
         await self.shared.crew.mcp.open()
         if self._held is None:
-            stack = AsyncExitStack()
-            await stack.enter_async_context(held(self.shared.crew.models.values()))
-            self._held = stack
+            async with AsyncExitStack() as stack:  # let go again if one cannot be held
+                await stack.enter_async_context(held(self.shared.crew.models.values()))
+                for sub in {id(sub): sub for _, sub in self._called()}.values():
+                    await stack.enter_async_context(sub)
+                self._held = stack.pop_all()
         return self
 
     async def __aexit__(
@@ -256,7 +260,8 @@ class Executor:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop every MCP server the Executor's runs started, the models' servers, and
+        """Stop every MCP server the Executor's runs started (and the hives its roles call as
+        tools started), the models' servers, and
         the actors of the Ray pool it made for a hive's ``backend: ray``, and close the
         run store it opened from a path or URL (``async with`` does). A backend or a
         :class:`~honeycomb.store.RunStore` given is the caller's to stop. A later run

@@ -455,3 +455,46 @@ async def test_approvals_naming_a_misspelt_mcp_tool_stop_the_run_before_any_call
     assert error is not None
     assert "'apend_note' (did you mean 'append_note'?)" in error.message
     assert not notes.exists()  # its worker never started
+
+
+async def test_a_hive_called_as_a_tool_shares_its_server_through_the_callers_block() -> None:
+    """Each call of a hive tool started (and stopped) its MCP server anew, inside the
+    calling Executor's block too: four calls, four processes. The block holds the hive
+    tools' servers as it holds its own: one process served every call."""
+    before = child_pids()
+
+    def seen(request: ModelRequest) -> list[ToolMessage]:
+        return [m for m in request.messages if isinstance(m, ToolMessage)]
+
+    def clerk(request: ModelRequest) -> AssistantMessage | str:
+        if seen(request):
+            return seen(request)[0].content  # the server's process id, as its answer
+        return AssistantMessage(tool_calls=(call("pid"),))
+
+    def lead(request: ModelRequest) -> AssistantMessage | str:
+        if seen(request):
+            return "done"
+        return AssistantMessage(tool_calls=(call("clerks", {"instruction": "pid"}),))
+
+    clerks = Executor(
+        [CLERK], FunctionModel(clerk), mcp_servers=[sdk_server()],
+        planner=lambda task: [("clerk", task)], aggregator="concat",
+    )  # fmt: skip
+
+    caller = Executor(
+        [Role(name="lead", tools=["clerks"])], FunctionModel(lead),
+        tools=[clerks.as_tool("clerks")], aggregator="concat",
+    )  # fmt: skip
+    pids = set()
+    async with caller:
+        for _ in range(2):
+            result = await caller.run("t", subtasks=plan("lead", "lead"))
+            assert result.status == "ok"
+            assert len(child_pids() - before) == 1  # the block's, kept between its runs
+            for subtask in ("s1", "s2"):
+                worker = result.subtasks[subtask].worker
+                assert worker is not None
+                (observed,) = [m for m in worker.transcript.messages if isinstance(m, ToolMessage)]
+                pids.add(observed.content)
+    assert child_pids() - before == set()  # and stopped with it
+    assert len(pids) == 1
