@@ -264,7 +264,8 @@ async def keep_answers(results: Sequence[SubtaskResult], context: RunContext) ->
     worker keeps it as it ends unless the run's answer is made of them: then the run
     keeps them once its output guards passed that answer
     (:attr:`~honeycomb.run.context.RunContext.holds_answers`), its earlier lives'
-    included. A memory that fails is logged, as a worker's is."""
+    included: each as it is handed on (one cut off at its output limit says so), as a
+    worker keeps it. A memory that fails is logged, as a worker's is."""
     for result in results:
         role = context.roles.get(result.subtask.role)
         if role is not None and result.ok:
@@ -272,7 +273,7 @@ async def keep_answers(results: Sequence[SubtaskResult], context: RunContext) ->
             await keep_result(
                 memory,
                 role.memory,
-                result.text,
+                result.handed_on,
                 run_id=context.run_id,
                 role=role.name,
                 worker=result.subtask.id,

@@ -36,6 +36,7 @@ from honeycomb.trace.spans import SpanRecorder
 from runtime import ModelTimeout, Usage
 from runtime.limits.budget import retried, timed_out
 from runtime.models.pricing import Price, PricedModel
+from workers.worker import CUT_OFF_NOTE
 
 
 class Lead:
@@ -121,6 +122,27 @@ async def test_a_final_answer_the_runs_guard_refused_is_not_kept_in_memory(
     passed = Executor(roles, FunctionModel(lambda request: "all well"), memory=memory)
     await passed.run("task", subtasks=[("w", "look")])  # an accepted answer is kept
     assert [h.record.text for h in await memory.search("well", namespace="answers")] == ["all well"]
+
+
+async def test_an_answer_cut_off_that_the_run_keeps_after_its_guards_says_so(
+    tmp_path: Path,
+) -> None:
+    # An answer the run keeps once its output guards passed the answer made of it
+    # (concat) was kept as the model wrote it, cut off at its output limit, where a
+    # worker keeps it as it is handed on, saying it was cut off.
+    cut = ModelResponse(
+        message=AssistantMessage(content="Lisbon has seven hills and"), finish_reason="length"
+    )
+    memory = SQLiteMemory(tmp_path / "memory.db")
+    keeps = RoleMemory(namespace="trip", recall=0, store_result=True)
+    executor = Executor(
+        [Role(name="guide", memory=keeps)], FunctionModel(lambda request: cut), memory=memory,
+        aggregator="concat", guards=Guards(output=(_no_password,)),
+    )  # fmt: skip
+    result = await executor.run("task", subtasks=[("guide", "Describe Lisbon.")])
+    assert result.status == "ok"
+    [kept] = [r for r in await memory.list("trip") if r.kind == "result"]
+    assert kept.text == f"Lisbon has seven hills and {CUT_OFF_NOTE}"
 
 
 async def test_a_wall_time_names_the_worker_each_judge_call_in_flight_was_checking() -> None:
