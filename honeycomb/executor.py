@@ -196,6 +196,7 @@ class Executor:
             kept_policy.sessions.context.model,
         )
         kept = open_store(store)
+        _one_file_each(kept, kept_memory)
         self._own_store = kept is not store  # made of a path or URL: closed by aclose
         # The models, and the hives called as tools, held by ``async with``.
         self._held: AsyncExitStack | None = None
@@ -1036,6 +1037,23 @@ def _cassette_approvals(
     from honeycomb.run.cassette_decisions import cassette_approvals
 
     return cassette_approvals(approver, models)
+
+
+def _one_file_each(store: RunStore | None, memory: Memory | None) -> None:
+    """Refuse a memory whose file is the run store's: each keeps tables of its own in
+    its file, and every recall of such a memory failed.
+
+    Raises:
+        ConfigError: naming the file.
+    """
+    path = getattr(memory, "path", None)  # an SQLite memory's file
+    if store is None or store.path is None or path is None:
+        return
+    if os.path.realpath(store.path) == os.path.realpath(path):
+        raise ConfigError(
+            f"the memory's file {str(path)!r} is the run store's: give each a file of its own",
+            field="memory",
+        )
 
 
 def _memory_priced(memory: Memory | None, roles: Iterable[Role]) -> bool:

@@ -996,3 +996,20 @@ async def test_an_id_that_is_not_valid_text_is_refused_by_its_name_before_anythi
     assert executor.store is not None
     assert executor.store.runs() == []
     executor.store.close()
+
+
+def test_a_memory_whose_file_is_the_run_stores_is_refused_as_the_executor_is_made(
+    tmp_path: Path,
+) -> None:
+    # The store's tables and the memory's in one file: every recall failed, the runs
+    # going on as if the roles remembered nothing.
+    (tmp_path / "data").mkdir()
+    same = tmp_path / "data" / "runs.db"
+    model = ScriptedModel(["never asked"])
+    said = "the memory's file '.*runs.db' is the run store's: give each a file of its own"
+    for memory in (same, tmp_path / "data" / ".." / "data" / "runs.db"):
+        with pytest.raises(ConfigError, match=said):
+            Executor(ROLES, model, store=same, memory=memory)
+    apart = Executor(ROLES, model, store=same, memory=tmp_path / "data" / "memory.db")
+    assert apart.store is not None
+    apart.store.close()
