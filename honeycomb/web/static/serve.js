@@ -122,9 +122,17 @@
   }
 
   // What it shows is no longer in the store (a run deleted, a session forgotten): the
-  // page says so, keeps what it showed, and asks now and then whether it came back.
+  // page says so, keeps what it showed but the calls it had a person decide (there is
+  // no run to decide them for), and asks now and then whether it came back (its
+  // calls come back with it: the next update shows those that wait).
   function gone() {
     lost(root.dataset.gone || 'This is no longer in the store.');
+    var calls = document.getElementById('approvals');
+    if (calls) {
+      calls.hidden = true;
+      calls.querySelectorAll('[data-key]').forEach(function (e) { e.remove(); });
+    }
+    seen = null;  // back, it is fetched again, whatever it shows
     setTimeout(follow, 5000);
   }
 

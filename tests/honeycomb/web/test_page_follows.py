@@ -10,10 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from honeycomb import Executor, OfflineModel, Role
+from honeycomb import Approvals, Executor, OfflineModel, Role, tool
 from honeycomb.store import RunStore
+from honeycomb.testing import ScriptedModel
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
+from runtime.testing import call
 from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import _later, _until, _Watched
 from tests.support import approvals
@@ -147,3 +149,38 @@ async def test_in_chromium_the_list_of_evals_takes_an_eval_kept_after_it_opened(
         assert evals.errors == [], "\n".join(evals.errors)
         await context.close()
     store.close()
+
+
+async def test_in_chromium_the_page_of_a_waiting_run_gone_offers_no_call_to_decide(
+    db: Path, browser: Any
+) -> None:
+    """A run waiting for a person, its session forgotten while its page was open: the
+    page said it was gone, and still offered its call's form, whose approval could only
+    be refused (no such run). The call goes with the run."""
+
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    payer = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    model = ScriptedModel([call("pay", {"to": "ann"}), "paid"])
+    executor = Executor(
+        [payer], model, tools=[tool(pay, side_effects=True)], store=db,
+        planner=lambda task: [("payer", "pay ann")],
+    )  # fmt: skip
+    session = executor.session("talk")
+    waiting = await session.run("Pay ann.")
+    assert waiting.status == "waiting"
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)), poll_s=0.1)
+    with ThreadedServer(app, name="serve") as server:
+        context = await browser.new_context()
+        await (await context.new_page()).goto(f"{server.url}/?token={TOKEN}")
+        run = await _opened(context, f"{server.url}/runs/{waiting.run_id}")
+        assert await run.page.is_visible("form.approval")
+        await session.forget()
+        await _until(lambda: run.dataset("lost"), await run.dataset("gone"))
+        assert await run.page.query_selector("form.approval") is None
+        assert not await run.page.is_visible("#approvals")
+        assert await run.dataset("errors") is None
+        assert run.errors == [], "\n".join(run.errors)
+        await context.close()
