@@ -8,21 +8,33 @@ in a Ray actor go to its driver, which logs them as its own (:func:`log_bound`).
 
 What a library Honeycomb uses logs through :mod:`logging` goes where the application's
 logging says; where nothing would take it (:func:`heard`), Python would print it, so
-what it logs of Honeycomb's own use is dropped (psycopg's, the ``mcp`` SDK's).
+what it logs of Honeycomb's own use is dropped (psycopg's, the ``mcp`` SDK's:
+:class:`Unheard`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import Context, ContextVar, Token
 from types import MappingProxyType
 from typing import Any
 
 from runtime.secrets import masked
 
-__all__ = ["Forward", "bind", "configured", "forwarded", "heard", "log", "log_bound", "unbind"]
+__all__ = [
+    "Forward",
+    "Unheard",
+    "bind",
+    "configured",
+    "forwarded",
+    "heard",
+    "log",
+    "log_bound",
+    "unbind",
+]
 
 LOGGER = "honeycomb"
 
@@ -124,3 +136,38 @@ def heard(logger: logging.Logger) -> bool:
             return False
         current = current.parent
     return False
+
+
+class Unheard(logging.Filter):
+    """On a library's loggers, drops what it logs of Honeycomb's use of it (made within
+    :meth:`ours`, or in a thread whose name begins with ``threads``) where no handler
+    would take it (:func:`heard`); its other records, and every record an application
+    that configured logging would hear, pass. No level or handler is set.
+
+    Args:
+        name: Whose use it is (what its context variable is named after).
+        threads: How the names of Honeycomb's threads that use the library begin
+            (None: none do).
+    """
+
+    def __init__(self, name: str, threads: str | None = None) -> None:
+        super().__init__()
+        self._ours: ContextVar[bool] = ContextVar(f"honeycomb_{name}_ours", default=False)
+        self._threads = threads
+
+    @contextlib.contextmanager
+    def ours(self) -> Iterator[None]:
+        """What the library logs meanwhile in this task (and the tasks it starts) or
+        thread is of Honeycomb's use of it."""
+        token = self._ours.set(True)
+        try:
+            yield
+        finally:
+            self._ours.reset(token)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        threads = self._threads
+        mine = self._ours.get() or (
+            threads is not None and (record.threadName or "").startswith(threads)
+        )
+        return not mine or heard(logging.getLogger(record.name))

@@ -24,12 +24,11 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from honeycomb.store import forked
 from runtime import StoreError
-from runtime.logs import heard
+from runtime.logs import Unheard
 
 if TYPE_CHECKING:
     import psycopg
@@ -46,28 +45,10 @@ THREADS = "honeycomb-store"
 pool's name, ``honeycomb-store-<schema>``, begins its threads' names)."""
 
 _LOGGERS = ("psycopg", "psycopg.pool")
-_ours: ContextVar[bool] = ContextVar("honeycomb_store_ours", default=False)
+_UNHEARD = Unheard("store", threads=THREADS)
 
-
-@contextlib.contextmanager
-def ours() -> Iterator[None]:
-    """What psycopg logs meanwhile in this thread is of the store's connections."""
-    token = _ours.set(True)
-    try:
-        yield
-    finally:
-        _ours.reset(token)
-
-
-class _Unheard(logging.Filter):
-    """Drops a record of the store's connections that no handler would take."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        of_store = (record.threadName or "").startswith(THREADS) or _ours.get()
-        return not of_store or heard(logging.getLogger(record.name))
-
-
-_UNHEARD = _Unheard()
+ours = _UNHEARD.ours
+"""What psycopg logs meanwhile in this thread is of the store's connections."""
 
 
 def unprinted() -> None:

@@ -12,40 +12,20 @@ logs as it did, and no level or handler of any logger is set.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
-from contextvars import ContextVar
 
-from runtime.logs import heard
+from runtime.logs import Unheard
 
 __all__ = ["ours", "unprinted"]
 
 _SESSION = "client"
 """The logger of the SDK's client session: it names it so, outside ``mcp``."""
 
-_ours: ContextVar[bool] = ContextVar("honeycomb_mcp_ours", default=False)
+_UNHEARD = Unheard("mcp")
 
-
-@contextlib.contextmanager
-def ours() -> Iterator[None]:
-    """What the SDK logs meanwhile in this task, and in the tasks it starts, is of
-    Honeycomb's connections."""
-    token = _ours.set(True)
-    try:
-        yield
-    finally:
-        _ours.reset(token)
-
-
-class _Unheard(logging.Filter):
-    """Drops a record of Honeycomb's connections that no handler would take."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not _ours.get() or heard(logging.getLogger(record.name))
-
-
-_UNHEARD = _Unheard()
+ours = _UNHEARD.ours
+"""What the SDK logs meanwhile in this task, and in the tasks it starts, is of
+Honeycomb's connections."""
 
 
 def unprinted() -> None:
