@@ -286,29 +286,23 @@ class _Site:
 
     async def runs_events(self, request: Request) -> Response:
         """The list of runs' events: a change as a run starts, goes on or ends."""
-        limit = _limit(request)
-
-        async def look() -> Look:
-            return Look(shown=await asyncio.to_thread(self.store.runs, limit + 1))
-
-        return self._follow(request, look, "")
+        return self._listed(request, self.store.runs)
 
     async def evals_events(self, request: Request) -> Response:
         """The list of evals' events: a change as an eval is kept."""
-        limit = _limit(request)
-
-        async def look() -> Look:
-            return Look(shown=await asyncio.to_thread(self.store.evals, limit + 1))
-
-        return self._follow(request, look, "")
+        return self._listed(request, self.store.evals)
 
     async def sessions_events(self, request: Request) -> Response:
         """The list of sessions' events: a change as a session starts or takes a turn."""
+        return self._listed(request, StoredSessions(self.store).sessions)
+
+    def _listed(self, request: Request, read: Callable[[int], Sequence[object]]) -> Response:
+        """The events of a list whose rows ``read(limit)`` reads (as its page, with one
+        row past its ``?limit=``: whether the store holds more changes it too)."""
         limit = _limit(request)
-        stored = StoredSessions(self.store)
 
         async def look() -> Look:
-            return Look(shown=await asyncio.to_thread(stored.sessions, limit + 1))
+            return Look(shown=await asyncio.to_thread(read, limit + 1))
 
         return self._follow(request, look, "")
 
