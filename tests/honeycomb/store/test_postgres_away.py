@@ -155,9 +155,11 @@ async def test_a_run_stopped_while_its_server_is_away_is_resumed_once_it_is_back
     postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A run cancelled while its server is away cannot record that it was interrupted:
-    it ends saying so, its row says it is running, and no process carries it on. Once
-    the server is back, the store lists it as interrupted and a resume finishes it."""
-    monkeypatch.setattr(writer, "RECONNECT_S", 0.3)  # however long the writer tries
+    it ends saying so, in a moment (it waited the writer's whole time of tries, 30 s:
+    its record is a stopping write, which waits writer.STOPPING_S), its row says it is
+    running, and no process carries it on. Once the server is back, the store lists it
+    as interrupted and a resume finishes it."""
+    monkeypatch.setattr(writer, "RECONNECT_S", 40 * writer.STOPPING_S)
     url = postgres.url()
     mine = role_of(url, "resumed")
     role = role_in(mine)
@@ -179,11 +181,14 @@ async def test_a_run_stopped_while_its_server_is_away_is_resumed_once_it_is_back
     running = asyncio.ensure_future(executor.run("answer", subtasks=subtasks, run_id="r1"))
     await thinking.wait()
     away(url, role)
+    began = time.monotonic()
     running.cancel()  # as Ctrl-C cancels the command's run
     with pytest.raises(asyncio.CancelledError) as stopped:
         await running
+    took = time.monotonic() - began
     notes = getattr(stopped.value, "__notes__", [])
     assert any("could not record the run as interrupted" in note for note in notes), notes
+    assert took < writer.RECONNECT_S / 4, took  # a moment's tries, not the writer's
     assert query(url, "SELECT status FROM runs WHERE run_id = ?", ("r1",)) == [("running",)]
     change(url, (f'ALTER ROLE "{role}" LOGIN', ()))
     found = store.find("r1")

@@ -15,15 +15,14 @@ from tests.support.openai_server import OpenAIServer, Raw, Reply, _response
 from workers import AgentLoop, Failed
 
 
-@pytest.mark.parametrize("api", ["chat", "responses"])
-async def test_a_filtered_answer_says_the_filter_withheld_it(
-    openai_server: OpenAIServer, api: str
-) -> None:
+async def _filtered(openai_server: OpenAIServer, api: str, content: str | None) -> Failed:
+    """How a worker's loop ends whose endpoint's filter stopped the answer after
+    ``content`` (None: at once)."""
     if api == "chat":
-        openai_server.default = Reply(content=None, finish_reason="content_filter")
+        openai_server.default = Reply(content=content, finish_reason="content_filter")
         model: OpenAIEndpoint = OpenAIModel("m", base_url=openai_server.base_url)
     else:
-        body = _response(Reply(content=None), "m", 1)
+        body = _response(Reply(content=content), "m", 1)
         body |= {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}}
         openai_server.default = Raw(200, body=body)
         model = OpenAIResponsesModel("m", base_url=openai_server.base_url)
@@ -32,8 +31,15 @@ async def test_a_filtered_answer_says_the_filter_withheld_it(
         result = await AgentLoop(model, Dispatcher(ToolRegistry([]))).run("Write it.")
     finally:
         await model.client.close()
-
     assert isinstance(result, Failed)
+    return result
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_a_filtered_answer_says_the_filter_withheld_it(
+    openai_server: OpenAIServer, api: str
+) -> None:
+    result = await _filtered(openai_server, api, None)
     assert isinstance(result.error, EmptyResponse)
     assert result.error.finish_reason == "content_filter"
     assert "the endpoint's content filter withheld it" in str(result.error)
@@ -46,21 +52,7 @@ async def test_an_answer_the_filter_stopped_part_way_is_no_answer(
     """The text that came before the filter stopped the answer was taken for the whole
     answer, and merged into the run's as if it were."""
     part = "The first half of the answer, and"
-    if api == "chat":
-        openai_server.default = Reply(content=part, finish_reason="content_filter")
-        model: OpenAIEndpoint = OpenAIModel("m", base_url=openai_server.base_url)
-    else:
-        body = _response(Reply(content=part), "m", 1)
-        body |= {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}}
-        openai_server.default = Raw(200, body=body)
-        model = OpenAIResponsesModel("m", base_url=openai_server.base_url)
-    model.retry = RetryPolicy(attempts=1)
-    try:
-        result = await AgentLoop(model, Dispatcher(ToolRegistry([]))).run("Write it.")
-    finally:
-        await model.client.close()
-
-    assert isinstance(result, Failed)
+    result = await _filtered(openai_server, api, part)
     assert isinstance(result.error, AnswerWithheld)
     assert result.error.shown_chars == len(part)
     assert "content filter withheld the answer at turn 1 after 33 characters" in str(result.error)
