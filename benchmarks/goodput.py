@@ -30,13 +30,13 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 
 from benchmarks.fanout import RESULTS, ROOT, machine, results_stem
+from honeycomb.cli.options import user_path
 
 HEADERS = ("x-ratelimit", "retry-after", "bare")
 """How the server tells its limits; the first is how OpenAI does."""
@@ -342,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--headers", default=told,
                         help=f"how the server tells its limits: any of {told}")  # fmt: skip
     parser.add_argument("--impls", default=",".join(IMPLS), help="honeycomb,openai client")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
+    parser.add_argument("--out", type=user_path, default=RESULTS, help="where results are written")
     parser.add_argument("--smoke", action="store_true",
                         help="20 workers against a small quota: runs, not targets")  # fmt: skip
     parser.add_argument("--serve", help=argparse.SUPPRESS)

@@ -36,13 +36,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 from benchmarks.fanout import RESULTS, machine, results_stem
 from honeycomb import Executor, Policy, Role
+from honeycomb.cli.options import user_path
 from honeycomb.models import LlamaModel
 from runtime.models.llama_server import LlamaServer, bundled_gguf
 from tests.support.llama import SentBodies, record_bodies
@@ -272,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=default.tokens, help="each call writes")
     parser.add_argument("--repeats", type=int, default=default.repeats)
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp's (default: half)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
+    parser.add_argument("--out", type=user_path, default=RESULTS, help="where results are written")
     parser.add_argument("--smoke", action="store_true", help="small: runs, not targets")
     args = parser.parse_args(argv)
     setup = SMOKE if args.smoke else Setup(
