@@ -143,6 +143,7 @@
   // can no longer read (its events say why). The line goes once a change comes: the
   // events of a store still unreadable open, then fail.
   function follow() {
+    if (document.visibilityState === 'hidden') { resting = true; return; }
     events = new EventSource(source);
     // The first change may already differ from what the page was made from (it went
     // on before the events connected): every change is fetched, but one the page
@@ -194,5 +195,17 @@
         });
     });
   }
+  // A tab out of sight follows nothing: a browser keeps six connections to a server
+  // (HTTP/1.1), and each page following something holds one. Back in sight, the page
+  // follows again, and its first change brings it up to date.
+  var resting = false;
+  document.addEventListener('visibilitychange', function () {
+    if (document.visibilityState === 'hidden') {
+      if (events && events.readyState !== EventSource.CLOSED) { events.close(); resting = true; }
+    } else if (resting) {
+      resting = false;
+      follow();
+    }
+  });
   follow();
 })();

@@ -184,3 +184,44 @@ async def test_in_chromium_the_page_of_a_waiting_run_gone_offers_no_call_to_deci
         assert await run.dataset("errors") is None
         assert run.errors == [], "\n".join(run.errors)
         await context.close()
+
+
+SEEN_AS = """state => {
+  Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => state});
+  document.dispatchEvent(new Event('visibilitychange'));
+}"""
+"""Has the page taken for one in a tab out of sight (``hidden``) or back (``visible``)."""
+
+
+async def test_in_chromium_a_tab_out_of_sight_lets_its_events_go_and_follows_again(
+    db: Path, browser: Any
+) -> None:
+    """A browser keeps six connections to a server, and each page following something
+    held one for as long as it was open, in sight or not: past six such tabs, the next
+    page of the server waited. A tab out of sight lets its events go; back in sight, it
+    follows again and takes what it missed."""
+    executor = _executor(db)
+    await executor.session("first talk").run("Find the weather in Rome.")
+    with ThreadedServer(create_app(db, token=TOKEN, poll_s=0.1), name="serve") as server:
+        context = await browser.new_context()
+        await (await context.new_page()).goto(f"{server.url}/?token={TOKEN}")
+        runs = await _opened(context, f"{server.url}/")
+        ended: list[str] = []
+        runs.page.on(
+            "requestfailed", lambda r: ended.append(r.url) if "/events/" in r.url else None
+        )
+        asked: list[str] = []
+        runs.page.on("request", lambda r: asked.append(r.url) if "/events/" in r.url else None)
+        await runs.page.evaluate(SEEN_AS, "hidden")
+        await _until(lambda: _said(ended), "yes")  # its events let go
+        later = await executor.session("second talk").run("And in Oslo?")
+        assert asked == []
+        await runs.page.evaluate(SEEN_AS, "visible")
+        await runs.page.wait_for_selector(f'a[href="/runs/{later.run_id}"]', timeout=30_000)
+        assert await runs.page.evaluate("performance.getEntriesByType('navigation').length") == 1
+        assert await runs.dataset("lost") is None
+        await context.close()
+
+
+async def _said(found: list[str]) -> str:
+    return "yes" if found else "no"
