@@ -36,7 +36,9 @@ def not_a_file(path: Path) -> str | None:
     try:
         mode = path.stat().st_mode
     except (FileNotFoundError, NotADirectoryError):  # missing: made in its folder
-        above = _nearest(path)
+        # Its folder, or the nearest above it: the file itself may be there by now (made
+        # by another process meanwhile), which says nothing of its folder.
+        above = _nearest(path.parent)
         if above is None or stat.S_ISDIR(above[1]):
             return None
         return f"{above[0]} is a file, not a folder: no run store can be in it"
