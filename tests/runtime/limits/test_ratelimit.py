@@ -223,7 +223,10 @@ async def test_concurrency_drops_after_429s_and_recovers() -> None:
     first_429 = burst_calls[0] - 1
     assert max(in_flight_at_start[:first_429]) == 8
     after = in_flight_at_start[burst_calls[-1] : burst_calls[-1] + 8]
-    assert max(after) <= 4, f"concurrency did not drop after the 429s: {after}"
+    # Sixteen callers kept eight calls in flight: a call that starts with four or fewer
+    # shows the drop (the limit grows again with each success, and a loaded machine
+    # finishes several before the next call starts: [1, 2, 3, 4, 4, 4, 4, 5] in CI).
+    assert min(after) <= 4, f"concurrency did not drop after the 429s: {after}"
     assert limiter.pace is None, "the pace learnt from the burst was not let go"
     assert max(in_flight_at_start[-24:]) == 8, "concurrency did not recover"
     assert limiter.limit == 8
