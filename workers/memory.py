@@ -193,11 +193,13 @@ def recall_room(
 ) -> int | None:
     """The tokens a worker's recall may take: half of what its ``first`` request (its
     system prompt, task and tools, as ``model`` is sent them; by ``count``, else the
-    estimate) leaves of what its prompt may take (:func:`~workers.context.prompt_room`),
-    so that its turns have room too; None: neither its model's context nor a budget is
-    known."""
+    estimate) leaves of what that request may take (:func:`~workers.context.prompt_room`:
+    its model's context less room for the answer, or its compaction budget, which
+    counts the request alone: the answer's calls are the next request's, which
+    compaction folds), so that its turns have room too; None: neither its model's
+    context nor a budget is known."""
     room = prompt_room(
-        settings.compaction, context_of(model), settings.max_output_tokens, tools=bool(first.tools)
+        settings.compaction, context_of(model), settings.max_output_tokens, tools=False
     )
     if room is None:
         return None
