@@ -84,6 +84,9 @@ class Scheduler:
         self.policy = policy
         self.outcomes: dict[str, SubtaskResult] = dict(earlier or {})
         self.stopped: HoneycombError | None = None
+        # The phase of the run whose worker's call this one's run is part of (a hive
+        # called as a tool): what stops that phase stops this one too.
+        self._caller = _running.get()
         self._by_id = {s.id: s for s in plan.subtasks}
         self._new = [s for s in plan.subtasks if s.id not in self.outcomes]
         # A subtask with dependencies waits for its event: set once they have all
@@ -288,18 +291,27 @@ class Scheduler:
                 return None
         return worker, inputs, state, record
 
+    @property
+    def reason(self) -> HoneycombError | None:
+        """What stopped its phase (:attr:`stopped`), or, for a sub-run's (a hive called
+        as a tool), the phase of the run that called it, whose budget it spends."""
+        if self.stopped is not None or self._caller is None:
+            return self.stopped
+        return self._caller.reason
+
     def _stopped_now(self, subtask: Subtask, started: float) -> None:
         """A started subtask's worker cut off by the end of its run, reported as an
         event: every ``worker.started`` has its ``worker.finished``."""
         ctx = self.context
         if ctx.tracer.enabled:
-            why = stopped_error(self.stopped)
+            reason = self.reason
+            why = stopped_error(reason)
             ctx.tracer.emit(
                 WorkerFinished(
                     worker=subtask.id,
                     run_id=ctx.run_id,
                     role=subtask.role,
-                    status=stopped_status(self.stopped),
+                    status=stopped_status(reason),
                     duration_s=self.elapsed_s - started,
                     error=str(why) if why is not None else None,
                 )
@@ -542,7 +554,7 @@ def why_stopped() -> HoneycombError | None:
     time, the failure policy), if anything did: what a nested worker cut off with its
     caller ends of (:func:`stopped_status`)."""
     scheduler = _running.get()
-    return scheduler.stopped if scheduler is not None else None
+    return scheduler.reason if scheduler is not None else None
 
 
 async def _nested(running: Awaitable[WorkerResult]) -> WorkerResult:

@@ -22,6 +22,7 @@ from honeycomb.store import RunStore, StoredRun
 from honeycomb.testing import FunctionModel
 from honeycomb.trace.spans import SpanRecorder
 from runtime import AssistantMessage, Event, ModelRequest
+from runtime.limits.cut import run_cut
 from runtime.testing import call
 from tests.honeycomb.run.test_agents import task_of, waiting_calls
 from tests.support.concurrency import MEET_LIMIT_S
@@ -393,3 +394,42 @@ async def test_a_nested_worker_cut_off_as_its_answer_is_kept_is_reported_finishe
     assert started == ["s1", "s1/c1"]
     assert ended == {"s1/c1": "ok", "s1": "ok"}
     assert (await loaded(tmp_path / "runs.db")).workers["s1/c1"].status == "ok"
+
+
+async def test_a_sub_runs_worker_its_callers_wall_time_cut_off_is_over_budget() -> None:
+    """A hive called as a tool spends its caller's budget, its wall time included: the
+    caller's wall time cut its worker off with the caller's, which ended
+    ``over_budget``, and the sub-run's worker said ``cancelled`` (its own phase had no
+    stop of its own)."""
+    inner: list[Event] = []
+
+    @tool
+    async def slow(query: str) -> str:
+        """Take long."""
+        cut = run_cut.get()
+        assert cut is not None  # the calling run's: a sub-run sets no wall time
+        cut.now()  # the wall time falls as the sub-run's worker works (as a replay cuts)
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    def dig(request: ModelRequest) -> Answer:
+        return AssistantMessage(tool_calls=(call("slow", {"query": "x"}),))
+
+    def lead(request: ModelRequest) -> Answer:
+        return AssistantMessage(tool_calls=(call("facts", {"instruction": "go"}),))
+
+    facts = Executor(
+        [Role(name="digger", tools=("slow",))], FunctionModel(dig), tools=[slow],
+        planner=lambda task: [("digger", task)], aggregator="concat", on_event=[inner.append],
+    )  # fmt: skip
+    outer: list[Event] = []
+    executor = Executor(
+        [Role(name="lead", tools=("facts",))], FunctionModel(lead),
+        tools=[facts.as_tool("facts")], aggregator="concat", on_event=[outer.append],
+        policy=Policy(budgets=Budgets(wall_time_s=MEET_LIMIT_S)),
+    )  # fmt: skip
+    with pytest.raises(BudgetExceeded) as stopped:
+        await executor.run("t", subtasks=ONE)
+    assert stopped.value.limit == "wall_time_s"
+    assert [e.status for e in outer if isinstance(e, WorkerFinished)] == ["over_budget"]
+    assert [e.status for e in inner if isinstance(e, WorkerFinished)] == ["over_budget"]
