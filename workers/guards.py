@@ -282,6 +282,8 @@ class GuardRunner:
             status, reason = "cancelled", None
             if not isinstance(stopped, CancelledError):  # what stops the process fails it
                 status, reason = "error", f"{type(stopped).__name__}: {stopped}"
+                # KeyboardInterrupt, SystemExit ... stop the run: say who, as a tool's do
+                stopped.add_note(f"raised by guard {guard.name!r} of worker {self.worker}")
             spent = (spent_by(stopped) or usage, "", calls, _attempts(report))
             self._report(guard, check, turn, call_id, started, status, reason, spent)
             raise

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from honeycomb import Executor, Role, Subtask, tool
+from honeycomb import Executor, GuardCheck, Guards, Role, Subtask, tool
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
@@ -29,9 +29,10 @@ KINDS: dict[str, type[BaseException]] = {
     "SystemExit": SystemExit,
     "Abort": Abort,
 }
-WHERE = ("model", "tool", "parallel tool")
+WHERE = ("model", "tool", "parallel tool", "guard")
 """Where w1 raises: in its model, in the one tool its turn calls (run in the worker's
-own task), or in one of three parallel calls (each in a task of its own)."""
+own task), in one of three parallel calls (each in a task of its own), or in the output
+guard that checks its answer (a function: in a thread)."""
 
 
 def executor(
@@ -55,6 +56,11 @@ def executor(
         await asyncio.sleep(0.05)
         return "fine"
 
+    def checked(check: GuardCheck) -> None:
+        """Fails badly on w1's answer."""
+        if where == "guard" and kind is not None and check.worker == "w1":
+            raise kind("raised by the guard")
+
     async def answer(request: ModelRequest) -> AssistantMessage | str:
         worker = (request.conversation or "").rsplit("/", 1)[-1]
         turn = 1 + sum(1 for m in request.messages if isinstance(m, AssistantMessage))
@@ -65,9 +71,9 @@ def executor(
         if worker == "w2":
             await asyncio.sleep(0.5 if kind is not None else 0.0)
             return "done w2"
-        if where == "model":
+        if where in ("model", "guard"):
             await asyncio.sleep(0.05)
-            if kind is not None:
+            if kind is not None and where == "model":
                 raise kind("raised by the model")
             return "done w1"
         calls = [ToolCall(id="c1", name="boom", arguments='{"x": "a"}')]
@@ -80,7 +86,14 @@ def executor(
         return AssistantMessage(tool_calls=tuple(calls))
 
     return Executor(
-        [Role(name="worker", description="d", tools=("boom", "slow"))],
+        [
+            Role(
+                name="worker",
+                description="d",
+                tools=("boom", "slow"),
+                guards=Guards(output=(checked,)),
+            )
+        ],
         FunctionModel(answer),
         tools=[tool(boom), tool(slow)],
         aggregator="concat",

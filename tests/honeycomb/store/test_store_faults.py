@@ -69,7 +69,10 @@ async def test_an_own_base_exception_is_raised_as_itself_not_in_a_group(
     assert status == "interrupted"
     assert finished == {"w0": "ok"}
     # What stopped it, and where, is kept with the run (and shown as it ends).
-    by = "the turn model call of w1" if where == "model" else "tool 'boom' of worker w1"
+    by = {
+        "model": "the turn model call of w1",
+        "guard": "guard 'executor.<locals>.checked' of worker w1",  # it said nobody
+    }.get(where, "tool 'boom' of worker w1")
     with sqlite3.connect(db) as raw:
         assert raw.execute("SELECT error FROM runs").fetchall() == [
             (f"Abort: raised by the {where.split()[-1]}; raised by {by}",)
