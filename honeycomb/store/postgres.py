@@ -289,17 +289,17 @@ class PostgresDatabase:
         self._known: dict[str, frozenset[str]] = {}
         self._current = False
         self.away = False  # the writer gave up on the server (see Database.away)
-        self._readers = readers.Readers(
+        pool = functools.partial(
+            readers.open_pool,
             self.conninfo,
-            options=self._options,
             size=pool_size,
+            options=self._options,
             configure=self._configure,
-            connect=self._connection,
-            away=lambda: self.away,
             name=self.schema,
             where=self.where,
             timeout_s=_CONNECT_TIMEOUT_S,
         )
+        self._readers = readers.Readers(pool, self._connection, lambda: self.away)
         readers.unprinted()  # what psycopg logs of its connections, where nothing takes it
 
     # --- writing ------------------------------------------------------------------------

@@ -20,7 +20,6 @@ of any logger is set.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -62,40 +61,18 @@ class Readers:
     """The pool of connections a store's reads take, opened by the first read.
 
     Args:
-        conninfo: What libpq connects to (see :func:`~honeycomb.store.postgres.split_url`).
-        options: What else psycopg connects with (the passwords).
-        size: How many connections it holds at most.
-        configure: What each new connection runs first (its search path).
+        pool: Opens the pool (:func:`open_pool`, given what it opens).
         connect: A connection made now, or a StoreError saying why none can be.
         away: Whether the store's writer gave up on the server.
-        name: What names the pool and its threads (the store's schema).
-        where: The store, as errors name it.
-        timeout_s: How long a read waits for a connection, and the pool for its first.
     """
 
     def __init__(
         self,
-        conninfo: str,
-        *,
-        options: dict[str, Any],
-        size: int,
-        configure: Callable[[psycopg.Connection[Any]], None],
+        pool: Callable[[], psycopg_pool.ConnectionPool[Any]],
         connect: Callable[[], psycopg.Connection[Any]],
         away: Callable[[], bool],
-        name: str,
-        where: str,
-        timeout_s: float,
     ) -> None:
-        self._open = functools.partial(
-            open_pool,
-            conninfo,
-            size=size,
-            options=options,
-            configure=configure,
-            name=name,
-            where=where,
-            timeout_s=timeout_s,
-        )
+        self._open = pool
         self._connect = connect
         self._away = away
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None

@@ -37,14 +37,14 @@ import msgspec
 
 from runtime import logs
 from runtime.concurrency import shielded
-from runtime.errors import ConfigError, ContextExceeded, ModelHTTPError, ModelServerError
+from runtime.errors import ContextExceeded, ModelHTTPError, ModelServerError
 from runtime.limits.ratelimit import AdaptiveLimiter
 from runtime.limits.retry import deadline_of, retrying
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse, TextSink, ToolSchema
 from runtime.models.context_refusal import refused_context, told_in_process
 from runtime.models.llama_patterns import served_schema
-from runtime.models.llama_server import NO_GGUF, LlamaServer, bundled_gguf
+from runtime.models.llama_server import LlamaServer, bundled_gguf, own_server
 
 if TYPE_CHECKING:
     from runtime.models.openai.chat import OpenAIModel
@@ -102,17 +102,8 @@ class LlamaModel:
         server: LlamaServer | None = None,
     ) -> None:
         if server is None:
-            found = Path(path) if path is not None else bundled_gguf()
-            if found is None:
-                raise ConfigError(NO_GGUF)
-            server = LlamaServer(
-                found,
-                parallel=parallel,
-                context=context,
-                threads=threads,
-                seed=seed,
-                stops_unused=True,
-            )
+            given = Path(path) if path is not None else None
+            server = own_server(given, parallel, context, threads, seed)
         self.server = server
         self._given = {
             "path": server.path,

@@ -44,6 +44,7 @@ __all__ = [
     "default_threads",
     "gguf_problem",
     "llama_missing",
+    "own_server",
     "shared_server",
 ]
 
@@ -137,23 +138,39 @@ def shared_server(
     Raises:
         ConfigError: as :class:`LlamaServer`, and when there is no GGUF file to run.
     """
-    found = path if path is not None else bundled_gguf()
-    if found is None:
-        raise ConfigError(NO_GGUF)
+    found = _gguf(path)
     key = (found.resolve(), parallel, context, threads or default_threads(), seed)
     with _SHARED_LOCK:
         server = _SHARED.get(key)
         if server is None:
-            server = LlamaServer(
-                found,
-                parallel=parallel,
-                context=context,
-                threads=threads,
-                seed=seed,
-                stops_unused=True,
-            )
-            _SHARED[key] = server
+            server = _SHARED[key] = own_server(found, parallel, context, threads, seed)
     return server
+
+
+def own_server(
+    path: Path | None, parallel: int, context: int, threads: int | None, seed: int | None
+) -> LlamaServer:
+    """A server of its own for the GGUF file ``path`` (None: SmolLM2's), which stops
+    once no model on it is in use.
+
+    Raises:
+        ConfigError: as :class:`LlamaServer`, and when there is no GGUF file to run.
+    """
+    return LlamaServer(
+        _gguf(path),
+        parallel=parallel,
+        context=context,
+        threads=threads,
+        seed=seed,
+        stops_unused=True,
+    )
+
+
+def _gguf(path: Path | None) -> Path:
+    found = path if path is not None else bundled_gguf()
+    if found is None:
+        raise ConfigError(NO_GGUF)
+    return found
 
 
 _SHARED: weakref.WeakValueDictionary[tuple[Path, int, int, int, int | None], LlamaServer] = (

