@@ -81,7 +81,8 @@ class EvalProgress:
 def print_report(out: TextIO, report: EvalReport, store: Path | str | None) -> None:
     """The table of the cases (failing ones first), then the totals."""
     console = Console(file=out, highlight=False, soft_wrap=False, width=max(100, _width(out)))
-    table = Table(title=f"eval {report.eval_id} · {report.name}", title_justify="left")
+    title = f"eval {_shown(report.eval_id)} · {_shown(report.name)}"
+    table = Table(title=title, title_justify="left")
     for name in ("case", "result", "score", "cost", "latency", "failing check"):
         table.add_column(name, overflow="fold", no_wrap=name != "failing check")
     many = report.repeat > 1
@@ -127,8 +128,8 @@ def print_report(out: TextIO, report: EvalReport, store: Path | str | None) -> N
             words += ["--store", str(store)]
         example = f" (a failing run: {shlex.join(words)}; " if words else " ("
         console.print(
-            f"eval {report.eval_id} kept in {escape(str(store))}{escape(example)}"
-            f"compare later with --baseline {report.eval_id})"
+            f"eval {_shown(report.eval_id)} kept in {escape(str(store))}{escape(example)}"
+            f"compare later with --baseline {_shown(report.eval_id)})"
         )
 
 
@@ -143,7 +144,8 @@ def print_comparison(out: TextIO, comparison: Comparison) -> None:
         if c.change not in ("passing", "failing") or c.renamed_from or c.task_changed
     ]
     order = ("newly_failing", "newly_passing", "added", "removed", "failing", "passing")
-    table = Table(title=f"against {comparison.baseline}", title_justify="left")
+    baseline = _shown(comparison.baseline)
+    table = Table(title=f"against {baseline}", title_justify="left")
     for name in ("case", "change", "score", "cost", "latency", "why it fails"):
         table.add_column(name, overflow="fold", no_wrap=name != "why it fails")
     for c in sorted(changed, key=lambda c: order.index(c.change)):
@@ -163,7 +165,7 @@ def print_comparison(out: TextIO, comparison: Comparison) -> None:
     if changed:
         console.print(table)
     console.print(
-        f"against {comparison.baseline}: {len(comparison.regressions)} newly failing, "
+        f"against {baseline}: {len(comparison.regressions)} newly failing, "
         f"{len(comparison.improvements)} newly passing, {steady} unchanged · "
         f"{over(comparison)}pass rate {comparison.pass_rate:+.0%} · {run_over(comparison)}"
         f"cost {dollars_delta(comparison.cost)} · p50 {comparison.p50_s:+.2f}s, p95 "

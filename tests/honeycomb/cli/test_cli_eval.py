@@ -600,6 +600,23 @@ def test_a_terminals_escape_in_a_reason_or_an_id_reaches_the_table_inert(
     assert "Greet [bold]Oslo [2J " in out  # rich's markup shown as written
 
 
+def test_a_cases_files_name_or_an_eval_id_in_rich_markup_is_shown_as_written(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Rich's markup in a title would be read as such: '[/]' closes nothing, and the
+    # command failed with a traceback once its runs were made.
+    write(folder, "evals.yaml", CASES.replace("name: greetings", 'name: "greet [/]ings"'))
+    code, out, _ = _eval(capsys, "--eval-id", "ev-[/]a")
+    assert code == ExitStatus.OK
+    assert "eval ev-[/]a · greet [/]ings" in out
+    assert "eval ev-[/]a kept in .honeycomb/runs.db (compare later with --baseline ev-[/]a)" in out
+    code, out, _ = _eval(capsys, "--baseline", "ev-[/]a")
+    assert code == ExitStatus.OK
+    assert "against ev-[/]a: 0 newly failing" in out
+    assert main(["eval", "compare", "ev-[/]a", "ev-[/]a"]) == ExitStatus.OK
+    assert "against ev-[/]a: 0 newly failing" in capsys.readouterr().out
+
+
 def test_an_eval_kept_that_cannot_be_read_is_one_line_and_run_again_anew(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
