@@ -11,7 +11,8 @@ side-effecting calls fail, as their intent cannot be journaled.
 A lease is *live* while its heartbeat is younger than its TTL, and *expired* once it
 is older. A lease whose owner is certainly gone (a process of this host that no longer
 exists, or a run of this very process that ended without letting go) is free, so a
-resume right after a crash need not wait. A process is this host's when it has the
+resume right after a crash need not wait (a process ended is gone even before its
+parent reaps it). A process is this host's when it has the
 host's name and sees the same processes (its PID namespace and boot, named in its
 owner token): replicas in containers that share the host's name (host networking) but
 not its process ids are as other hosts. An expired lease whose owner may still be
@@ -209,5 +210,17 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except OSError:  # PermissionError: it exists, as another user's
-        return True
-    return True
+        pass
+    return not _ended(pid)
+
+
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` has ended though its id is still taken: a zombie, which
+    its parent has not reaped yet (a service that killed its run's process and
+    resumes the run at once). Linux says so in ``/proc``; elsewhere nothing tells."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return False
+    return bool(fields) and fields[0] in (b"Z", b"X")

@@ -235,6 +235,31 @@ async def test_a_lease_whose_process_is_gone_is_taken_at_once(
     assert result.status == "ok"
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux tells a zombie in /proc")
+async def test_a_lease_whose_process_ended_unreaped_is_taken_at_once(
+    files: tuple[Where, Path, Path],
+) -> None:
+    """A process killed whose parent has not reaped it yet (a service that kills its
+    run's process and resumes the run at once) still has its pid: it is gone all the
+    same, and its lease is no live one."""
+    db, effects, calls = files
+    await stopped_run(db, effects, calls)
+    ended = await anyio.to_thread.run_sync(ended_unreaped)
+    try:
+        forge_lease(db, "r1", host=HOST, pid=ended.pid, age_s=0, ttl_s=3600)
+        result = await Setup(effects, calls, life="2").executor(db).resume("r1")
+    finally:
+        await anyio.to_thread.run_sync(ended.wait)
+    assert result.status == "ok"
+
+
+def ended_unreaped() -> subprocess.Popen[bytes]:
+    """A process that has ended, not reaped yet: a zombie, its pid still taken."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)  # returns once it ended
+    return process
+
+
 async def test_the_lease_is_renewed_while_the_run_goes(files: tuple[Where, Path, Path]) -> None:
     db, effects, calls = files
     ttl = 1.2  # renewed every 0.3 s: a heartbeat late by most of a second still keeps it
