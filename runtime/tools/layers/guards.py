@@ -67,8 +67,10 @@ class ArgumentGuards(ToolLayer):
         self.asked = asked
 
     async def admit(self, calls: Sequence[Prepared]) -> list[Admitted]:
+        # A call refused in an earlier life keeps its refusal here, where it was given:
+        # passed on, it would be shown to a person (the approval layer asks about it).
+        verdicts: list[Admitted] = [self._refused_before(c) or c for c in calls]
         checked = [c for c in calls if not self._judged(c)]
-        verdicts: list[Admitted] = list(calls)
         if checked:
             turn = checked[0].turn
             texts = await self.guard.check([(c.call, c.tool, c.kwargs) for c in checked], turn)
@@ -79,10 +81,22 @@ class ArgumentGuards(ToolLayer):
             verdicts = [
                 Outcome(status="error", content=refused[c.position], error=refused[c.position])
                 if c.position in refused
-                else c
-                for c in calls
+                else verdict
+                for c, verdict in zip(calls, verdicts, strict=True)
             ]
         return await admit_rest(self.next, verdicts)
+
+    def _refused_before(self, call: Prepared) -> Outcome | None:
+        """The refusal the journal keeps of ``call`` from an earlier life that never
+        asked a person about it (None: none): the guards' (or the error of a call that
+        needed no approval, which the journal would answer alike)."""
+        turn, asked = call.turn, call.call
+        entry = self.journal.recorded(turn, asked.id) if self.journal is not None else None
+        if entry is None or entry.status != "error" or entry.tool != asked.name:
+            return None
+        if self.asked is not None and self.asked.recorded(turn, asked.id) is not None:
+            return None  # it passed before a person was asked (an edit's refusal is theirs)
+        return Outcome(status="error", content=entry.content, error=entry.content, ran=False)
 
     def _judged(self, call: Prepared) -> bool:
         """Whether the run's record shows the guards judged ``call`` before (the journal

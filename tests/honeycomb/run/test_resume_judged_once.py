@@ -191,6 +191,47 @@ async def test_a_call_refused_beside_one_that_waited_is_not_run_as_the_run_resum
     assert paid.content == "paid"
 
 
+async def test_a_call_refused_beside_one_that_waited_is_not_asked_about_as_the_run_resumes(
+    tmp_path: Path,
+) -> None:
+    """Two payments of one turn, both needing approval: the guard refused one, the
+    other waited for a person. Resumed once that one was approved, the refused payment
+    was asked about (its tool needs approval), and the run waited again, a person
+    shown a call no decision could let run."""
+    paid: list[int] = []
+
+    @tool(side_effects=True)
+    async def pay(to: str, amount: int) -> str:
+        """Pay someone."""
+        paid.append(amount)
+        return f"paid {amount} to {to}"
+
+    def at_most_100(check: GuardCheck) -> str | None:
+        return None if (check.arguments or {}).get("amount", 0) <= 100 else "over 100"
+
+    def executor() -> Executor:
+        payer = Role(
+            name="payer",
+            tools=("pay",),
+            approvals=Approvals(tools=("pay",)),
+            guards=Guards(arguments=(at_most_100,)),
+        )
+        both = [call("pay", PAY, id="p1"), call("pay", {"to": "eve", "amount": 500}, id="p2")]
+        return Executor(
+            [payer], ScriptedModel([both, "Paid bob."]), tools=[pay], store=tmp_path / "runs.db"
+        )
+
+    waiting = await executor().run("Pay", subtasks=[("payer", "Pay them.")], run_id="r1")
+    assert [p.call_id for p in waiting.pending] == ["p1"]  # the refused one is asked nothing
+    await executor().decide("r1", "p1", approve=True)
+    done = await executor().resume("r1")
+    assert done.status == "ok"
+    assert paid == [40]
+    refused = done.subtasks["s1"].worker.transcript.messages[4]
+    assert refused.status == "error"
+    assert "over 100" in refused.content
+
+
 class _BossAndPayer:
     """A boss that calls a payer as a tool (a person approves the call, when
     ``boss_asks``), the payer's payment approved by a person; the boss's argument guard
