@@ -56,6 +56,12 @@ def _words(exc: yaml.MarkedYAMLError, text: str) -> str | None:
             "a value that begins with '*' is an alias, and no anchor (&name) of its name "
             f"comes before it: define the anchor above, or {_QUOTES}"
         )
+    if context.startswith("found duplicate anchor") and opened is not None:
+        return (
+            f"a second anchor of the name of the one on line {opened.line + 1} (&name: YAML "
+            "takes each name once): give this one a name of its own, and its aliases (*name) "
+            "with it"
+        )
     if "expected a single document" in context:
         return (
             "a second document ('---') in the file, which holds one: remove the line '---' "

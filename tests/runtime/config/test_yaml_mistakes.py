@@ -81,6 +81,12 @@ ROLE = "roles:\n  w:\n"
             "lines of a text under 'key: |' are indented deeper than its key)",
         ),
         ("a: 1\nb\nc: 2\n", (2, 1), "this line is read as a key, and no ':' follows it"),
+        (
+            "roles:\n  a: &base {max_turns: 2}\n  b: &base\n    max_turns: 3\n  c: *base\n",
+            (3, 6),
+            "a second anchor of the name of the one on line 2 (&name: YAML takes each name "
+            "once): give this one a name of its own, and its aliases (*name) with it",
+        ),
     ],
 )
 def test_a_yaml_mistake_says_what_to_write_instead(
