@@ -59,7 +59,7 @@ from runtime import (
 from runtime.concurrency import shielded
 from runtime.limits import Slots
 from runtime.limits.worktime import waiting_for_room
-from runtime.secrets import masked_with
+from runtime.secrets import add_env, masked_with
 from workers import LoopState, Worker, WorkerError, WorkerResult, WorkerSetup
 from workers.state import LoopSettings
 
@@ -86,7 +86,9 @@ class RayBackend:
             the run's policy lets run at once).
         runtime_env: Ray's runtime environment for the actors (``env_vars``,
             ``working_dir``, ``pip`` ...): the actors import roles' tools, output
-            schemas and models by import path.
+            schemas and models by import path. The values of ``env_vars`` are
+            secrets (:func:`~runtime.secrets.add_env`), masked wherever a run shows
+            one while the backend lives.
         actor_cpus: CPUs Ray reserves for each actor (where it places them).
         num_cpus: CPUs of a local Ray started here (None: the machine's).
         switch_interval_s: How long a thread of an actor's process may hold Python's
@@ -128,6 +130,9 @@ class RayBackend:
         self.actors = actors
         self.workers_per_actor = workers_per_actor
         self.runtime_env = dict(runtime_env or {})
+        variables = self.runtime_env.get("env_vars")
+        if isinstance(variables, Mapping):  # secrets, as an MCP server's env: masked
+            add_env({str(k): v for k, v in variables.items() if isinstance(v, str)}, owner=self)
         if switch_interval_s is not None and switch_interval_s <= 0:
             raise ConfigError(
                 f"RayBackend: switch_interval_s must be positive, got {switch_interval_s}"

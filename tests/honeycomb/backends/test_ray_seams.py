@@ -45,7 +45,7 @@ from runtime import (
     UserMessage,
 )
 from runtime.model import TextSink
-from runtime.secrets import isolated
+from runtime.secrets import isolated, masked
 from tests.support.ray_tools import scripted
 
 pytest.importorskip("ray")
@@ -535,3 +535,17 @@ async def test_actor_options_ray_refuses_are_a_config_error_naming_the_backend(
         assert said in told
         assert "runtime_env" in told
         assert "sk-not-text" not in told
+
+
+def test_the_values_of_a_backends_env_vars_are_secrets_while_it_lives() -> None:
+    # A tool in an actor that quoted one (a token it read from its environment, in its
+    # error) showed it in the worker's answer, the result, its span and the store;
+    # a hive's env_vars, and an MCP server's env, were masked.
+    with isolated():
+        env = {"SERVICE_TOKEN": "tok-5ecret-abcdef", "PYTHONPATH": "/srv/app/tools"}
+        pool = RayBackend(actors=1, runtime_env={"env_vars": env})
+        said = "401 for token tok-5ecret-abcdef, tools in /srv/app/tools"
+        assert masked(said) == "401 for token [secret hidden], tools in /srv/app/tools"
+        del pool
+        gc.collect()
+        assert masked(said) == said  # forgotten with the backend
