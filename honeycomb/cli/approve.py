@@ -324,7 +324,8 @@ async def _pinned(
             waits (a worker's later call may share its id with an earlier one: the
             decision would go to a call the person may not have seen), naming each
             with the ``--worker`` and ``--turn`` that pick it; or when ``worker`` or
-            ``turn`` picks none, naming the calls that wait.
+            ``turn`` picks none, or no call of the run has this id, naming the calls
+            that wait.
     """
     entries = await store.approvals_of(run_id)
     named = [
@@ -344,7 +345,7 @@ async def _pinned(
         )
     if len(named) == 1:
         return named[0].pending.worker, named[0].pending.turn
-    if named or (worker is None and turn is None):
+    if named:
         return worker, turn
     if not entries and await store.summary(run_id) is None:
         return worker, turn  # deciding says there is no such run
@@ -364,9 +365,12 @@ def _pick(entry: ApprovalEntry) -> str:
 def _none_picked(
     entries: list[ApprovalEntry], call_id: str, worker: str | None, turn: int | None
 ) -> str:
-    """Why ``worker`` and ``turn`` pick no call of id ``call_id``, and which calls wait."""
+    """Why no call of id ``call_id`` is picked (by ``worker`` and ``turn``, if given),
+    and which calls wait: a run whose process stopped as it asked (killed at the
+    terminal's prompt) printed no call ids to decide by."""
     if worker is None:
-        head = f"no call of this id asked for approval in turn {turn}"
+        head = "the run has no call of this id that asked for approval"
+        head += f" in turn {turn}" if turn is not None else ""
     else:
         head = f"worker {worker!r} asked for approval of no call of this id"
         head += f" in turn {turn}" if turn is not None else ""

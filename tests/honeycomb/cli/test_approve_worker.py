@@ -78,6 +78,19 @@ def test_a_worker_without_the_call_is_named_with_the_workers_that_wait(
     assert "has no such run" in capsys.readouterr().err
 
 
+def test_a_call_id_the_run_never_asked_about_is_named_with_the_calls_that_wait(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose process stopped as it asked (killed at the terminal's prompt) printed
+    no call ids: the refusal of one guessed says which to decide."""
+    anyio.run(_waiting, db)
+    assert main(["approve", "r1", "c9", "--store", str(db)]) == 2
+    assert capsys.readouterr().err == (
+        "cannot decide on call 'c9' of run 'r1': the run has no call of this id that asked "
+        "for approval; the workers whose calls wait, and their calls: ann (c1); bob (c1, c2)\n"
+    )
+
+
 async def _asked_again(db: Path) -> None:
     """``ann``'s ``c1`` of turn 1 decided (approved, as by another person), and a call of
     a later turn of hers waiting under the same id (ids are distinct only in the
