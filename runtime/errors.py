@@ -12,6 +12,7 @@ The tree::
     │   ├── UnknownToolError        a tool name that is not registered
     │   └── McpServerError          an MCP server could not be started, listed or reached
     │       └── ServerGone          its connection ended (a stdio server's process exited)
+    │           └── SessionForgotten  it no longer knew a call's session (HTTP 404): not run
     ├── ModelError                  a model call failed
     │   ├── ModelHTTPError          the endpoint answered with an HTTP error status
     │   │   ├── RetryAfterPastDeadline  it asked to wait past the retry deadline
@@ -115,6 +116,7 @@ __all__ = [
     "ServerGone",
     "SessionBusy",
     "SessionError",
+    "SessionForgotten",
     "StoreError",
     "StreamBusy",
     "StreamInterrupted",
@@ -259,6 +261,12 @@ class McpServerError(ToolError):
 
 class ServerGone(McpServerError):
     """An MCP server's connection ended (a stdio server's process exited)."""
+
+
+class SessionForgotten(ServerGone):
+    """A streamable-HTTP MCP server answered a call with HTTP 404 in its session: it
+    no longer knows the session (it restarted, or ended it), so it did not run the
+    call, and MCP has the client start a new session."""
 
 
 # --- models --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -24,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from runtime.concurrency import TimedOut, within
-from runtime.errors import McpServerError, ModelRetry, ServerGone
+from runtime.errors import McpServerError, ModelRetry, ServerGone, SessionForgotten
 from runtime.secrets import masked
 from runtime.tools._mcp_logs import ours
 from runtime.tools._mcp_stdio import Lines, ServerProcess, Stderr
@@ -122,15 +123,24 @@ class Session:
 
         Raises:
             ModelRetry: the tool reported an error (``isError``): the server's message.
+            SessionForgotten: a streamable-HTTP server no longer knew the session (it
+                answered the call 404, and did not run it).
             ServerGone: the connection ended during the call.
             McpServerError: a protocol error (the server refused the call, or answered
                 with something that is not an MCP result).
         """
         mark = self.errlog.written if self.errlog is not None else 0
+        answer = _Answer()
+        token = _ANSWER.set(answer)  # the SDK sends the call in this context
         try:
             with ours():
                 result = await self._client.call_tool(tool, arguments)
         except MCPError as exc:
+            if answer.forgotten:  # answered 404: not run (MCP: start a new session)
+                self._lost = True
+                raise SessionForgotten(
+                    self.server, f"{_FORGOTTEN} as it was sent the call to {tool!r}"
+                ) from exc
             if exc.code == types.CONNECTION_CLOSED or self.ended or self.broken is not None:
                 raise self._gone(tool, mark) from exc
             said = masked(exc.message)
@@ -151,6 +161,8 @@ class Session:
                 f"answered the call to {tool!r} with a result that cannot be taken: "
                 + masked(_refused(exc)),
             ) from exc
+        finally:
+            _ANSWER.reset(token)
         text = masked(observation_text(result))  # as it arrives: no tool or model sees one
         if result.is_error:
             raise ModelRetry(
@@ -527,12 +539,27 @@ class _Bounded:
         request = response.request
         if response.status_code == 404 and _SESSION in request.headers:
             self.broken = _FORGOTTEN
+            answer = _ANSWER.get()  # the call it answered, whose context the SDK sends in
+            if answer is not None:
+                answer.forgotten = True
 
 
 _SESSION = "mcp-session-id"
 """The header that names a streamable-HTTP server's session."""
 
 _FORGOTTEN = "no longer knew its session (it answered HTTP 404: it restarted, or ended it)"
+
+
+class _Answer:
+    """What came of one call's message, as the response hooks saw it: answered 404 in
+    a session the server no longer knows (so not run)."""
+
+    forgotten = False
+
+
+_ANSWER: ContextVar[_Answer | None] = ContextVar("honeycomb_mcp_answer", default=None)
+"""The call whose message is being sent: the SDK sends each message in the context of
+the task that sent it, so the response hooks see the call they answer."""
 
 
 class _Held(httpx2.AsyncByteStream):

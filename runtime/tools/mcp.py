@@ -42,7 +42,14 @@ import msgspec
 from msgspec import Meta
 
 from runtime.concurrency import TimedOut, shielded, within
-from runtime.errors import ConfigError, McpServerError, ModelRetry, ServerGone, did_you_mean
+from runtime.errors import (
+    ConfigError,
+    McpServerError,
+    ModelRetry,
+    ServerGone,
+    SessionForgotten,
+    did_you_mean,
+)
 from runtime.secrets import (
     add_env,
     add_header,
@@ -407,24 +414,45 @@ class McpRun:
         self, server: str, tool: str, arguments: dict[str, Any], *, serial: bool = False
     ) -> str:
         """Call a tool; what goes wrong becomes the call's error observation. A call of
-        a ``serial`` tool cut off retires the server (see :meth:`McpServers.call`).
+        a ``serial`` tool cut off retires the server (see :meth:`McpServers.call`). A
+        call a streamable-HTTP server answers 404, as it no longer knows the session it
+        went in, was not run: it goes again, once, in a new session (as MCP says; the
+        run's one start again of the server).
 
         Raises:
             ModelRetry: the tool reported an error, the server is down or went away
                 during the call, or a protocol error.
         """
+        try:
+            return await self._call(server, tool, arguments, serial=serial)
+        except SessionForgotten:
+            pass  # not run: it goes again, in a new session
+        try:
+            return await self._call(server, tool, arguments, serial=serial)
+        except SessionForgotten as exc:
+            raise ModelRetry(f"{exc}; the call was not run; {self._again(server)}") from exc
+
+    async def _call(
+        self, server: str, tool: str, arguments: dict[str, Any], *, serial: bool
+    ) -> str:
         session = await self.ready(server, tool)
         try:
             return await self.servers.call(
                 server, session, tool, arguments, serial=serial, stopping=lambda: self.stopping
             )
+        except SessionForgotten:
+            raise
         except ServerGone as exc:
-            again = "it stays down for the rest of this run"
-            if server not in self.restarted:
-                again = "it is started again for the next call"
+            again = self._again(server)
             raise ModelRetry(f"{exc}; whether the call did anything is unknown; {again}") from exc
         except McpServerError as exc:
             raise ModelRetry(str(exc)) from exc
+
+    def _again(self, server: str) -> str:
+        """Whether a server that went away is started again for the run's next call."""
+        if server in self.restarted:
+            return "it stays down for the rest of this run"
+        return "it is started again for the next call"
 
 
 _CURRENT: ContextVar[McpRun | None] = ContextVar("honeycomb_mcp_run", default=None)

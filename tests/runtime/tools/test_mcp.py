@@ -389,26 +389,35 @@ async def test_a_streamable_http_server_back_after_going_away_is_reached_again()
     )
 
 
-async def test_a_streamable_http_server_that_forgot_its_session_is_reached_in_a_new_one(
-    caplog: pytest.LogCaptureFixture,
+async def test_a_call_in_a_session_its_server_forgot_goes_again_in_a_new_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A server that no longer knows the session (it restarted, between two calls)
-    answers a call in it 404: the call says so, and the next opens a new session (every
-    call was refused, 'Session not found', for the rest of the run). The session lost is
-    not ended (the SDK's end of it logged a warning, 'Session termination failed: ...',
-    which a program without logging configured prints)."""
-    with http_test_server("s3cret", legacy=True) as url:  # sessions, as before 2026
+    answers a call in it 404, which MCP says is a call not run and a session to start
+    anew: the call goes again in a new session, once (it was told 'whether the call did
+    anything is unknown'), a side-effecting one run once. Forgotten again, the run's
+    one start again spent, a call says it was not run. The session lost is not ended
+    (the SDK's end of it logged a warning, 'Session termination failed: ...', which a
+    program without logging configured prints)."""
+    notes = tmp_path / "notes.txt"
+    with http_test_server("s3cret", legacy=True, notes=notes) as url:  # sessions, as before 2026
         web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
         async with running(web) as run:
             assert await run.call("web", "lookup", {"word": "bee"}) == "an insect that makes honey"
             await asyncio.to_thread(forget_sessions, url, "s3cret")
-            with pytest.raises(ModelRetry) as forgotten:
-                await run.call("web", "lookup", {"word": "hive"})
+            assert await run.call("web", "append_note", {"text": "once"}) == "noted once"
             assert await run.call("web", "lookup", {"word": "hive"}) == "where bees live"
+            await asyncio.to_thread(forget_sessions, url, "s3cret")
+            with pytest.raises(ModelRetry) as forgotten:
+                await run.call("web", "append_note", {"text": "never"})
+    assert [line.split()[:2] for line in notes.read_text().splitlines()] == [
+        ["start", "once"],
+        ["end", "once"],
+    ]
     assert forgotten.value.message == (
-        "MCP server 'web' no longer knew its session (it answered HTTP 404: it restarted, "
-        "or ended it) during the call to 'lookup'; whether the call did anything is "
-        "unknown; it is started again for the next call"
+        "cannot call 'append_note': MCP server 'web' is down for the rest of this run: it "
+        "no longer knew its session (it answered HTTP 404: it restarted, or ended it), "
+        "and was started again once already"
     )
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
