@@ -132,7 +132,9 @@ def timed_out() -> None:
     """The attempt at an endpoint the current task was making was cut off by its timeout
     (an adapter says so as it gives the attempt up; a model that does says it tells,
     :func:`runtime.model.tells_attempts`): the endpoint had its request, and
-    bills the prompt whether or not anyone waits for the answer. The model call counts
+    bills the prompt whether or not anyone waits for the answer. An attempt whose stream
+    broke off after its endpoint answered 200, before its answer, is told alike: it was
+    billed as much. The model call counts
     it (:attr:`CallInFlight.timeouts`; its budget charges it at once) unless it had
     streamed text: then the attempt's prompt and text are counted as the streamed
     call's."""

@@ -467,16 +467,23 @@ class OpenAIEndpoint(abc.ABC):
         params["stream"] = True
         with self._translated(params):
             async with self._streamed(params) as response:
-                if answered_whole(response.headers.get("content-type")):
-                    # The server ignored stream: true. Its answer is read as a one-shot
-                    # answer is, and its text shown in one piece.
-                    found = self._parse(await read_body(response.http_response))
-                    if found.message.content:
-                        on_text(found.message.content)
-                else:
-                    found = await self._read_events(response, params["timeout"], on_text)
+                with _accepted():
+                    found = await self._read_stream(response, params["timeout"], on_text)
         self._observe(response.headers, found)
         return found
+
+    async def _read_stream(
+        self, response: Any, timeout_s: float, on_text: ShownText
+    ) -> ModelResponse:
+        """The answer in the streamed ``response``, its text to ``on_text`` as it comes."""
+        if answered_whole(response.headers.get("content-type")):
+            # The server ignored stream: true. Its answer is read as a one-shot answer
+            # is, and its text shown in one piece.
+            found = self._parse(await read_body(response.http_response))
+            if found.message.content:
+                on_text(found.message.content)
+            return found
+        return await self._read_events(response, timeout_s, on_text)
 
     async def _read_events(
         self, response: Any, timeout_s: float, on_text: ShownText
@@ -627,6 +634,20 @@ class OpenAIEndpoint(abc.ABC):
 
 
 _KEY = "api key"
+
+
+@contextlib.contextmanager
+def _accepted() -> Iterator[None]:
+    """The block reads the stream of an attempt its endpoint accepted (it answered
+    200): one that breaks off, ends before its answer did or sends what cannot be read
+    had its prompt read, and is billed for it as an attempt its timeout cut off is
+    (:func:`timed_out`; a timeout the call's bound counts, and the prompt of a call
+    that streamed text counts with that text)."""
+    try:
+        yield
+    except (ModelConnectionError, ModelResponseError):
+        timed_out()
+        raise
 
 
 def _unread(text: str) -> None:

@@ -146,3 +146,30 @@ async def test_no_attempt_is_sent_once_the_attempts_before_it_spent_the_budget(
     partial = stopped.value.partial
     assert partial is not None
     assert partial.usage.input_tokens == 2 * prompt
+
+
+@pytest.mark.parametrize(("cut_after", "cut"), [(0, "reset"), (1, "reset"), (1, "end")])
+async def test_a_stream_cut_after_its_200_before_any_text_counts_that_attempts_prompt(
+    server: OpenAIServer, cut_after: int, cut: str
+) -> None:
+    server.enqueue(
+        Reply(content="lost", cut_after=cut_after, cut=cut),
+        Reply(content="done", prompt_tokens=11),
+    )
+    model = OpenAIModel("gpt-test", base_url=server.base_url, timeout=TIMEOUT, retry=TWICE)
+    seen = Seen(model)
+    events: list[Event] = []
+    try:
+        async with executor(seen).stream("t", subtasks=[("w", "Write about bees.")]) as stream:
+            async for event in stream:  # someone reads: the calls stream
+                events.append(event)
+    finally:
+        await model.client.close()
+    assert len(server.requests) == 2  # the endpoint took the first and answered 200
+    prompt = prompt_tokens(seen.requests[0])
+    usage = stream.result.usage
+    assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (1, 11 + prompt, 7)
+    assert usage.cost == pytest.approx(PRICE.of(11 + prompt, 7))
+    assert stream.result.subtasks["s1"].worker.usage == usage
+    (finished,) = [e for e in events if isinstance(e, ModelCallFinished)]
+    assert (finished.status, finished.attempts, finished.input_tokens) == ("ok", 2, 11 + prompt)
