@@ -33,7 +33,9 @@ class CaseChange(Value, frozen=True, kw_only=True):
         id: The case.
         change: What became of it.
         score: Its score now less its score then (0 when it is in one eval only).
-        cost: Its cost now less then.
+        cost: What a run of it costs now less then (the mean of its runs made: an
+            eval of more ``--repeat`` runs, or one whose budget left some unmade, is
+            neither dearer nor cheaper for it).
         latency_s: Its median wall time now less then.
         pass_rate: Its pass rate now less then.
         reason: Why it fails now, when it does.
@@ -64,8 +66,8 @@ class Comparison(Value, frozen=True, kw_only=True):
     """What changed from ``baseline`` to ``current`` (their eval ids), case by case
     in the current eval's order (removed cases last), and in the totals of the
     ``compared`` cases both have: their pass rate (a case not run did not pass), and,
-    over the ``ran`` of them that both ran, their cost, p50 and p95 latency (a case an
-    eval's budget left unrun cost nothing, which is no saving)."""
+    over the ``ran`` of them that both ran, what a run of each costs, their p50 and p95
+    latency (a case an eval's budget left unrun cost nothing, which is no saving)."""
 
     baseline: str
     current: str
@@ -114,7 +116,7 @@ def compare(baseline: EvalReport, current: EvalReport) -> Comparison:
         ran=len(ran),
         pass_rate=_pass_rate([now[name] for name in both])
         - _pass_rate([before[was[name]] for name in both]),
-        cost=sum(c.cost for c in later) - sum(c.cost for c in then),
+        cost=sum(map(_run_cost, later)) - sum(map(_run_cost, then)),
         p50_s=_latency(later, 0.5) - _latency(then, 0.5),
         p95_s=_latency(later, 0.95) - _latency(then, 0.95),
     )
@@ -148,6 +150,11 @@ def _pass_rate(cases: list[CaseReport]) -> float:
     return sum(c.passed for c in cases) / len(cases) if cases else 0.0
 
 
+def _run_cost(case: CaseReport) -> float:
+    """What a run of ``case`` cost, the mean of its runs made (0: none was made)."""
+    return case.cost / len(case.attempts) if case.attempts else 0.0
+
+
 def _latency(cases: list[CaseReport], q: float) -> float:
     """The ``q`` quantile of the wall times of the runs of ``cases``, as a report's."""
     return percentile([a.latency_s for c in cases for a in c.attempts], q)
@@ -178,7 +185,7 @@ def _change(before: CaseReport | None, now: CaseReport, renamed: dict[str, str])
         task_changed=edited,
         change=change,
         score=now.score - before.score,
-        cost=now.cost - before.cost,
+        cost=_run_cost(now) - _run_cost(before),
         latency_s=now.latency_s - before.latency_s,
         pass_rate=now.pass_rate - before.pass_rate,
         reason=None if now.passed else reason,

@@ -175,6 +175,32 @@ async def test_cases_an_evals_budget_left_unrun_are_no_saving_against_a_baseline
     assert run_over(compare(every, every)) == ""
 
 
+async def test_more_runs_of_a_case_or_fewer_made_are_no_change_of_its_cost() -> None:
+    price = Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)  # a dollar a token
+    model = PricedModel(FunctionModel(lambda request: "hello"), price)
+    executor = Executor(
+        [Role(name="writer")],
+        model,
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+    )
+    cases = [Case(id=f"c{n}", task="Say hello.") for n in range(2)]
+    once = await evaluate(executor, cases)
+    twice = await evaluate(executor, cases, repeat=2)
+    # Its budget covers three runs of the four: c1 has one of its two made.
+    cut = await evaluate(
+        executor, cases, repeat=2, concurrency=1, budget=EvalBudget(cost=once.cost * 1.5)
+    )
+    assert cut.unmade == ["c1 (1 of 2 runs made)"]
+    for before, after in ((once, twice), (twice, cut)):
+        comparison = compare(before, after)
+        assert comparison.cost == 0.0  # what a run of each costs, as before
+        assert [c.cost for c in comparison.cases] == [0.0, 0.0]
+    shown = io.StringIO()
+    print_comparison(shown, compare(once, twice))
+    assert "cost +$0.0000" in shown.getvalue()
+
+
 async def test_a_check_that_quotes_a_huge_answer_keeps_its_report_small(tmp_path: Path) -> None:
     huge = "word " * 200_000  # a megabyte: a concatenation of many workers' answers, say
     store = RunStore(tmp_path / "runs.db")
