@@ -79,17 +79,19 @@ def argument_lines(
     """A call's arguments for a terminal, one ``name: value`` a line; a value of
     several lines goes under its name, indented; a value longer than ``limit``
     characters or ``max_lines`` lines is cut, saying how much was left out. Control
-    characters (a terminal's escapes) become spaces."""
+    characters (a terminal's escapes) become spaces, and so does a line break in a
+    name: each name is on one line, never one that reads as another argument."""
     lines: list[str] = []
     for name, value in arguments.items():
         text, _ = shown_value(value)
         shown, left = _cut_text(printable(text), limit, max_lines)
         more = [f"… {counted(left, 'more character')}"] if left else []
         parts = shown.split("\n") + more
+        name = printable(name, lines=False)
         if len(parts) == 1:
-            lines.append(f"{printable(name)}: {parts[0]}")
+            lines.append(f"{name}: {parts[0]}")
         else:
-            lines.append(f"{printable(name)}:")
+            lines.append(f"{name}:")
             lines += [f"  {part}".rstrip() for part in parts]
     return lines
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import Approvals, Executor, Role, tool
-from honeycomb.cli.approve import print_waiting, shell_line
+from honeycomb import ApprovalRequest, Approvals, Executor, Role, tool
+from honeycomb.approvals import PendingApproval
+from honeycomb.cli.approve import asked, print_pending, print_waiting, shell_line
 from honeycomb.cli.main import main
 from honeycomb.run.decide import pending_of
 from honeycomb.store import RunStore
@@ -71,3 +72,39 @@ def test_plain_words_are_quoted_as_shlex_quotes_them() -> None:
         "honeycomb approve 'r 1' 'it'\"'\"'s'"
     )
     assert shell_line(["a\tb"]) == "$'a\\x09b'"
+
+
+def test_an_argument_named_with_a_line_break_reads_as_one_argument() -> None:
+    """An MCP tool's call may hold names its schema does not list (the server checks
+    them): a name with a line break would show a line of its own, an argument the call
+    does not have (``amount: 5`` under the real amount)."""
+    arguments = {"amount": 5000, "memo\n    amount": 5}
+    request = ApprovalRequest(
+        run_id="r1",
+        worker="s1",
+        role="payer",
+        call_id="c1",
+        turn=1,
+        tool="pay",
+        arguments=arguments,
+        why="asks",
+    )
+    shown = asked(request).splitlines()
+    assert [line.strip() for line in shown if "amount" in line] == [
+        "amount: 5000",
+        "memo     amount: 5",
+    ]
+    waiting = PendingApproval(
+        call_id="c1",
+        worker="s1",
+        role="payer",
+        turn=1,
+        tool="pay",
+        arguments=arguments,
+        why="asks",
+        asked_at=0.0,
+    )
+    out = io.StringIO()
+    print_pending(out, "r1", [waiting], None, Path(".honeycomb/runs.db"))
+    listed = [line.strip() for line in out.getvalue().splitlines() if "amount" in line]
+    assert listed == ["amount: 5000", "memo     amount: 5"]
