@@ -243,7 +243,7 @@ class Hive:
         ``honeycomb validate`` warns of them, and a run does not start without."""
         found: list[ConfigError] = []
         for name in self.models_used():
-            missing = self.spec.models[name].missing_key()
+            missing = self.spec.models[name].missing_key(self._key_env(name))
             if missing is not None:
                 found.append(self._doc.error(("models", name), missing.message))
         for sub in self.hives.values():

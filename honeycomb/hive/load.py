@@ -63,6 +63,12 @@ _SECRETS = (
 """Where a hive holds secrets: no error shows what is there, only the field and the
 value's type."""
 
+_KEYS_READ_WHERE_USED = (("models", "*", "api_key"),)
+"""The keys a model reads from the environment where it is made (``api_key: ${NAME}``):
+a variable not set there is the environment's mistake, not the file's, told for the
+models a run calls (as a key not given at all is), and never for one it does not (a
+model declared for later, one that ``--model`` or ``--replay`` stands in for)."""
+
 
 def load_hive(path: str | Path) -> Hive:
     """Read and check a hive file, and the hives its roles call as tools (``hive:PATH``,
@@ -78,7 +84,9 @@ def _load(file: Path, chain: tuple[Path, ...], limits: tuple[int, ...] = ()) -> 
     """A hive file, called as a tool through the hive files of ``chain`` (outermost
     first), whose ``max_nesting`` are ``limits``."""
     try:
-        doc = load_yaml(file, interpolate=True, secrets=_SECRETS)
+        doc = load_yaml(
+            file, interpolate=True, secrets=_SECRETS, read_where_used=_KEYS_READ_WHERE_USED
+        )
     except ConfigError as exc:
         raise ConfigErrors([hive_files_in(file, exc)]) from exc
     errors: list[ConfigError] = []

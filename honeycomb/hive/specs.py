@@ -4,6 +4,7 @@ against (:func:`honeycomb.hive.load_hive` adds the checks across fields and file
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -161,11 +162,19 @@ class ModelSpec(_HidesSecrets):
         extra_body fields)``, as the installed ``openai`` names its parameters."""
         return split_settings(self.settings, self.api)
 
-    def missing_key(self) -> ConfigError | None:
+    def missing_key(self, key_env: str | None = None) -> ConfigError | None:
         """The error its calls would fail with for want of an API key (read from the
-        environment now), if they would."""
+        environment now: from ``key_env``, the variable of ``api_key: ${NAME}``), if
+        they would."""
         if self.provider != "openai":
             return None
+        if key_env is not None:
+            if os.environ.get(key_env):
+                return None
+            return ConfigError(
+                f"model {self.model!r} reads its API key from the environment variable "
+                f"{key_env}, which is not set"
+            )
         key = self.api_key.get_secret_value() if self.api_key is not None else None
         return key_missing(self.model or "", key, self.base_url)
 

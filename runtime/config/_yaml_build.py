@@ -116,12 +116,14 @@ class Builder:
         env: Mapping[str, str],
         interpolate: bool,
         secrets: SecretPaths = (),
+        read_where_used: SecretPaths = (),
     ) -> None:
         self.loader = loader
         self.file = file
         self.env = env
         self.interpolate = interpolate
         self.secrets = secrets
+        self.read_where_used = read_where_used
         self.hidden: dict[str, str] = {}
         """The values no error may show, each with what it is: those at the paths of
         secrets (wherever an alias puts them), the passwords of URLs, and what came
@@ -316,6 +318,9 @@ class Builder:
                 return found
             if default is not None:
                 return default
+            if match.group() == value and is_secret(path, self.read_where_used):
+                self.variables[path] = name  # what uses the value reads it, or asks for it
+                return ""
             raise self._error(
                 node,
                 path,

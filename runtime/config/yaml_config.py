@@ -218,6 +218,7 @@ def load_yaml(
     env: Mapping[str, str] | None = None,
     interpolate: bool = False,
     secrets: SecretPaths = (),
+    read_where_used: SecretPaths = (),
 ) -> YamlDocument:
     """Read a YAML file, keeping positions.
 
@@ -228,6 +229,11 @@ def load_yaml(
             ``${``); no error shows the values they read.
         secrets: Paths of secret values, ``"*"`` for any key (``[("models", "*",
             "api_key")]``): no error shows what is there, nor where an alias puts it.
+        read_where_used: Paths (as ``secrets``) of values that what uses them reads
+            from the environment itself (a model's ``api_key``, wherever the model is
+            made): one that is a variable whole, ``${NAME}``, of a variable not set is
+            no error of the file but an empty value, the name kept in ``variables``,
+            for what uses it to ask for it there (and what is never used, never).
 
     Raises:
         ConfigError: when the file cannot be read, is no regular file (a folder, a
@@ -245,7 +251,14 @@ def load_yaml(
             f"the file is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8",
             file=file,
         ) from exc
-    return parse_yaml(text, file=file, env=env, interpolate=interpolate, secrets=secrets)
+    return parse_yaml(
+        text,
+        file=file,
+        env=env,
+        interpolate=interpolate,
+        secrets=secrets,
+        read_where_used=read_where_used,
+    )
 
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -298,6 +311,7 @@ def parse_yaml(
     env: Mapping[str, str] | None = None,
     interpolate: bool = False,
     secrets: SecretPaths = (),
+    read_where_used: SecretPaths = (),
 ) -> YamlDocument:
     """Parse YAML text, keeping positions (see :func:`load_yaml`)."""
     try:
@@ -318,7 +332,8 @@ def parse_yaml(
         said, line, column = odd
         loader.dispose()
         raise ConfigError(f"invalid YAML: {said}", file=file, line=line, column=column)
-    builder = Builder(loader, file, env if env is not None else os.environ, interpolate, secrets)
+    env = env if env is not None else os.environ
+    builder = Builder(loader, file, env, interpolate, secrets, read_where_used)
     failure = None
     try:
         node = loader.get_single_node()

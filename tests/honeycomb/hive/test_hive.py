@@ -342,17 +342,38 @@ def test_max_concurrency_sets_the_models_shared_adaptive_limiter(tmp_path: Path)
     assert error.startswith(f"{path}:7:5: models.gpt.max_concurrency: Input should be greater")
 
 
-def test_missing_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_key_whose_variable_is_not_set_is_asked_for_by_the_models_a_run_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A key is the environment's, not the file's: ``api_key: ${NAME}`` of a variable not
+    set loads, and is told (naming the variable) for the models a run calls: a warning
+    of validate, a refusal of run. A model another stands in for (--model, --replay), or
+    that no role uses, never asks for it. Another value's variable is the file's."""
     monkeypatch.delenv("HIVE_TEST_KEY", raising=False)
-    path = hive(
-        tmp_path, GOOD.replace("base_url: http://127.0.0.1:9/v1", "api_key: ${HIVE_TEST_KEY}")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    keyed = GOOD.replace("base_url: http://127.0.0.1:9/v1", "api_key: ${HIVE_TEST_KEY}")
+    path = hive(tmp_path, keyed)
+    told = "model 'gpt-4o-mini' reads its API key from the environment variable HIVE_TEST_KEY"
+    [missing] = load_hive(path).missing_keys()
+    assert str(missing) == f"{path}:4:3: models.gpt: {told}, which is not set"
+    assert main(["validate", str(path)]) == 0
+    assert f"warning: {path}:4:3: models.gpt: {told}" in capsys.readouterr().out
+    assert main(["run", str(path), "Count.", "--no-store"]) == 2
+    assert told in capsys.readouterr().err
+    assert main(["run", str(path), "Count.", "--no-store", "--model", "offline"]) != 2
+    (tmp_path / "unused").mkdir()
+    unused = hive(tmp_path / "unused", keyed.replace("    model: gpt\n", ""))
+    assert load_hive(unused).missing_keys() == []
+    (tmp_path / "url").mkdir()
+    url = hive(tmp_path / "url", GOOD.replace("http://127.0.0.1:9/v1", "${HIVE_TEST_KEY}"))
+    assert one_error(url).startswith(
+        f"{url}:6:15: models.gpt.base_url: environment variable HIVE_TEST_KEY is not set"
     )
-    error = one_error(path)
-    assert error.startswith(f"{path}:6:14: models.gpt.api_key: environment variable HIVE_TEST_KEY")
     monkeypatch.setenv("HIVE_TEST_KEY", "sk-test")
     key = load_hive(path).spec.models["gpt"].api_key
     assert key is not None
     assert key.get_secret_value() == "sk-test"
+    assert load_hive(path).missing_keys() == []
 
 
 def test_environment_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
