@@ -66,6 +66,7 @@ def served(
     if summarizer is not None:
         models[summarizer[0]] = ReservedModel(summarizer[1], link, slots, reserving)
     events = Tracer(lambda e: link.send("event", e), log=False, text=sent.text)
+    events.holds_text = sent.held  # as the driver's: a held answer's call is made whole
     return ReservedModel(model, link, slots, reserving), Services(
         run_id=sent.run_id,
         tracer=events if "events" in at else Tracer(log=False),  # the driver logs events

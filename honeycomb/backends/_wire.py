@@ -173,6 +173,9 @@ class SentServices:
             caller has none): it crosses as itself, so that such a call is denied at
             once, saying why, and is not told as asked, as in one process.
         text: The driver's handlers want answers' text as it is written.
+        held: The driver holds that text until guards pass it (the run's, on an answer
+            made of its workers'): nobody reads it as it is written, so no call of
+            the worker streams (and each is retried after an error as any call is).
         logs: The driver logs Honeycomb's entries (structlog is configured there): the
             worker's go to it, which logs them as in one process.
         journal: Its store's journal so far (None: it keeps nothing).
@@ -192,6 +195,7 @@ class SentServices:
     at_driver: frozenset[str]
     nobody: NoApprover | None = None
     text: bool = False
+    held: bool = False
     logs: bool = False
     journal: Mapping[tuple[int, str], JournalEntry] | None = None
     decisions: Mapping[tuple[int, str], ApprovalEntry] | None = None
@@ -290,6 +294,7 @@ def sent_services(
         at_driver=frozenset(name for name, yes in served.items() if yes),
         nobody=nobody,
         text=services.tracer.text,
+        held=services.tracer.holds_text,
         logs=logs.configured(),
         journal=None if record is None else _known(record.entries, going_on),
         decisions=_unmasked_edits(record.decisions, state) if record is not None else None,

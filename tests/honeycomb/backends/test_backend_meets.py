@@ -33,8 +33,9 @@ from honeycomb import (
 from honeycomb.backends import RayBackend
 from honeycomb.events import TextDelta, WorkerFinished
 from honeycomb.testing import FunctionModel
-from runtime import AssistantMessage, ModelRequest, UserMessage
+from runtime import AssistantMessage, ModelRequest, ModelResponse, UserMessage
 from runtime.concurrency import TimedOut, within
+from runtime.model import TextSink
 from runtime.secrets import isolated
 from runtime.tools.approval_gate import settled_by
 from runtime.tools.approvals import ApprovalEntry
@@ -263,6 +264,38 @@ async def test_a_nested_workers_refused_answer_never_reaches_the_stream(
     nested = "".join(d.text for d in deltas if d.worker != "s1")
     assert nested == "I cannot share that."  # the accepted answer, once; none of the refused
     assert events.result.subtasks["s1"].text == "I cannot share that."
+
+
+class WholeOrStreamed:
+    """Says how it was asked: whole (``complete``) or as it is written (``stream``)."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return ModelResponse(message=AssistantMessage(content="made whole"))
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        on_text("streamed")
+        return ModelResponse(message=AssistantMessage(content="streamed"))
+
+
+async def test_a_workers_answer_the_runs_guards_hold_is_made_whole(
+    backend: RayBackend | None,
+) -> None:
+    """The run's output guards check an answer made of its workers' (concat): their
+    text is held until the guards pass it, so their calls are made whole, and retried
+    after an error as any call is (a streamed call that showed text is not). A remote
+    worker's calls streamed, their text held at the driver."""
+    ex = Executor(
+        [Role(name="w")],
+        WholeOrStreamed(),
+        aggregator="concat",
+        backend=backend,
+        guards=Guards(output=(leaky,)),
+    )
+    async with ex.stream("t", subtasks=[("w", "write")]) as events:
+        deltas = [e.text async for e in events if isinstance(e, TextDelta)]
+    assert events.result is not None
+    assert events.result.subtasks["s1"].text == "made whole"
+    assert deltas == ["made whole"]
 
 
 async def test_nested_workers_on_ray_keep_within_the_runs_model_calls(
