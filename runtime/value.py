@@ -88,7 +88,10 @@ class Settings(Value, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         for name, meta in _bounds(type(self)):
             value = getattr(self, name)
-            problem = None if value is None else _out_of_bounds(value, meta)
+            try:
+                problem = None if value is None else _out_of_bounds(value, meta)
+            except TypeError:  # no bound compares a value of another type (text for a number)
+                problem = _expected(type(self), name, value)
             if problem is not None:
                 raise ConfigError(f"{name} must be {problem}, got {value!r}")
 
@@ -235,6 +238,17 @@ def _metas(annotation: Any) -> list[msgspec.Meta]:
     if origin in (typing.Union, types.UnionType):
         return [m for member in typing.get_args(annotation) for m in _metas(member)]
     return []
+
+
+def _expected(cls: type[Settings], name: str, value: Any) -> str:
+    """What type the field ``name`` of ``cls`` takes, that ``value`` is not, in msgspec's
+    words, Python's None for its null (``of type int | None``)."""
+    annotation = {f.name: f.type for f in msgspec.structs.fields(cls)}[name]
+    try:
+        msgspec.convert(value, annotation)
+    except msgspec.ValidationError as exc:  # Expected `int | null`, got `str`
+        return "of type " + str(exc).split("`")[1].replace("null", "None")
+    return f"of its type, not {type(value).__name__}"
 
 
 def _out_of_bounds(value: Any, meta: msgspec.Meta) -> str | None:

@@ -127,3 +127,20 @@ def test_the_runtime_values_a_hive_writes_hold_their_bounds_in_python(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         made()
+
+
+@pytest.mark.parametrize(
+    ("made", "message"),
+    [
+        (lambda: Limits(model_calls="5"), "model_calls must be of type int | None, got '5'"),
+        (lambda: Limits(cost="0.5"), "cost must be of type float | None, got '0.5'"),
+        (lambda: RetryPolicy(attempts="3"), "attempts must be of type int, got '3'"),
+        (lambda: Knob(label=5), "label must be of type str | None, got 5"),
+    ],
+)
+def test_a_value_of_another_type_is_refused_naming_its_field(made: Any, message: str) -> None:
+    """Text where a number goes (a limit read from an environment variable) is told at
+    its field, not as a TypeError of a comparison."""
+    with pytest.raises(ConfigError) as caught:
+        made()
+    assert caught.value.message == message
