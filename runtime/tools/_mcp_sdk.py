@@ -257,7 +257,7 @@ async def connect(
                 process.started = True  # from now on it is stopped the MCP way, with a grace
             yield session
             if http is not None and bound is not None:
-                await _end_session(http, url or "", bound, session)
+                await _end_session(http, bound, session)
     except Exception as exc:
         if started:
             raise
@@ -268,18 +268,17 @@ async def connect(
         raise why from exc
 
 
-async def _end_session(
-    http: httpx2.AsyncClient, url: str, bound: _Bounded, session: Session
-) -> None:
+async def _end_session(http: httpx2.AsyncClient, bound: _Bounded, session: Session) -> None:
     """End a streamable-HTTP server's session as MCP says, with an HTTP ``DELETE``, when
-    it has one not known to be lost (a server that died, or forgot it, is not asked):
-    within :data:`_END_S` (a hung server never answers), and quietly (the SDK's own
-    end of it logs its failures as warnings, which a program that configures no logging
-    prints)."""
-    if bound.session is None or session.ended:
+    it has one not known to be lost (a server that died, or forgot it, is not asked), at
+    the endpoint its messages reached (the SDK follows a redirect of its ``url`` within
+    its origin, such as a trailing ``/`` taken away): within :data:`_END_S` (a hung
+    server never answers), and quietly (the SDK's own end of it logs its failures as
+    warnings, which a program that configures no logging prints)."""
+    if bound.session is None or bound.endpoint is None or session.ended:
         return
     with suppress(httpx2.HTTPError, TimedOut), within(_END_S):
-        await http.delete(url, headers=bound.session)
+        await http.delete(bound.endpoint, headers=bound.session)
 
 
 def _refused(exc: RuntimeError) -> str:
@@ -519,14 +518,17 @@ class _Bounded:
         self.too_long = too_long
         self.broken: str | None = None
         self.session: dict[str, str] | None = None  # the headers that name its session
+        self.endpoint: httpx2.URL | None = None  # where its messages went (redirected)
 
     async def saw(self, request: httpx2.Request) -> None:
-        """The request hook: the session a message goes in, and its protocol version."""
+        """The request hook: the session a message goes in, its protocol version, and
+        where it was sent (each request a redirect is followed by comes here too)."""
         if request.method == "POST" and _SESSION in request.headers:
             named = (_SESSION, "mcp-protocol-version")
             self.session = {
                 name: request.headers[name] for name in named if name in request.headers
             }
+            self.endpoint = request.url
 
     async def hold(self, response: httpx2.Response) -> None:
         """The response hook: its body is read within the limit."""

@@ -16,7 +16,7 @@ saying ``say`` on stderr).
 ``--without TOOL`` leaves a tool out of its list (a server whose tools changed).
 ``append_note``, ``set_flag`` and ``slow`` write to the file ``$MCP_TEST_NOTES`` (one
 line a call, ``slow`` as it starts), so a test can see what ran, in which order, and
-what is under way.
+what is under way; over HTTP, so does each ``DELETE`` (a session's end), with its path.
 """
 
 from __future__ import annotations
@@ -187,6 +187,8 @@ def _http(fd: int, *, events: bool, legacy: bool, crash_at_list: bool) -> None:
                 await send({"type": "http.response.start", "status": 405, "headers": []})
                 await send({"type": "http.response.body", "body": b""})
                 return
+            if scope["method"] == "DELETE":  # a session ended: where it was asked to
+                _note(f"delete {scope['path']}")
             if scope["path"] == "/forget-sessions":  # as if it restarted: they are gone
                 forgotten.update(sessions)
                 await _answer(send, 200, b"")

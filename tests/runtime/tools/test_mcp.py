@@ -422,6 +422,21 @@ async def test_a_call_in_a_session_its_server_forgot_goes_again_in_a_new_one(
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
+async def test_a_session_is_ended_where_its_messages_went_past_a_redirect(
+    tmp_path: Path,
+) -> None:
+    """A url the server redirects within its origin (``/mcp/`` to ``/mcp``, as the SDK's
+    server app does), which the SDK follows for every message: the session's end (an
+    HTTP ``DELETE``) goes where the messages went (it went to the url, was answered 307,
+    and the session was left open in the server)."""
+    notes = tmp_path / "notes.txt"
+    with http_test_server("s3cret", legacy=True, notes=notes) as url:  # a session
+        web = McpServer(name="web", url=url + "/", headers={"Authorization": "Bearer s3cret"})
+        async with running(web) as run:
+            assert await run.call("web", "lookup", {"word": "bee"}) == "an insect that makes honey"
+    assert notes.read_text().splitlines() == ["delete /mcp"]
+
+
 def _closed(port: int) -> None:
     """Wait until nothing listens on ``port`` of 127.0.0.1 any more."""
     deadline = time.monotonic() + 20
