@@ -37,7 +37,7 @@ from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.backend import BackendSpec
 from honeycomb.run.conversation import Turn
-from honeycomb.run.events import AggregationStarted
+from honeycomb.run.events import AggregationStarted, PlanReady, RoundPlanned
 from honeycomb.run.result import RunResult
 from honeycomb.run.session import Session
 from honeycomb.store import RunStore
@@ -399,14 +399,16 @@ def _command_like(word: str) -> bool:
 
 class _Written:
     """The answer's text as it is written (the aggregator's deltas, not those of the
-    agents it calls, whose names are under its own), for a terminal without the live
-    view and for pipes."""
+    agents it calls, whose names are under its own, nor the subtasks' text that the
+    run's output guards held until they passed an answer made of it), for a terminal
+    without the live view and for pipes."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.wrote = False
         self.written = ""  # all of it, as written
         self._aggregating = False
+        self._subtasks: set[str] = set()
 
     def __enter__(self) -> _Written:
         return self
@@ -417,9 +419,12 @@ class _Written:
         self.out.flush()
 
     def handle(self, event: Event) -> None:
-        if isinstance(event, AggregationStarted):
+        if isinstance(event, PlanReady | RoundPlanned):
+            plan = event.plan if isinstance(event, PlanReady) else event.added
+            self._subtasks.update(s.id for s in plan.subtasks)
+        elif isinstance(event, AggregationStarted):
             self._aggregating = True
-        elif isinstance(event, TextDelta) and self._aggregating and "/" not in (event.worker or ""):
+        elif isinstance(event, TextDelta) and self._aggregating and self._answers(event.worker):
             if not self.wrote:
                 self.out.write("\n")
             text = printable(event.text)
@@ -427,6 +432,12 @@ class _Written:
             self.out.flush()
             self.written += text
             self.wrote = True
+
+    def _answers(self, worker: str | None) -> bool:
+        """Whether ``worker``'s text is the aggregator's answer: not a subtask's, nor a
+        nested worker's (``s1/call_1``)."""
+        name = worker or ""
+        return "/" not in name and name not in self._subtasks
 
 
 def workers_table(result: RunResult) -> str:

@@ -97,8 +97,9 @@ class _RunState(msgspec.Struct, kw_only=True):
         elif planning and isinstance(event, ModelCallFinished) and event.error:
             self.planner_error = short_error(event.error)
         if isinstance(event, TextDelta):
-            # The aggregator's own answer: not the agents it calls (named under it).
-            if self.phase == "aggregating" and "/" not in (event.worker or ""):
+            # The aggregator's own answer: not the agents it calls (named under it),
+            # nor a subtask's text the run's output guards held until they passed it.
+            if self.phase == "aggregating" and row is None and "/" not in (event.worker or ""):
                 if event.turn != self.answer_turn:  # a later turn writes a new answer
                     self.answer, self.answer_turn = "", event.turn
                 self.answer += event.text

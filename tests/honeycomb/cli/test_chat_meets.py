@@ -145,6 +145,26 @@ async def test_the_answer_is_written_alone_when_the_aggregator_called_an_agent(
     assert "\nFinal answer.\n" in said  # the answer alone, on its own line
 
 
+async def test_an_answer_of_the_workers_text_the_runs_guard_held_is_written_once(
+    tmp_path: Path,
+) -> None:
+    # The run's output guard checks an answer made of the workers' (concat): their text,
+    # held until it passed, came as the run aggregated, and was written as the answer,
+    # then the answer itself after it: each worker's text twice.
+    executor = Executor(
+        [Role(name="researcher")],
+        FunctionModel(lambda request: "Rome is sunny"),
+        planner=lambda task: [("researcher", task)],
+        aggregator="concat",
+        guards=Guards(output=(lambda check: None,)),
+    )
+    chat = Chat(load_hive(hive(tmp_path, CHATTY)), executor, "u1", "plain")
+    out = io.StringIO()
+    await chat.talk(io.StringIO("Find the weather in Rome.\n"), out, Console(file=io.StringIO()))
+    assert out.getvalue().count("Rome is sunny") == 1
+    assert "\n## s1 (researcher)\nRome is sunny\n" in out.getvalue()
+
+
 async def test_a_message_the_runs_guard_refused_is_said_to_be_no_turn(tmp_path: Path) -> None:
     # The chat printed the guard's refusal alone: a person who then typed /undo to take
     # the refused message back took back the message before it, which was kept.

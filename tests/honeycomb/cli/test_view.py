@@ -212,6 +212,24 @@ async def test_live_view_shows_the_aggregators_answer_as_it_is_written() -> None
     assert "done" not in view.state.answer  # the workers' answers are not the answer
 
 
+async def test_live_view_shows_no_workers_text_the_runs_guards_held_as_the_answer() -> None:
+    """The run's output guards check an answer made of its workers' (concat): their
+    text is held until the guards pass it, so it comes as the run aggregates, and the
+    live view drew it as the aggregator's answer being written."""
+    ok = Guards(output=(lambda check: None,))
+    ex = Executor([Role(name="w")], ScriptedModel(["done"]), aggregator="concat", guards=ok)
+    view = LiveView(Console(file=io.StringIO(), force_terminal=True, color_system=None), "h")
+    texts: list[str | None] = []  # whose text came
+    with view:
+        async with ex.stream("t", subtasks=[("w", "a"), ("w", "b")]) as events:
+            async for event in events:
+                view.handle(event)
+                if event.kind == "model_call.text":
+                    texts.append(event.worker)
+    assert texts == ["s1", "s2"]  # released once the run's guards passed the answer
+    assert view.state.answer == ""
+
+
 def _on_a_terminal(args: list[str], typed: bytes, cwd: Path, limit_s: float = 90.0) -> str:
     """What ``honeycomb ARGS`` shows on a terminal 120 columns wide (escape sequences
     left out), with ``typed`` typed ahead."""
