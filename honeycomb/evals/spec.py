@@ -126,6 +126,9 @@ class Amount(BaseModel):
     def _some(self) -> Self:
         if self.at_least is None and self.at_most is None:
             raise ValueError("give at_most:, at_least: or both")
+        if self.at_least is not None and self.at_most is not None and self.at_least > self.at_most:
+            # No run could pass it: a bound mistyped, told as a count's is.
+            raise ValueError(f"at_least ({self.at_least:g}) is above at_most ({self.at_most:g})")
         return self
 
 

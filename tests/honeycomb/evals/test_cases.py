@@ -137,6 +137,28 @@ def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
     ]
 
 
+def test_a_bound_no_run_could_meet_is_a_mistake_at_its_line(tmp_path: Path) -> None:
+    """An amount's at_least above its at_most (a count's was told, an amount's was
+    kept: its check failed every run)."""
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: x
+            assert:
+              - tokens: {at_least: 500, at_most: 100}
+              - latency: {at_least: 2.5, at_most: 1, of: critical_path}
+              - cost: {at_least: 0.01, at_most: 0.01}
+        """,
+    )
+    file = str(path)
+    assert _errors(path) == [
+        f"{file}:4:9: cases[0].assert[0].tokens: at_least (500) is above at_most (100)",
+        f"{file}:5:9: cases[0].assert[1].latency: at_least (2.5) is above at_most (1)",
+    ]
+
+
 def test_what_a_check_needs_of_the_hive_is_checked_against_it(tmp_path: Path) -> None:
     hive = tiny_hive(tmp_path)
     path = write(
