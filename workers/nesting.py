@@ -12,6 +12,7 @@ import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import PurePath
 
+from runtime.errors import did_you_mean
 from runtime.value import Value
 
 __all__ = [
@@ -88,11 +89,12 @@ def nesting_problems(
                 continue
             if target not in tools:
                 known = ", ".join(tools) or "none"
+                meant = did_you_mean(target, tools)
                 problems.append(
                     NestingProblem(
                         role=role,
                         index=index,
-                        message=f"{ref!r} names no role: roles are {known}",
+                        message=f"{ref!r} names no role{meant}: roles are {known}",
                     )
                 )
                 continue

@@ -230,3 +230,20 @@ async def test_an_executor_whose_hive_tool_has_no_priced_model_refuses_a_budget_
         )
     assert refused.value.field == "policy.budgets.cost_per_call"
     assert "the hive tool 'facts' calls models none of which has a price" in str(refused.value)
+
+
+def test_an_agent_tool_of_a_misspelt_role_is_told_with_the_one_meant(tmp_path: Path) -> None:
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        "models: {default: offline}\n"
+        "roles:\n"
+        "  planner: {description: Plans.}\n"
+        "  researcher: {description: Finds.}\n"
+        "  lead: {description: Leads., tools: [agent:reseacher]}\n"
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    assert [str(error) for error in caught.value.errors] == [
+        f"{path}:5:39: roles.lead.tools[0]: 'agent:reseacher' names no role (did you mean "
+        "'researcher'?): roles are planner, researcher, lead"
+    ]
