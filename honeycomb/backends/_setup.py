@@ -9,6 +9,7 @@ import importlib
 import io
 import ipaddress
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -52,13 +53,15 @@ def recipe(model: Model, held: dict[str, StoodFor]) -> bytes:
         ConfigError: for an endpoint given its API key as an argument (it would cross
             the cluster in the clear), or a model that cannot be pickled.
     """
-    from runtime.models.openai.endpoint import OpenAIEndpoint  # the openai SDK loads
-
+    # No model holds an endpoint unless its module is loaded: importing it to look
+    # would load the openai SDK (a second, in the run's event loop) for a model of none.
+    endpoints = sys.modules.get("runtime.models.openai.endpoint")
+    endpoint: type[OpenAIEndpoint] | None = getattr(endpoints, "OpenAIEndpoint", None)
     cloudpickle = importlib.import_module("ray.cloudpickle")  # the ray extra's
 
     class Sending(cloudpickle.CloudPickler):  # type: ignore[misc,name-defined]
         def reducer_override(self, obj: Any) -> Any:
-            if isinstance(obj, OpenAIEndpoint):
+            if endpoint is not None and isinstance(obj, endpoint):
                 return _endpoint_again, (type(obj), _settings(obj))
             if isinstance(obj, AdaptiveLimiter):
                 key = f"limiter-{id(obj)}"

@@ -608,6 +608,25 @@ def test_an_api_key_is_never_sent_to_the_actors() -> None:
     assert limiters[again.inner.limiter.key] is endpoint.limiter
 
 
+def test_sending_a_model_of_no_endpoint_leaves_openai_unimported() -> None:
+    # Sending the first worker's model to the actors imported the openai SDK, to look
+    # for an endpoint in it, in the run's event loop: with the offline model, the first
+    # worker of a process stood a second before it began, every run of the loop with it
+    # (and its span, and so the critical path, took that second in).
+    script = """
+import pickle, sys
+from honeycomb import OfflineModel
+from honeycomb.backends.ray import recipe
+sent = recipe(OfflineModel(latency=0), {})
+assert "openai" not in sys.modules, "imported"
+assert isinstance(pickle.loads(sent), OfflineModel)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
 async def test_a_models_rate_limiter_bounds_every_worker_wherever_it_runs(
     backend: RayBackend | None,
 ) -> None:
