@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
 
@@ -19,7 +20,15 @@ import anyio.to_thread
 from runtime.concurrency import shielded
 from runtime.tools.define import Tool
 
-__all__ = ["abandoned_when_cancelled", "in_thread", "run_tool", "still_running", "to_the_end"]
+__all__ = [
+    "RanToItsEnd",
+    "abandoned_when_cancelled",
+    "in_thread",
+    "ran_to_its_end",
+    "run_tool",
+    "still_running",
+    "to_the_end",
+]
 
 T = TypeVar("T")
 
@@ -110,9 +119,10 @@ async def to_the_end(run: Callable[[], Any], begun: threading.Event | None = Non
     ended = threading.Event()
     lock = threading.Lock()
     took = dropped = False
+    came: RanToItsEnd | None = None  # how it ended, unless it was cut short
 
     def guarded() -> Any:
-        nonlocal took
+        nonlocal took, came
         with lock:
             if dropped:  # cancelled while it waited for its thread
                 return None
@@ -120,15 +130,21 @@ async def to_the_end(run: Callable[[], Any], begun: threading.Event | None = Non
         if begun is not None:
             begun.set()
         try:
-            return run()
+            value = run()
+        except Exception as exc:  # not its check_cancelled(): it stopped half way
+            came = RanToItsEnd(error=exc)
+            raise
+        else:
+            came = RanToItsEnd(value=value)
+            return value
         finally:
-            ended.set()
+            ended.set()  # once came is set: the waiter reads it
 
     with anyio.CancelScope() as scope:
         try:
             # Shielded: anyio's cancellation waits for the thread by itself.
             return await anyio.to_thread.run_sync(guarded, abandon_on_cancel=False)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             # A native cancellation (a timeout, an asyncio task group) gets through the
             # shield, unseen by the thread: cancel the enclosing scope too, so its
             # check_cancelled() stops it, and wait for it to end. It may come before
@@ -137,6 +153,38 @@ async def to_the_end(run: Callable[[], Any], begun: threading.Event | None = Non
             scope.cancel()
             with lock:
                 dropped = not took
-            if not dropped and not ended.is_set():
-                await shielded(anyio.to_thread.run_sync(ended.wait))
+            try:
+                if not dropped and not ended.is_set():
+                    await shielded(anyio.to_thread.run_sync(ended.wait))
+            except asyncio.CancelledError as again:  # the scope's own, as it waited
+                _ran(again, came)
+                raise
+            _ran(exc, came)
             raise
+
+
+@dataclass(frozen=True)
+class RanToItsEnd:
+    """What a call :func:`to_the_end` waited for after it was cancelled returned, or
+    raised (``error``: an exception of its own, not its ``check_cancelled()``'s, which
+    stops it half way)."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+def ran_to_its_end(cancelled: BaseException) -> RanToItsEnd | None:
+    """How the call of :func:`to_the_end` that ``cancelled`` came out of ended, when it
+    was waited for to its end (None: it never ran, or the cancellation came from
+    elsewhere): its worker is stopped, but its outcome is known, and a journal keeps
+    it (a resumed worker is told what it did, not that it may have done it)."""
+    found = vars(cancelled).get(_RAN)
+    return found if isinstance(found, RanToItsEnd) else None
+
+
+def _ran(cancelled: BaseException, came: RanToItsEnd | None) -> None:
+    if came is not None:  # how the call ended is known: it goes with the cancellation
+        vars(cancelled)[_RAN] = came
+
+
+_RAN = "honeycomb_ran_to_its_end"

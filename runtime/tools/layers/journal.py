@@ -5,7 +5,10 @@ Its intent is made durable before it runs (once what it needs first is ready: it
 server started) and its outcome when it ends. A call the
 journal knows from an earlier life is not run again: one that ended is answered with
 its recorded observation; one that was running when the process died is an
-``unknown`` observation (or run again, when its tool is ``idempotent``). What the
+``unknown`` observation (or run again, when its tool is ``idempotent``). A call
+whose worker was cancelled while it ran, but that ran to its end all the same (a sync
+tool's thread is waited for), has its outcome kept as it ends: it was not cut off.
+What the
 journal knows wins over what the call's tool is declared as now: a tool no longer
 side-effecting (a setting changed, an MCP server that now says ``readOnlyHint``)
 does not make an effect of an earlier life run twice, and a call the dispatcher
@@ -14,13 +17,17 @@ cannot run now (its tool gone) gets the journal's answer too (:func:`journal_ans
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Coroutine
 from typing import Any
 
+from runtime.concurrency import shielded
+from runtime.errors import StoreError
 from runtime.messages import ToolCall
 from runtime.tools.journal import Journal, JournalEntry, began, unknown_outcome_text
 from runtime.tools.layers.base import Outcome, Prepared, ToolHandler, ToolLayer
+from runtime.tools.layers.run import known_outcome
 
 __all__ = ["Journaled", "journal_answer"]
 
@@ -61,7 +68,14 @@ class Journaled(ToolLayer):
             with contextlib.suppress(Exception):
                 await ready()
         await journal.intent(turn, asked, call.kwargs)
-        outcome = await self.next(call)
+        try:
+            outcome = await self.next(call)
+        except asyncio.CancelledError as exc:
+            ended = known_outcome(exc)
+            if ended is not None:  # it ran to its end as its worker stopped: kept too
+                with contextlib.suppress(StoreError):  # else unknown, as if cut off
+                    await shielded(journal.outcome(turn, ended.observation(asked)))
+            raise
         await journal.outcome(turn, outcome.observation(asked))
         return outcome
 

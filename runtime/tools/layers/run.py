@@ -47,9 +47,9 @@ from runtime.tools.approvals import ApprovalNeeded
 from runtime.tools.define import Tool, ToolContext, idempotency_key
 from runtime.tools.layers.base import Admitted, Outcome, Prepared
 from runtime.tools.render import cut, render
-from runtime.tools.threads import run_tool
+from runtime.tools.threads import RanToItsEnd, ran_to_its_end, run_tool
 
-__all__ = ["STOPS", "RunTool", "Stopped"]
+__all__ = ["STOPS", "RunTool", "Stopped", "known_outcome"]
 
 Stopped = ApprovalNeeded | BudgetExceeded | NotStarted
 """How a call of a tool that nests may end besides its outcome, stopping its worker:
@@ -127,8 +127,7 @@ class RunTool:
                 raise
             return self._raised(found, exc)  # only a tool that nests may stop its worker
         except ModelRetry as exc:
-            message = cut(exc.message, self.max_output_chars, what="message")
-            return Outcome(status="error", content=f"Error: {message}", error=message)
+            return self._retry(exc)
         except TimedOut as exc:
             if limit is None:  # a limit of the tool's own ran out: its failure
                 return self._raised(found, exc)
@@ -139,6 +138,9 @@ class RunTool:
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is None or task.cancelling():
+                ran = ran_to_its_end(exc)
+                if ran is not None:  # waited for to its end: how it ended goes with exc
+                    vars(exc)[_KNOWN] = self._ended(found, ran)
                 raise  # the worker is cancelled (its run stopped): the call with it
             return self._raised(found, exc)  # the tool's own: it awaited what was cancelled
         except Exception as exc:  # a failing tool becomes an observation, never a crash
@@ -149,6 +151,18 @@ class RunTool:
             raise
         # Whatever the tool returned, rendering it is not its failure.
         return Outcome(status="ok", content=render(value, self.max_output_chars))
+
+    def _ended(self, found: Tool[Any, Any], ran: RanToItsEnd) -> Outcome:
+        """The outcome of a call that ran to its end though its worker was cancelled."""
+        if ran.error is None:
+            return Outcome(status="ok", content=render(ran.value, self.max_output_chars))
+        if isinstance(ran.error, ModelRetry):
+            return self._retry(ran.error)
+        return self._raised(found, ran.error)
+
+    def _retry(self, exc: ModelRetry) -> Outcome:
+        message = cut(exc.message, self.max_output_chars, what="message")
+        return Outcome(status="error", content=f"Error: {message}", error=message)
 
     def _raised(self, found: Tool[Any, Any], exc: BaseException) -> Outcome:
         """A tool that raised: its observation says so, what it says cut as its output
@@ -172,6 +186,17 @@ class RunTool:
         )
         return {**kwargs, found.context_param: ctx}
 
+
+def known_outcome(cancelled: BaseException) -> Outcome | None:
+    """The outcome of the call that ``cancelled`` (its worker's cancellation) stopped,
+    when its tool ran to its end all the same: a sync side-effecting tool's thread is
+    waited for (:func:`~runtime.tools.threads.ran_to_its_end`). None: it was cut off,
+    and what it did is not known."""
+    found = vars(cancelled).get(_KNOWN)
+    return found if isinstance(found, Outcome) else None
+
+
+_KNOWN = "honeycomb_known_outcome"
 
 _HELD_GRACE_S = 0.1
 """How far past its limit a call may end before it is taken to have held the event loop

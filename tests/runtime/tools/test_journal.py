@@ -4,6 +4,11 @@ tool is idempotent."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
+import pytest
+
 from runtime import JournalEntry, MemoryJournal, ToolRegistry, tool
 from runtime.testing import call
 from tests.support.dispatching import layered
@@ -87,3 +92,43 @@ async def test_the_same_call_id_in_another_turn_is_another_call() -> None:
         [call("send", {"to": "bo"}, id="c1")], turn=2
     )
     assert effects == ["bo"]
+
+
+@pytest.mark.parametrize("ends", ["returns", "raises"])
+async def test_a_sync_call_its_worker_stopped_keeps_how_it_ended(ends: str) -> None:
+    """A sync side-effecting call's thread is waited for to its end when its worker is
+    cancelled (Ctrl-C as it ran): how it ended is known, and kept, so a resumed worker
+    is told it, not that it may or may not have taken effect."""
+    running, release = threading.Event(), threading.Event()
+    effects: list[str] = []
+
+    @tool(side_effects=True)
+    def send(to: str) -> str:
+        """Send a message."""
+        running.set()
+        release.wait(10)
+        effects.append(to)
+        if ends == "raises":
+            raise OSError("the mail server hung up after the message went")
+        return f"sent to {to}"
+
+    journal = MemoryJournal()
+    dispatcher = layered(ToolRegistry([send]), journal=journal)
+    dispatching = asyncio.ensure_future(
+        dispatcher.dispatch([call("send", {"to": "ana"}, id="c1")], turn=1)
+    )
+    await asyncio.to_thread(running.wait, 10)
+    dispatching.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await dispatching
+    assert effects == ["ana"]
+    kept = journal.entries[1, "c1"]
+    if ends == "returns":
+        assert (kept.status, kept.content) == ("ok", "sent to ana")
+    else:
+        assert kept.status == "error"
+        assert "the mail server hung up" in kept.content
+    [again] = await dispatcher.dispatch([call("send", {"to": "ana"}, id="c1")], turn=1)  # resumed
+    assert effects == ["ana"]
+    assert (again.status, again.content) == (kept.status, kept.content)
