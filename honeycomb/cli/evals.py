@@ -442,7 +442,9 @@ async def _evaluate(
                     budget=budget,
                     judges=judges,
                     eval_id=args.eval_id,
-                    hive=str(args.hive),
+                    # The file, however the command names it: an eval stopped is gone
+                    # on with by its id on the same hive (./hive.yaml, from elsewhere).
+                    hive=str(args.hive.resolve()),
                     on_run=p.update,
                     # Recording, every run is made: the cassette is started anew.
                     go_on=args.record is None,

@@ -486,6 +486,33 @@ def test_an_interrupted_eval_recorded_again_records_every_case(
     assert code == ExitStatus.OK, err
 
 
+def test_an_interrupted_eval_is_gone_on_with_on_its_hive_however_the_command_names_it(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Stopped after lisbon's run, by a command that named the hive by its whole path.
+    attempt = {"run_id": "r1", "passed": True, "score": 1.0, "status": "ok"}
+    hive = str(folder / "hive.yaml")
+    cut = {"eval_id": "ev-cut", "name": "greetings", "hive": hive, "interrupted": True}
+    cut |= {"cases": [{"id": "lisbon", "task": "Say hello to Lisbon", "attempts": [attempt]}]}
+    cut["not_run"] = ["oslo"]
+
+    async def keep() -> None:
+        store = RunStore(folder / ".honeycomb" / "runs.db")
+        await store.open()
+        await store.keep_eval("ev-cut", "greetings", 0.0, False, json.dumps(cut).encode())
+        store.close()
+
+    asyncio.run(keep())
+    command = ["eval", "./hive.yaml", "evals.yaml", "--plain", "--eval-id", "ev-cut", "--json"]
+    assert main(command) == ExitStatus.OK
+    shown = json.loads(capsys.readouterr().out)
+    # lisbon's run is taken as it was: the same hive, named otherwise; oslo's is made.
+    runs = {c["id"]: [a["run_id"] for a in c["attempts"]] for c in shown["cases"]}
+    assert runs["lisbon"] == ["r1"]
+    assert runs["oslo"] != ["r1"]
+    assert shown["hive"] == hive
+
+
 def test_an_eval_stopped_while_recording_says_it_is_made_again(folder: Path) -> None:
     write(folder, "hive.yaml", TINY_HIVE.replace("latency: 0", "latency: 0.5"))
     command = [sys.executable, "-m", "honeycomb", "eval", "hive.yaml", "evals.yaml", "--plain",
