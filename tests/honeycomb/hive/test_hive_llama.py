@@ -14,7 +14,8 @@ from honeycomb import Executor
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
 from honeycomb.hive.specs import ModelSpec
-from runtime.model import context_of
+from runtime.model import Model, context_of
+from runtime.models import JsonToolModel
 from runtime.models.llama import LlamaModel
 from runtime.models.llama_server import bundled_gguf
 from tests.support.hives import errors_of
@@ -62,10 +63,29 @@ def test_a_llama_model_is_built_from_the_gguf_beside_the_hive(tmp_path: Path) ->
     assert not server.running  # the first call starts it
 
 
+def served(model: Model) -> LlamaModel:
+    """The llama.cpp model inside ``model`` (under its tool protocol)."""
+    while not isinstance(model, LlamaModel):
+        model = model.inner  # type: ignore[attr-defined]
+    return model
+
+
 def test_without_a_path_it_is_smollm2s(tmp_path: Path) -> None:
     model = load_hive(hive(tmp_path, "context: 512")).models()["local"]
-    assert isinstance(model, LlamaModel)
-    assert model.server.path == bundled_gguf()
+    assert served(model).server.path == bundled_gguf()
+
+
+@pytest.mark.parametrize(
+    ("fields", "protocol"),
+    [("context: 512", JsonToolModel), ("tool_protocol: native", LlamaModel)],
+)
+def test_it_calls_tools_by_the_json_protocol_unless_told_another(
+    tmp_path: Path, fields: str, protocol: type[Model]
+) -> None:
+    """As --model local: SmolLM2 (the default model) given its tools natively answers
+    prose and calls none; under the JSON protocol's grammar any GGUF model calls them."""
+    model = load_hive(hive(tmp_path, fields)).models()["local"]
+    assert type(model) is protocol
 
 
 def test_models_of_one_file_share_one_server_whatever_their_settings(tmp_path: Path) -> None:
@@ -195,10 +215,8 @@ def test_a_hive_called_as_a_tool_shares_its_callers_server(tmp_path: Path) -> No
     )
     loaded = load_hive(path)
     model = Executor.from_hive(loaded).shared.crew.models["local"]  # and the tool's
-    assert isinstance(model, LlamaModel)
     called = loaded.hives["hive:sub.yaml"].models()["local"]
-    assert isinstance(called, LlamaModel)
-    assert called.server is model.server
+    assert served(called).server is served(model).server
 
 
 def test_hives_loaded_apart_in_one_process_share_one_server(tmp_path: Path) -> None:
