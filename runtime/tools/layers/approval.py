@@ -5,7 +5,9 @@ approval get a decision before any call of the turn runs (see
 again and checked by the argument guards again (a person's edit passes the same
 policy as the model's call), its observation saying so (once: a call the journal knows
 ran with them, and is not judged again); calls with no decision yet stop the turn
-(``ApprovalNeeded``): the worker pauses, none of its calls having run."""
+(``ApprovalNeeded``): the worker pauses, none of its calls having run. A call the
+journal knows began in an earlier life, unasked then, is not asked about now (its tool
+since made to ask): the journal answers it."""
 
 from __future__ import annotations
 
@@ -58,12 +60,15 @@ class Approving(ToolLayer):
 
     async def admit(self, calls: Sequence[Prepared]) -> list[Admitted]:
         gate = self.gate
-        if not any(gate.involves(c.call, c.tool, c.turn) for c in calls):
+        asked = [c for c in calls if gate.involves(c.call, c.tool, c.turn) and not self._ran(c)]
+        if not asked:
             return await self.next.admit(calls)
-        decided = await gate.decide([(c.call, c.tool, c.kwargs) for c in calls], calls[0].turn)
+        decided = await gate.decide([(c.call, c.tool, c.kwargs) for c in asked], calls[0].turn)
+        verdict_of = {id(c): v for c, v in zip(asked, decided, strict=True)}
         verdicts: list[Admitted] = []
         edited: list[tuple[int, Prepared]] = []
-        for call, verdict in zip(calls, decided, strict=True):
+        for call in calls:
+            verdict = verdict_of.get(id(call))
             if verdict is None:
                 verdicts.append(call)
             elif verdict.refusal is not None:
@@ -78,6 +83,16 @@ class Approving(ToolLayer):
         if edited and self.guard is not None:
             await _guarded(self.guard, edited, verdicts, self.journal)
         return await admit_rest(self.next, verdicts)
+
+    def _ran(self, call: Prepared) -> bool:
+        """Whether ``call`` began in an earlier life unasked (its tool needed no approval
+        then), as the journal knows: what it did stands, whatever the configuration now
+        says of its tool, and the journal answers it. Nobody is asked about it: a
+        denial now would tell the model that a call which ran, or may have, did not."""
+        journal, log = self.journal, self.gate.log
+        if journal is None or began(journal.recorded(call.turn, call.call.id), call.call) is None:
+            return False
+        return log is None or log.recorded(call.turn, call.call.id) is None
 
     def _judged(self, edited: Prepared) -> bool:
         """Whether the guards judged ``edited`` (a call with the arguments a person

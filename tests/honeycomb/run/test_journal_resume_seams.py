@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from honeycomb import Executor, Policy, Role, RunFailed, RunResult, tool
+from honeycomb import Approvals, Executor, Policy, Role, RunFailed, RunResult, tool
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolMessage
@@ -148,3 +148,29 @@ async def test_a_lost_outcome_of_a_tool_gone_fails_the_worker_when_the_policy_sa
     assert error is not None
     assert (error.type, "call cB" in error.message) == ("OutcomeUnknown", True)
     assert notes == ["A", "B"]
+
+
+async def test_a_tool_since_made_to_ask_is_answered_from_the_journal_unasked(db: Path) -> None:
+    """Note A ran and note B was cut off unasked, and the tool is made to ask before the
+    run is resumed: nobody is asked about them (a denial would tell the model that
+    notes which were written, or may have been, were not), nothing waits, and the
+    journal answers each."""
+    notes: list[str] = []
+    await first_life(db, notes)
+
+    @tool(side_effects=True)
+    async def append_note(text: str) -> str:
+        """Append a note."""
+        notes.append(text)
+        return f"noted {text}"
+
+    store = RunStore(db)
+    asks = Role(name="w", tools=("append_note",), approvals=Approvals(tools=("append_note",)))
+    executor = Executor([asks], asks_for_two_notes(), tools=[append_note], store=store)
+    result = await executor.resume("r1")
+    assert await executor.pending("r1") == []
+    store.close()
+    assert (result.status, result.pending) == ("ok", [])
+    assert notes == ["A", "B"]
+    [(a_status, a_text), (b_status, _)] = observations(result)
+    assert (a_status, a_text, b_status) == ("ok", "noted A", "unknown")
