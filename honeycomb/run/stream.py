@@ -68,12 +68,20 @@ class RunStream:
 
     def put(self, event: Event) -> None:
         """Queue ``event`` for the reader (waking it, if it waits)."""
-        if self._ended:  # the run goes on after the end the reader saw
+        if self._ended:  # an event after the end the reader saw
             self._ended = False
-            if self.on_more is not None:
+            if self.on_more is not None and self._goes_on(event):
                 self.on_more()
         self._queue.append(event)
         self._woken()
+
+    def _goes_on(self, event: Event) -> bool:
+        """Whether ``event`` is of the run whose end the reader saw, going on (a new
+        life, for a call decided as it ended); not of a run that follows it (a
+        session's message, answered after the turn it resumed first), which is the
+        block's own, and which a reader that left at that end does not stop."""
+        last = self._last
+        return last is None or event.run_id is None or event.run_id == last.run_id
 
     def _started(self, event: RunStarted) -> None:
         if event.caller is None:
@@ -89,9 +97,10 @@ class RunStream:
 
     @property
     def ended(self) -> bool:
-        """Whether the last event read is the run's ``RunFinished``, with none after it:
-        the run has ended, and only records its end."""
-        return self._ended and not self._queue
+        """Whether the last event read is the run's ``RunFinished``, with none of that
+        run after it: the run has ended, and only records its end (or a run follows
+        it, a session's message)."""
+        return self._ended and not any(self._goes_on(event) for event in self._queue)
 
     def close(self) -> None:
         """No more events: the iteration ends once the queued ones are read."""
@@ -133,8 +142,7 @@ class RunStream:
             finally:
                 self._wake = None
         event = self._queue.popleft()
-        if event is self._last:
-            self._ended = True
+        self._ended = event is self._last  # read on past it: a run that follows it
         return event
 
 

@@ -5,6 +5,7 @@ and iterating ``stream(...)`` without its block says how to write it."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -269,6 +270,55 @@ async def test_a_session_stream_left_at_its_message_s_last_event_keeps_its_resul
     assert events.result is not None
     assert events.result.task == "second"
     assert [turn.status for turn in await session.turns()] == ["ok", "ok"]
+
+
+async def test_a_session_stream_left_at_the_resumed_turns_end_lets_its_message_be_answered(
+    tmp_path: Path,
+) -> None:
+    """The first ``run.finished`` of a session's message that resumes an unfinished turn
+    first is that turn's: a reader that stops there (as at any run's end) left the
+    message's own run cancelled as it began, its turn interrupted, holding the session.
+    It is answered, and ``events.result`` holds its result."""
+    gate = Gate()
+    ex = executor(gate, store=tmp_path / "runs.db")
+    async with ex.session("u1").stream("first") as cut:
+        await read_to(cut, "model_call.started")  # left here: the turn is interrupted
+    gate.open()
+    session = ex.session("u1", unfinished="resume")
+    async with session.stream("second") as events:
+        async for event in events:
+            if isinstance(event, RunFinished):
+                break
+    assert events.result is not None
+    assert events.result.task == "second"
+    assert [turn.status for turn in await session.turns()] == ["ok", "ok"]
+
+
+async def test_a_run_that_follows_the_end_the_reader_saw_is_not_stopped() -> None:
+    """Events of a run of its own after the end the reader stopped at (a session's
+    message, after the turn it resumed), queued or to come, do not stop the block's
+    run; an event of the run that ended does."""
+    for queued in (False, True):
+        stream, stopped = RunStream(), []
+        stop = stopped.append
+        stream(RunStarted(run_id="turn", task="t"))
+        stream(RunFinished(run_id="turn", status="ok", wall_s=0.0))
+        await anext(stream)
+        if queued:
+            stream(RunStarted(run_id="message", task="t"))
+        await anext(stream)
+        assert stream.ended
+        stream.on_more = functools.partial(stop, "stopped")
+        stream(RunStarted(run_id="message", task="t"))
+        stream(RunFinished(run_id="message", status="ok", wall_s=0.0))
+        assert stopped == []
+    stream = RunStream()
+    stream(RunStarted(run_id="turn", task="t"))
+    stream(RunFinished(run_id="turn", status="ok", wall_s=0.0))
+    stream(RunStarted(run_id="message", task="t"))
+    for _ in range(3):
+        await anext(stream)
+    assert not stream.ended  # read on into the message's run: leaving now stops it
 
 
 async def test_the_stream_of_a_run_that_ended_has_no_event_and_its_kept_result(
