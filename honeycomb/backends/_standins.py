@@ -253,14 +253,14 @@ class DriverBudget(Budget):
         self._tells_calls = limits.wall_time_s is not None
         self._heard = _Heard(limits)  # one for every view of it (:meth:`named`)
 
-    def check(self) -> None:
+    def check(self, *, retrying: bool = False) -> None:
         """Raise if the run's budget, as last told, with what this worker spent since,
-        is spent.
+        is spent (``retrying``: as :meth:`Budget.check` says).
 
         Raises:
             BudgetExceeded: naming the limit, what is allowed and what was used.
         """
-        self._heard.budget.check()
+        self._heard.budget.check(retrying=retrying)
 
     async def heard_now(self) -> None:
         """Ask the driver what the run has spent now (before a retry: see

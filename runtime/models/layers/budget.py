@@ -53,7 +53,7 @@ class Budgeted(ModelLayer):
 
     def retried(self, call: ModelCall) -> None:
         if call.budget is not None:
-            call.budget.check()
+            call.budget.check(retrying=True)
 
     def answered(self, call: ModelCall, response: ModelResponse) -> ModelResponse:
         budget = call.budget

@@ -67,36 +67,49 @@ def too_slow(request: ModelRequest) -> str:
     raise ModelTimeout(1.0)  # retryable
 
 
-@pytest.mark.parametrize(
-    ("answer", "budgets", "limit"),
-    [
-        (busy, Budgets(model_calls=1), "model_calls"),
-        (too_slow, Budgets(total_tokens=5), "total_tokens"),
-    ],
-)
 async def test_a_remote_call_sends_no_retry_once_its_first_attempt_spent_the_budget(
     backend: RayBackend | None,
-    answer: Callable[[ModelRequest], str],
-    budgets: Budgets,
-    limit: str,
 ) -> None:
-    """A call's first attempt takes the run's one model call (or its timeout spends
-    the run's tokens), and fails with a retryable error: no retry is sent, the budget
-    being spent, and the run stops over it. In an actor the worker went on through all
-    five attempts (its budget's check was the driver's, made only as its next call was
-    reserved), and the run failed with the endpoint's error."""
+    """A call's first attempt times out, its prompt spending the run's tokens, and
+    fails with a retryable error: no retry is sent, the budget being spent, and the run
+    stops over it. In an actor the worker went on through all five attempts (its
+    budget's check was the driver's, made only as its next call was reserved), and the
+    run failed with the endpoint's error."""
     heard: list[Event] = []
     ex = Executor(
-        [Role(name="w")], RetryingModel(FunctionModel(answer), OFTEN), aggregator="concat",
-        backend=backend, policy=Policy(budgets=budgets), on_event=[heard.append],
+        [Role(name="w")], RetryingModel(FunctionModel(too_slow), OFTEN), aggregator="concat",
+        backend=backend, policy=Policy(budgets=Budgets(total_tokens=5)), on_event=[heard.append],
     )  # fmt: skip
     with anyio.fail_after(60), pytest.raises(BudgetExceeded) as stopped:
         await ex.run("t", subtasks=[("w", "a")])
-    assert stopped.value.limit == limit
+    assert stopped.value.limit == "total_tokens"
     (retrying,) = [e for e in heard if isinstance(e, ModelCallRetrying)]  # then refused
     assert retrying.attempt == 1
     (finished,) = [e for e in heard if isinstance(e, ModelCallFinished)]
     assert finished.status == "error"
+
+
+async def test_a_remote_call_retries_the_last_model_call_the_budget_allows(
+    backend: RayBackend | None,
+) -> None:
+    """A retry is the same model call sent again: the run's one model call is
+    retried after its 503, in an actor as in one process."""
+    failed: list[ModelRequest] = []
+
+    def busy_once(request: ModelRequest) -> str:
+        if not failed:
+            failed.append(request)
+            busy(request)
+        return "done"
+
+    ex = Executor(
+        [Role(name="w")], RetryingModel(FunctionModel(busy_once), OFTEN), aggregator="concat",
+        backend=backend, policy=Policy(budgets=Budgets(model_calls=1)),
+    )  # fmt: skip
+    with anyio.fail_after(60):
+        result = await ex.run("t", subtasks=[("w", "a")])
+    assert result.subtasks["s1"].text == "done"
+    assert result.usage.model_calls == 1
 
 
 class TellingModel(FunctionModel):

@@ -204,3 +204,28 @@ async def test_a_retry_after_past_the_runs_wall_time_fails_the_call_at_once(
         error_of.message,
     ), error_of.message
     assert len([r for r in server.requests if "limited" in str(r.body)]) == 1
+
+
+@pytest.mark.parametrize("fault", [500, 429])
+async def test_the_last_model_call_the_budget_allows_is_retried(
+    server: OpenAIServer, models: list[OpenAIModel], fault: int
+) -> None:
+    """A retry is the same model call sent again, not another: with model_calls: 1, the
+    call's 500 or 429 was not retried, and the run ended 'model_calls used 1 of 1
+    allowed' after one call."""
+    server.enqueue(error(fault, retry_after=0.01), text("done: once"))
+    model = OpenAIModel(
+        "gpt-test",
+        base_url=server.base_url,
+        timeout=TIMEOUT,
+        retry=RetryPolicy(attempts=2, initial_wait_s=0.01, max_wait_s=0.01, jitter_s=0.0),
+    )
+    models.append(model)
+    executor = Executor(
+        [Role(name="researcher")], model, policy=Policy(budgets=Budgets(model_calls=1))
+    )
+    result = await executor.run("t", subtasks=[("researcher", "once")])
+    assert result.status == "ok"
+    assert result.subtasks["s1"].text == "done: once"
+    assert result.usage.model_calls == 1
+    assert len(server.requests) == 2
