@@ -534,13 +534,40 @@ async def test_a_password_or_a_token_in_a_server_s_url_is_a_secret() -> None:
         ({"name": "t", "command": "x", "url": "http://127.0.0.1/"}, "not both"),
         ({"name": "a b", "command": "x"}, "a name uses only letters"),
         ({"name": "t", "command": "x", "start_timeout": 0}, "start_timeout must be positive"),
+        # Types a type checker would catch, each told as the server is made, not as it
+        # starts (its args spelt letter by letter, a tool's settings unread), its
+        # values unshown (they may hold secrets).
+        (
+            {"name": "t", "command": "x", "args": "--token s3cret"},
+            "MCP server 't': args must be a tuple of text (one item each), got str",
+        ),
+        (
+            {"name": "t", "command": "x", "args": ("--port", 8080)},
+            "args must be a tuple of text (one item each), got tuple of int, str",
+        ),
+        ({"name": "t", "command": "x", "secrets": "s3cret"}, "secrets must be a tuple of text"),
+        (
+            {"name": "t", "command": "x", "env": {"TOKEN": 123456}},
+            "env must be a dict of text to text, got dict of int",
+        ),
+        ({"name": "t", "url": "http://h/", "headers": None}, "headers must be a dict of text"),
+        ({"name": "t", "command": ["python", "-m", "x"]}, "command must be text, got list"),
+        ({"name": "t", "command": "x", "cwd": Path("/")}, "cwd must be text, got PosixPath"),
+        ({"name": "t", "command": "x", "start_timeout": "30"}, "a number of seconds, got str"),
+        (
+            {"name": "t", "command": "x", "tools": {"write": {"approval": True}}},
+            "tools must be a dict of tool names to McpToolSettings(...), got dict of dict",
+        ),
+        ({"name": 7, "command": "x"}, "McpServer: name must be text, got int"),
     ],
 )
 def test_a_server_is_declared_right_or_told_what_to_fix(
     options: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(ConfigError, match=re.escape(message)):
+    with pytest.raises(ConfigError, match=re.escape(message)) as told:
         McpServer(**options)
+    assert "s3cret" not in str(told.value)
+    assert "123456" not in str(told.value)
 
 
 @pytest.mark.parametrize(
