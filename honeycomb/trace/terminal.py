@@ -12,6 +12,7 @@ apart.
 
 from __future__ import annotations
 
+from rich.cells import cell_len, set_cell_size
 from rich.console import Group
 from rich.text import Text
 
@@ -67,7 +68,7 @@ def render_timeline(timeline: Timeline, width: int = 100) -> Group:
     width = max(width, 40)
     # The star (2 columns), the name, and a space before the bars: a bar that starts at
     # once must not run into the name.
-    name_w = min(max((len(r.label) for r in timeline.rows), default=4), _NAME_MAX) + 3
+    name_w = min(max((cell_len(r.label) for r in timeline.rows), default=4), _NAME_MAX) + 3
     status_w = max((len(r.status) for r in timeline.rows), default=2)
     bar_w = max(width - name_w - _STATS_W - status_w - 1, 10)
     axis = Axis(timeline.lives, timeline.length_s, gap_share=_GAP_COLUMNS / bar_w)
@@ -82,7 +83,7 @@ def _header(timeline: Timeline, width: int) -> Text:
     head = f"run {_clean(timeline.run_id)} · {timeline.status}{lives} · "
     text = Text()
     text.append(head, style="bold")
-    text.append(_cut(_clean(timeline.task), max(width - len(head), 10)))
+    text.append(_cut(_clean(timeline.task), max(width - cell_len(head), 10)))
     return text
 
 
@@ -97,7 +98,7 @@ def _row_lines(row: Row, axis: Axis, name_w: int, bar_w: int) -> list[Text]:
     star = "★ " if row.critical else "  "
     text = Text()
     text.append(star, style="bold yellow")
-    name = _cut(_clean(row.label), name_w - 3).ljust(name_w - 2)
+    name = set_cell_size(_cut(_clean(row.label), name_w - 3), name_w - 2)
     text.append(name, style="bold" if row.critical else "")
     _append_cells(text, _cells(row, axis, bar_w, 0))
     text.append(f" {row.duration_s:7.2f}s ")
@@ -241,4 +242,8 @@ def _clean(text: str) -> str:
 
 
 def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+    """``text`` in ``width`` columns at most, cut short with "…": by the columns its
+    characters take (a Chinese character two), not by how many they are."""
+    if cell_len(text) <= width:
+        return text
+    return set_cell_size(text, max(width - 1, 0)).rstrip() + "…"  # (a wide one half in)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from rich.cells import cell_len
 from rich.console import Console
 
 from honeycomb import Executor, Plan, Policy, Role, Subtask, tool
@@ -242,6 +243,27 @@ def test_only_a_call_that_failed_is_drawn_as_an_error() -> None:
     html = to_html(timeline)
     assert html.count('class="bar tool_call waiting"') == 1
     assert html.count('class="bar tool_call error"') == 1  # the cancelled call alone
+
+
+def test_a_task_of_wide_characters_is_cut_to_the_width_it_takes() -> None:
+    # A task in Chinese was cut by its number of characters, each two columns wide:
+    # the header took three lines of 60, and a row so named ran past its bars' start.
+    task, wide = "比较里斯本和波尔图的天气" * 10, "天气预报员" * 6
+    spans = [
+        _span("r", "run", task, 0.0, 2.0),
+        _span("w", "worker", wide, 0.0, 2.0, parent="r", worker=wide),
+        _span("m", "model_call", "m", 0.0, 2.0, parent="w", worker=wide),
+        _span("v", "worker", "plain", 0.0, 2.0, parent="r", worker="plain"),
+        _span("n", "model_call", "m", 0.0, 2.0, parent="v", worker="plain"),
+    ]  # fmt: skip
+    lines = _plain(build_timeline(spans, task=task), width=60).splitlines()
+    assert lines[0].startswith("run  · ok · 比较里斯本")
+    assert lines[0].endswith("…")
+    assert all(cell_len(line) <= 60 for line in lines)
+    row, plain = (line for line in lines if line[2:].startswith(("天气", "plain")))
+    bar = CHARS["model_call"]
+    assert row[2:].split()[0].endswith("…")
+    assert cell_len(row[: row.index(bar)]) == plain.index(bar)  # the bars start as one
 
 
 # --- the command line ----------------------------------------------------------------
