@@ -119,7 +119,7 @@ def comparison_table(comparison: Comparison) -> str:
         f"{len(comparison.improvements)} newly passing · {_e(over(comparison))}"
         f"pass rate {comparison.pass_rate:+.0%} "
         f"· {_e(run_over(comparison))}cost {dollars_delta(comparison.cost)} "
-        f"· p50 {comparison.p50_s:+.2f}s</p>"
+        f"· p50 {comparison.p50_s:+.2f}s · p95 {comparison.p95_s:+.2f}s</p>"
         f'<table class="runs"><thead><tr>{"".join(f"<th>{n}</th>" for n in names)}</tr>'
         f"</thead><tbody>\n{rows}\n</tbody></table>"
     )

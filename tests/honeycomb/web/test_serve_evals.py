@@ -4,6 +4,7 @@ and the token needed as for every page."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,6 +72,8 @@ def test_an_eval_compared_with_a_baseline_shows_the_regression(client: httpx.Cli
     assert page.status_code == 200
     assert "<h2>against ev-good</h2>" in page.text
     assert "1 newly failing, 0 newly passing" in page.text
+    # The totals' deltas, as the command gives them: p95 beside p50.
+    assert re.search(r"· p50 [+-]\d+\.\d\ds · p95 [+-]\d+\.\d\ds</p>", page.text)
     assert '<option value="ev-good" selected>' in page.text
 
 
