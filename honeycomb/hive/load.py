@@ -149,9 +149,13 @@ def _mask_declared(hive: Hive, data: Mapping[str, Any]) -> None:
             elif isinstance(value, str):
                 key = pattern[-1] == "api_key" or pattern in _QUERY_KEYS
                 add_secret(value, "api key" if key else "secret", owner=hive)
-    keyless = any(m.provider == "openai" and m.api_key is None for m in hive.spec.models.values())
     memory = hive.spec.memory
     embeddings = memory.embeddings if memory is not None else None
+    for spec in [*hive.spec.models.values(), embeddings, hive.spec.store]:
+        # A base_url's password or ?key=, which the model registers only once it is made.
+        for secret, what in spec.secrets_held().items() if spec is not None else ():
+            add_secret(secret, what, owner=hive)
+    keyless = any(m.provider == "openai" and m.api_key is None for m in hive.spec.models.values())
     if keyless or (embeddings is not None and embeddings.api_key is None):
         add_secret(os.environ.get("OPENAI_API_KEY"), "api key", owner=hive)
 

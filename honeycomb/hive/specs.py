@@ -76,6 +76,11 @@ class _HidesSecrets(BaseModel):
     def _secrets(self) -> dict[str, str]:
         """Its secrets, each with what it is as the mask says."""
 
+    def secrets_held(self) -> dict[str, str]:
+        """Its secrets outside a ``SecretStr`` (a URL's password or query key, a
+        header's value), each with what it is as the mask says."""
+        return self._secrets()
+
     def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
         hidden = self._secrets()
         for name, value in super().__repr_args__():

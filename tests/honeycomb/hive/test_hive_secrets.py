@@ -184,26 +184,28 @@ async def test_the_keys_of_models_others_stand_in_for_are_masked(
     """A hive run on another model (``--model offline``, ``model=``) never built its
     declared ones, so their keys were never masked: one pasted into a task was kept
     and shown as it is. The keys a hive declares (its api_key, the key in its
-    extra_query, its MCP servers' headers, OPENAI_API_KEY for a model with none) are
-    masked while it lives."""
+    extra_query, the password and key of its base_url, its MCP servers' headers,
+    OPENAI_API_KEY for a model with none) are masked while it lives."""
     token = "tok-FAKE9aB3cD5eF7gH1jK"
     env_key = "sk-ENVFAKE4dG7hJ2kL9mN3"
     query_key = "qk-FAKE2wE4rT6yU8iO0pA"
+    url_password, url_key = "pw-FAKE5tY7uI9oP1aS3", "uk-FAKE6gH8jK0lZ2xC4"
     monkeypatch.setenv("OPENAI_API_KEY", env_key)
     path = tmp_path / "hive.yaml"
     path.write_text(
         HEAD + f"    api_key: {KEY}\n"
-        "  other:\n    model: gpt-4o\n    base_url: http://127.0.0.1:9/v1\n"
+        "  other:\n    model: gpt-4o\n"
+        f"    base_url: http://app:{url_password}@127.0.0.1:9/v1?key={url_key}\n"
         f"    settings: {{extra_query: {{api-key: {query_key}}}}}\n"
         "mcp_servers:\n  docs:\n    url: http://127.0.0.1:9/mcp\n"
         f"    headers: {{Authorization: Bearer {token}}}\n"
         "roles:\n  writer: {description: Writes.}\n"
     )
     executor = Executor.from_hive(load_hive(path), model=FunctionModel(lambda r: str(r)))
-    task = f"keys {KEY} and {token} and {env_key} and {query_key}"
+    task = f"keys {KEY} and {token} and {env_key} and {query_key}, {url_password}, {url_key}"
     result = await executor.run(task, subtasks=[("writer", task)])
     shown = result.model_dump_json()
-    for secret in (KEY, token, env_key, query_key):
+    for secret in (KEY, token, env_key, query_key, url_password, url_key):
         assert secret not in shown
     assert "[api key hidden]" in result.task
 
