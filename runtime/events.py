@@ -403,6 +403,12 @@ class HeldText(Tracer):
     def enabled(self) -> bool:
         return self.parent.enabled
 
+    @property
+    def handlers(self) -> tuple[EventHandler, ...]:
+        """Its parent's: what takes the events it passes on (a sub-run finds the
+        recorders of the run's spans among them)."""
+        return self.parent.handlers
+
     def emit(self, event: Event) -> None:
         if isinstance(event, TextDelta):
             self._held.append(event)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -33,7 +34,9 @@ from honeycomb.errors import ModelHTTPError
 from honeycomb.events import ModelCallFinished, RunFinished, TextDelta
 from honeycomb.models import RetryingModel
 from honeycomb.run.aggregator import AggregatorLike
-from honeycomb.testing import ScriptedModel
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel, ScriptedModel
+from honeycomb.trace.timeline import build_timeline
 from runtime.model import TextSink
 from runtime.testing import call
 from tests.support.asgi_server import ThreadedServer
@@ -302,3 +305,35 @@ async def test_text_beside_tool_calls_is_shown_and_a_refused_last_try_is_not() -
     with pytest.raises(RunFailed):  # its only subtask failed
         await executor.run("t", on_event=[seen.append], text_deltas=True)
     assert deltas(seen) == "Looking it up. "
+
+
+def facts_and_lead(request: ModelRequest) -> str | AssistantMessage:
+    """A fact worker's answer; a lead's call to the facts hive, then its answer."""
+    if "fact worker" in (request.messages[0].content or ""):
+        return "a fact"
+    if any(m.role == "tool" for m in request.messages):
+        return "done"
+    return AssistantMessage(tool_calls=(call("facts", {"instruction": "find one"}),))
+
+
+async def test_a_hive_tools_calls_are_in_the_trace_of_a_run_whose_answer_is_held(
+    tmp_path: Path,
+) -> None:
+    """The run's output guards check an answer made of its workers' (concat): their
+    text is held in front of the run's listeners, and the hive a worker called as a
+    tool found no recorder of the run's spans behind the hold: its model call was in
+    the result's usage and missing from the stored trace."""
+    model = FunctionModel(facts_and_lead)
+    facts = Executor(
+        [Role(name="fact")], model, planner=lambda t: [("fact", t)], aggregator="concat"
+    )
+    executor = Executor(
+        [Role(name="lead", tools=("facts",))], model, tools=[facts.as_tool("facts")],
+        aggregator="concat", store=tmp_path / "runs.db", guards=Guards(output=(no_secrets,)),
+    )  # fmt: skip
+    async with executor.stream("t", subtasks=[("lead", "go")], run_id="r1") as events:
+        written = deltas([event async for event in events])
+    assert events.result is not None
+    assert written == "done"  # held, then passed
+    timeline = build_timeline(RunStore(tmp_path / "runs.db").spans("r1"))
+    assert timeline.model_calls == events.result.usage.model_calls == 3  # lead x2, fact
