@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import sys
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -83,9 +84,9 @@ class TerminalApprover:
                 try:
                     return await self._decision(request)
                 except asyncio.CancelledError as exc:
-                    settled = settled_by(exc)
-                    if settled is not None:
-                        self._out.write(f"\n{_withdrawn(settled)}\n")
+                    said = _withdrawn_for(exc, request)
+                    if said is not None:
+                        self._out.write(f"\n{said}\n")
                         self._out.flush()
                     raise
 
@@ -156,6 +157,18 @@ class TerminalApprover:
         return os.read(fd, 4096)
 
 
+def _withdrawn_for(cancelled: asyncio.CancelledError, request: ApprovalRequest) -> str | None:
+    """The line that withdraws the question about ``request`` that ``cancelled``
+    ended: another decider answered first, or its time to decide ran out (a line
+    typed at the prompt then answers no question of it); None when the run stops."""
+    settled = settled_by(cancelled)
+    if settled is not None:
+        return _withdrawn(settled)
+    if request.deadline is not None and time.time() >= request.deadline:
+        return "  withdrawn: the time to decide ran out (approval_timeout_s): the call is denied"
+    return None
+
+
 def _withdrawn(settled: ApprovalEntry) -> str:
     """The line that withdraws a question another decider answered first: what was
     decided (a denial's reason too), and by whom."""
@@ -197,6 +210,8 @@ def asked(call: ApprovalRequest | PendingApproval) -> str:
     if call.summary:
         lines.append(f"  will: {call.summary}")
     lines.append(f"  why: {call.why}")
+    if call.deadline is not None:  # else denied then, the prompt withdrawn
+        lines.append(f"  decide by: {time.strftime('%H:%M:%S', time.localtime(call.deadline))}")
     lines = [printable(line, lines=False) for line in lines]  # the model's text, made inert
     shown = argument_lines(call.arguments)
     lines += ["  arguments:", *(f"    {line}" for line in shown)] if shown else ["  no arguments"]

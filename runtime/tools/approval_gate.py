@@ -287,6 +287,7 @@ class ApprovalGate:
                 arguments=pending.arguments,
                 why=pending.why,
                 summary=pending.summary,
+                deadline=pending.deadline,
             )
         )
         left = None if pending.deadline is None else max(pending.deadline - time.time(), 0.0)

@@ -107,6 +107,10 @@ class ApprovalRequest(Value, frozen=True, kw_only=True):
         why: Why the call needs approval.
         summary: What the call will do, in the tool's own words (its ``describe``);
             None when the tool gives none.
+        deadline: When the call is denied if still undecided (``time.time()``'s
+            clock: the policy's ``approval_timeout_s`` after it first asked); None:
+            it waits as long as it takes. Past it the approver's question is
+            withdrawn (cancelled).
     """
 
     run_id: str | None
@@ -118,6 +122,7 @@ class ApprovalRequest(Value, frozen=True, kw_only=True):
     arguments: dict[str, Any]
     why: str
     summary: str | None = None
+    deadline: float | None = None
 
 
 class Decision(Value, frozen=True, kw_only=True):

@@ -12,8 +12,18 @@ import unicodedata
 
 import anyio
 
-from honeycomb import ApprovalRequest, Decision, add_secret
+from honeycomb import (
+    ApprovalRequest,
+    Approvals,
+    Decision,
+    Executor,
+    Policy,
+    Role,
+    add_secret,
+    tool,
+)
 from honeycomb.cli.approve import TerminalApprover, json_line
+from honeycomb.testing import ScriptedModel, call
 from runtime.secrets import masked
 
 ARGUMENTS = {
@@ -97,3 +107,38 @@ async def test_an_edit_that_changes_a_masked_secret_is_refused_at_the_prompt() -
     assert said.count("[a]pprove, [d]eny, [e]dit arguments? ") == 2  # asked again
     assert PASSWORD not in said
     assert decided == Decision.approved(json.loads(kept), by="ann")  # the run keeps the password
+
+
+async def test_a_question_whose_time_to_decide_ran_out_says_so_as_it_is_withdrawn() -> None:
+    """The prompt says by when to decide; once that passes the call is denied, and the
+    prompt says it is withdrawn (a line typed at it then answers nothing of it), as
+    it does for a call another decider answered first."""
+
+    @tool(side_effects=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    shown = io.StringIO()
+    read_fd, write_fd = os.pipe()
+    role = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    with os.fdopen(read_fd) as typed_in, anyio.fail_after(10):
+        executor = Executor(
+            [role],
+            ScriptedModel([call("pay", {"to": "ann"}), "not paid"]),
+            tools=[pay],
+            approver=TerminalApprover(typed_in, shown, by="ann"),
+            policy=Policy(approval_timeout_s=0.2),
+        )
+        result = await executor.run("pay", subtasks=[("payer", "pay ann")])
+    os.close(write_fd)
+    said = shown.getvalue()
+    assert "  decide by: " in said
+    assert said.endswith(
+        "\n  withdrawn: the time to decide ran out (approval_timeout_s): the call is denied\n"
+    )
+    worker = result.subtasks["s1"].worker
+    assert worker is not None
+    assert [m.content for m in worker.transcript.messages if m.role == "tool"] == [
+        "denied: no decision within 0.2s"
+    ]
