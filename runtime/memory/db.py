@@ -32,6 +32,7 @@ from runtime.memory._sqlite import (
     is_read_only_folder,
     use_wal,
 )
+from runtime.memory.store import indexed_text
 
 __all__ = [
     "APPLICATION_ID",
@@ -49,7 +50,12 @@ __all__ = [
 ]
 
 APPLICATION_ID = 0x4859434D  # "HYCM" (the run store's is "HYCB")
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: the word index took a run of Chinese, Japanese or Korean letters for one word;
+2: it indexes each (:func:`~runtime.memory.store.indexed_text`), and a file of 1 is
+indexed anew as it is first opened."""
+INDEXED = "honeycomb_indexed_text"
+"""The SQL function the triggers index a text through, made on each connection."""
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS memories (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -68,15 +74,24 @@ SCHEMA = (
         tokenize='porter unicode61 remove_diacritics 2'
     )""",
     """CREATE TRIGGER IF NOT EXISTS memory_indexed AFTER INSERT ON memories BEGIN
-        INSERT INTO memory_text (rowid, text) VALUES (new.seq, new.text);
+        INSERT INTO memory_text (rowid, text) VALUES (new.seq, honeycomb_indexed_text(new.text));
     END""",
     """CREATE TRIGGER IF NOT EXISTS memory_unindexed AFTER DELETE ON memories BEGIN
-        INSERT INTO memory_text (memory_text, rowid, text) VALUES ('delete', old.seq, old.text);
+        INSERT INTO memory_text (memory_text, rowid, text)
+            VALUES ('delete', old.seq, honeycomb_indexed_text(old.text));
     END""",
     "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     f"PRAGMA application_id = {APPLICATION_ID}",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+REINDEX = (
+    "DROP TRIGGER memory_indexed",
+    "DROP TRIGGER memory_unindexed",
+    "INSERT INTO memory_text (memory_text) VALUES ('delete-all')",
+    "INSERT INTO memory_text (rowid, text) SELECT seq, honeycomb_indexed_text(text) FROM memories",
+)
+"""What makes a file of schema 1 one of 2 (with :data:`SCHEMA` after it): its words
+indexed anew, as the triggers of 2 index them."""
 _COLUMNS = "m.id, m.namespace, m.text, m.kind, m.run_id, m.role, m.worker, m.created_at"
 Row = tuple[Any, ...]
 """A memory's columns, in the order of :data:`_COLUMNS` (then a score, for hits)."""
@@ -178,6 +193,7 @@ def open_connection(
     except (OSError, module.Error) as exc:
         raise MemoryStoreError(_cannot_open(exc, path), path=str(path)) from exc
     try:
+        db.create_function(INDEXED, 1, indexed_text, deterministic=True)
         if vectors:
             import sqlite_vec
 
@@ -190,7 +206,7 @@ def open_connection(
             version = retry(lambda: _checked(module, db, path))
             if version < SCHEMA_VERSION:
                 use_wal(db, errors=busy, until=until, check=check)
-                retry(lambda: _create(module, db, path))
+                retry(lambda: _create(module, db, path, version))
             elif vectors:
                 retry(lambda: _sweep(module, db))
         # It reads the schema first: it waits for a connection that holds the file.
@@ -294,12 +310,19 @@ def _checked(module: ModuleType, db: Any, path: Path) -> int:
     return version
 
 
-def _create(module: ModuleType, db: Any, path: Path) -> None:
-    """The tables, made in one transaction, unless another process made them first."""
-    with _transaction(db):
-        if _checked(module, db, path) < SCHEMA_VERSION:
-            for statement in SCHEMA:
-                db.execute(statement)
+def _create(module: ModuleType, db: Any, path: Path, version: int = 0) -> None:
+    """The tables, made (or those of an earlier ``version`` brought to this one) in one
+    transaction, unless another process did it first. A file of an earlier version that
+    this process may only read is read as it is."""
+    try:
+        with _transaction(db):
+            found = _checked(module, db, path)
+            if found < SCHEMA_VERSION:
+                for statement in (*(REINDEX if found else ()), *SCHEMA):
+                    db.execute(statement)
+    except module.OperationalError as exc:
+        if not (version and is_read_only(exc)):
+            raise
 
 
 @contextmanager

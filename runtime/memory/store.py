@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Literal, Protocol
 
 from runtime.text import valid_text
@@ -30,6 +31,7 @@ __all__ = [
     "MemoryRecord",
     "embeddings_priced",
     "fts_query",
+    "indexed_text",
     "memory_id",
 ]
 
@@ -146,14 +148,49 @@ MAX_TERMS = 32
 """Words of a query used at most (a whole subtask's text can be a query)."""
 
 
+_CJK = re.compile(
+    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+    "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff]"
+)
+"""A Chinese, Japanese or Korean letter: kana, a Han character, a Hangul syllable.
+Those languages write no space between words, and SQLite's word index takes a run of
+them for one word: each is indexed as a word of its own (:func:`indexed_text`)."""
+
+
+def indexed_text(text: str) -> str:
+    """``text`` as the word index reads it: each Chinese, Japanese or Korean letter a
+    word, so that a search finds a word inside a run of them (``東京`` in
+    ``東京の天気``), not only the whole run."""
+    return _CJK.sub(r" \g<0> ", text)
+
+
 def fts_query(text: str, *, match: Literal["any", "all"] = "any") -> str | None:
     """An FTS5 query for the words of ``text``: each quoted, so nothing in the text is
     FTS5 syntax; joined by ``OR`` (``any``: ranked by how well they match) or ``AND``.
-    Common English words are left out, unless there are no others. None when the text
-    has no words.
+    Common English words are left out, unless there are no others. A run of Chinese,
+    Japanese or Korean letters is its pairs of neighbours, each a phrase (``any``), or
+    its letters (``all``: each must be there): it has no spaces to tell its words by.
+    None when the text has no words.
     """
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    words = list(dict.fromkeys(t for w in _WORD.findall(text) for t in _terms(w.lower(), match)))
     telling = [w for w in words if w not in _COMMON] or words
     if not telling:
         return None
     return f" {'OR' if match == 'any' else 'AND'} ".join(f'"{w}"' for w in telling[:MAX_TERMS])
+
+
+def _terms(word: str, match: Literal["any", "all"]) -> list[str]:
+    """The terms a query searches for ``word``: itself, or, for the runs of Chinese,
+    Japanese or Korean letters in it, their pairs of neighbours as phrases (``東 京``,
+    ``京 の`` ...; a lone letter alone), or each letter (``all``)."""
+    if _CJK.search(word) is None:
+        return [word]
+    terms: list[str] = []
+    for part in re.split(f"({_CJK.pattern}+)", word):
+        if not part or _CJK.match(part) is None:
+            terms += [part] if part else []
+        elif match == "all" or len(part) == 1:
+            terms += list(part)
+        else:
+            terms += [f"{a} {b}" for a, b in pairwise(part)]
+    return terms
