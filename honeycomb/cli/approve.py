@@ -211,11 +211,18 @@ def asked(call: ApprovalRequest | PendingApproval) -> str:
         lines.append(f"  will: {call.summary}")
     lines.append(f"  why: {call.why}")
     if call.deadline is not None:  # else denied then, the prompt withdrawn
-        lines.append(f"  decide by: {time.strftime('%H:%M:%S', time.localtime(call.deadline))}")
+        lines.append(f"  decide by: {_clock(call.deadline)}")
     lines = [printable(line, lines=False) for line in lines]  # the model's text, made inert
     shown = argument_lines(call.arguments)
     lines += ["  arguments:", *(f"    {line}" for line in shown)] if shown else ["  no arguments"]
     return "\n" + "\n".join(lines) + "\n"
+
+
+def _clock(at: float) -> str:
+    """The time ``at`` on this machine's clock, with its date unless it is today's."""
+    when = time.localtime(at)
+    today = time.localtime()[:3] == when[:3]
+    return time.strftime("%H:%M:%S" if today else "%Y-%m-%d %H:%M:%S", when)
 
 
 _SHOWN = 200

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 import unicodedata
 
 import anyio
@@ -22,7 +23,7 @@ from honeycomb import (
     add_secret,
     tool,
 )
-from honeycomb.cli.approve import TerminalApprover, json_line
+from honeycomb.cli.approve import TerminalApprover, asked, json_line
 from honeycomb.testing import ScriptedModel, call
 from runtime.secrets import masked
 
@@ -142,3 +143,13 @@ async def test_a_question_whose_time_to_decide_ran_out_says_so_as_it_is_withdraw
     assert [m.content for m in worker.transcript.messages if m.role == "tool"] == [
         "denied: no decision within 0.2s"
     ]
+
+
+def test_a_time_to_decide_of_another_day_says_its_date() -> None:
+    later = time.time() + 3 * 86400
+    request = ApprovalRequest(
+        run_id="r", worker="w", role="payer", call_id="c", turn=1, tool="pay",
+        arguments={}, why="asks", deadline=later,
+    )  # fmt: skip
+    day = time.strftime("%Y-%m-%d", time.localtime(later))
+    assert f"  decide by: {day} " in asked(request)
