@@ -154,7 +154,7 @@ class MemorySpending:
         self.budget, self.caller = budget, caller
 
     def check(self) -> None:
-        self.budget.check()
+        self.budget.check(calls=0)  # an embeddings call is none of the run's model_calls
 
     def spent(self, model: str, usage: Usage, duration_s: float, error: str | None) -> None:
         self.budget.charge(usage)

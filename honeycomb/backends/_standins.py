@@ -253,14 +253,14 @@ class DriverBudget(Budget):
         self._tells_calls = limits.wall_time_s is not None
         self._heard = _Heard(limits)  # one for every view of it (:meth:`named`)
 
-    def check(self, *, retrying: bool = False) -> None:
+    def check(self, *, calls: int = 1) -> None:
         """Raise if the run's budget, as last told, with what this worker spent since,
-        is spent (``retrying``: as :meth:`Budget.check` says).
+        is spent (for ``calls`` more model calls, as :meth:`Budget.check` says).
 
         Raises:
             BudgetExceeded: naming the limit, what is allowed and what was used.
         """
-        self._heard.budget.check(retrying=retrying)
+        self._heard.budget.check(calls=calls)
 
     async def heard_now(self) -> None:
         """Ask the driver what the run has spent now (before a retry: see

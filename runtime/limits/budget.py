@@ -251,18 +251,18 @@ class Budget:
     def elapsed_s(self) -> float:
         return time.monotonic() - self._spent.started
 
-    def check(self, *, retrying: bool = False) -> None:
-        """Raise if any limit is already reached: before a model call, before another
-        attempt of one (``retrying``: the call was counted as it was made, and a retry
-        is no other call, so the last one ``model_calls`` allows is retried), and
-        before a turn of tool calls.
+    def check(self, *, calls: int = 1) -> None:
+        """Raise if any limit is already reached, for a step that makes ``calls`` more
+        model calls: a model call, or a turn of tool calls whose answers one reads (1);
+        another attempt of a call counted as it was made, or an embeddings call (0:
+        neither is one of ``model_calls``, so the last call it allows is retried, and
+        its answer kept in a memory).
 
         Raises:
             BudgetExceeded: naming the limit, what is allowed and what was used.
         """
         lim, spent = self.limits, self._spent
-        calls = spent.model_calls - 1 if retrying else spent.model_calls
-        if lim.model_calls is not None and calls >= lim.model_calls:
+        if lim.model_calls is not None and spent.model_calls + calls > lim.model_calls:
             raise BudgetExceeded("model_calls", lim.model_calls, spent.model_calls)
         tokens = spent.input + spent.output
         if lim.total_tokens is not None and tokens >= lim.total_tokens:

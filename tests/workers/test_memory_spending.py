@@ -175,3 +175,23 @@ async def test_a_spent_budget_sends_no_embeddings_call(
     assert recalled.error is not None
     assert recalled.error.startswith("BudgetExceeded")
     assert openai_server.requests == []
+
+
+async def test_an_answer_that_took_the_last_model_call_is_kept_all_the_same(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    """An embeddings call is no model call: the worker's answer that took the run's last
+    one (model_calls: 1) was silently not kept, the budget refusing its embeddings as
+    spent, and the run ended ok."""
+    pytest.importorskip("sqlite_vec")
+    memory = SQLiteMemory(tmp_path / "m.db", embeddings=embeddings_of(openai_server))
+    budget = Budget(Limits(model_calls=1))
+    role = Role(name="guide", memory=RoleMemory(recall=0, remember=False, store_result=True))
+    services = Services(memory=memory, budget=budget)
+    result = await Worker(role, ScriptedModel(["Lisbon is sunny"]), services=services).run(
+        "Lisbon?"
+    )
+    assert result.ok
+    [kept] = await memory.search("Lisbon is sunny")
+    assert (kept.record.text, kept.record.kind) == ("Lisbon is sunny", "result")
+    assert budget.usage.model_calls == 1

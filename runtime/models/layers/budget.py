@@ -53,7 +53,7 @@ class Budgeted(ModelLayer):
 
     def retried(self, call: ModelCall) -> None:
         if call.budget is not None:
-            call.budget.check(retrying=True)
+            call.budget.check(calls=0)  # the same call again: no more of model_calls
 
     def answered(self, call: ModelCall, response: ModelResponse) -> ModelResponse:
         budget = call.budget
