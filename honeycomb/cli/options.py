@@ -161,7 +161,10 @@ def new_id(given: str) -> str:
 def user_path(given: str) -> Path:
     """An argument type: a file or folder, ``~`` its home folder as a shell reads it,
     also where no shell expands it (``--record=~/calls.yaml``, a quoted ``'~/calls.yaml'``),
-    which would else make a folder named ``~``."""
+    which would else make a folder named ``~``; not empty (``honeycomb init "$UNSET"``),
+    which names the current folder."""
+    if not given.strip():
+        raise argparse.ArgumentTypeError(f"takes a file or a folder, not {given!r}")
     return Path(os.path.expanduser(given))
 
 

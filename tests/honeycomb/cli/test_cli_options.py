@@ -113,6 +113,31 @@ def test_an_empty_store_is_refused_as_the_arguments_are_read(
     assert "argument --store: takes a run store's file or a postgresql:// URL, not ''" in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "argument"),
+    [
+        (["init", ""], "dir"),
+        (["run", ""], "hive"),
+        (["validate", "hive.yaml", " "], "hives"),
+        (["run", "hive.yaml", "--record", ""], "--record"),
+        (["trace", "r1", "--html", ""], "--html"),
+    ],
+)
+def test_an_empty_file_or_folder_is_refused_as_the_arguments_are_read(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    argument: str,
+) -> None:
+    # An empty argument ("$UNSET") named the current folder: honeycomb init "$DIR"
+    # wrote the template into it, run "" was told '.: ... it is a folder'.
+    monkeypatch.chdir(tmp_path)
+    err = refused(capsys, argv)
+    assert f"argument {argument}: takes a file or a folder, not {argv[-1]!r}" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_file_given_under_home_where_no_shell_expands_it_is_in_the_home_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
