@@ -133,6 +133,36 @@ async def test_cancelling_a_run_mid_call_leaves_no_process(tmp_path: Path) -> No
     assert child_pids() - before == set()
 
 
+async def test_a_block_that_ends_leaves_the_servers_to_the_executors_other_blocks(
+    tmp_path: Path,
+) -> None:
+    """Two blocks of one Executor open at once (a service's handlers, each ``async with
+    executor``): the first to end stopped the servers under the other's run, whose call
+    was told the server stopped during it, and whose next could not start it ('its
+    McpServers block is not open'). They stop as the last block ends."""
+    before = child_pids()
+    notes = tmp_path / "notes.txt"
+    model = ScriptedModel([call("slow", {"seconds": 2}), call("pid"), "done"])
+    executor = Executor([CLERK], model, mcp_servers=[sdk_server(notes=notes)])
+
+    async def other_block() -> Any:
+        async with executor:
+            return await executor.run("t", subtasks=plan("clerk"))
+
+    async with executor:
+        running = asyncio.create_task(other_block())
+        deadline = time.monotonic() + 30
+        while "slow 2" not in noted(notes):  # the other block's call is in the server
+            assert not running.done(), "the run ended before its call reached the server"
+            assert time.monotonic() < deadline, "the call never reached the server"
+            await asyncio.sleep(0.01)
+    result = await running
+    assert child_pids() - before == set()  # stopped as the last block ended
+    slept, pid = observations(result, "s1")
+    assert (slept.status, slept.content) == ("ok", "slept 2.0s")
+    assert pid.status == "ok", pid.content
+
+
 async def test_a_failed_run_raises_its_own_error_and_leaves_no_process() -> None:
     before = child_pids()
 
