@@ -367,8 +367,8 @@ def model_of(args: argparse.Namespace, hive: Hive) -> Model | None:
     :data:`~honeycomb.cli.local.TOOL_PROTOCOL` unless ``--tool-protocol`` says another.
 
     Raises:
-        ConfigError: for a ``--model`` that cannot be made, or ``--tool-protocol`` or
-            a given ``--base-url`` without one (they would go unused).
+        ConfigError: for a ``--model`` that cannot be made, or ``--tool-protocol``, a
+            given ``--base-url`` or ``--context`` without one (they would go unused).
     """
     unused = _for_no_model(args)
     if unused is not None:
@@ -399,6 +399,8 @@ def _for_no_model(args: argparse.Namespace) -> tuple[str, str] | None:
         return "--tool-protocol", "tool_protocol"
     if args.base_url_given:  # not HONEYCOMB_BASE_URL's, which a shell may keep set
         return "--base-url", "base_url"
+    if getattr(args, "context", None) is not None:
+        return "--context", "context"
     return None
 
 

@@ -315,6 +315,8 @@ ENDPOINT = ["--base-url", "http://127.0.0.1:9/v1"]
         ["chat", STARTER, "--tool-protocol", "text"],
         ["eval", STARTER, STARTER_EVALS, *ENDPOINT],
         ["eval", STARTER, STARTER_EVALS, "--tool-protocol", "json"],
+        ["run", STARTER, "--context", "4096"],  # it went unused, and into the resume command
+        ["chat", STARTER, "--context", "4096"],
     ],
     ids=lambda argv: f"{argv[0]} {argv[-2]}",
 )
