@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, cast
 
 from msgspec.structs import replace
 from pydantic import ConfigDict, Field
@@ -49,6 +49,7 @@ from runtime import (
     ModelRequest,
     Tool,
     ToolContext,
+    ToolSchema,
     Tracer,
     Usage,
     UserMessage,
@@ -78,6 +79,7 @@ __all__ = [
     "MemorySpending",
     "RoleMemory",
     "keep_result",
+    "memory_schemas",
     "memory_tools",
     "recall_at_start",
     "recall_fitted",
@@ -342,6 +344,15 @@ def memory_tools(memory: Memory, settings: RoleMemory, role: str) -> tuple[Tool[
         tool(recall),
         tool(side_effects=True, idempotent=True)(remember),
     )
+
+
+def memory_schemas(settings: RoleMemory | None, role: str) -> tuple[ToolSchema, ...]:
+    """The schemas of the tools a role's memory ``settings`` give its workers (none
+    without ``remember``): every request of theirs holds them beside the role's own."""
+    if settings is None or not settings.remember:
+        return ()
+    # Only their schemas are read: no tool of these is called, nor any memory behind it.
+    return tuple(t.schema for t in memory_tools(cast(Memory, None), settings, role))
 
 
 async def keep_result(

@@ -33,6 +33,7 @@ from runtime.config.yaml_config import YamlPlace
 from runtime.tools.mcp import mcp_ref
 from workers import Role
 from workers.context import estimate_tokens, token_counter
+from workers.memory import memory_schemas
 
 __all__ = ["MOST", "budget_warnings", "fixed_tokens"]
 
@@ -77,16 +78,17 @@ def fixed_tokens(
     protocol: str = "native",
 ) -> int:
     """The tokens every request of ``role``'s workers takes whatever is folded: its
-    system prompt and its tools' schemas (its Python tools and agent tools; not its
-    MCP servers' tools, unknown until they start), as its model is sent them (a tool
-    protocol writes the tools into the prompt), by the role's token counter or the
-    estimate.
+    system prompt and its tools' schemas (its Python tools, agent tools and memory
+    tools; not its MCP servers' tools, unknown until they start), as its model is sent
+    them (a tool protocol writes the tools into the prompt), by the role's token
+    counter or the estimate.
 
     Raises:
         HoneycombError: for a tool or token counter that does not import.
     """
     tools: list[ToolSchema] = [t.schema for t in role.resolve_tools(registry, servers=servers)]
     tools += [t.schema for t in agent_tools(role, roles)]
+    tools += memory_schemas(role.memory, role.name)  # recall and remember
     request = ModelRequest(
         messages=(SystemMessage(content=role.system_prompt),), tools=tuple(tools)
     )

@@ -16,6 +16,7 @@ from runtime import SystemMessage
 from tests.support.hives import hive
 from tests.support.role_tools import word_count
 from workers.context import estimate_tokens
+from workers.memory import RoleMemory, memory_schemas
 
 LONG = "Check every figure twice. " * 40  # about 260 tokens of instructions
 
@@ -119,3 +120,38 @@ async def test_a_role_so_warned_of_does_fail_as_the_warning_says() -> None:
     assert error is not None
     assert error.type == "ContextBudgetTooSmall"
     assert calls == []  # before its first model call
+
+
+REMEMBERING = """\
+models:
+  default: offline
+memory: {path: memory.db}
+roles:
+  planner: {description: Plans.}
+  keeper:
+    memory: {remember: true}
+    compaction: {budget_tokens: 400}
+  recaller:
+    memory: {remember: false}
+    compaction: {budget_tokens: 400}
+"""
+
+
+def test_the_memory_tools_a_role_is_given_count_in_the_warning(tmp_path: Path) -> None:
+    """A role's ``memory: {remember: true}`` gives its workers the ``recall`` and
+    ``remember`` tools, whose schemas every request holds: left out, a role they took
+    most of the budget of passed validate, and its workers failed at run time with
+    ContextBudgetTooSmall."""
+    path = hive(tmp_path, REMEMBERING)
+    prompt = [SystemMessage(content=Role(name="keeper").system_prompt)]
+    bare = estimate_tokens(prompt)
+    taken = estimate_tokens(prompt, memory_schemas(RoleMemory(), "keeper"))
+    assert bare < 200 < taken < 400  # the tools alone take it over half of 400
+    warnings = [str(w) for w in load_hive(path).small_budgets()]
+    assert warnings == [
+        f"{path}:8:18: roles.keeper.compaction.budget_tokens: its system prompt and tools' "
+        f"schemas take about {taken:,} tokens, over half its compaction budget of 400: the "
+        "rest must hold the task, the summary of older turns and the newest turn's calls "
+        "and results, and a worker that cannot fit them fails with ContextBudgetTooSmall; "
+        f"raise budget_tokens to {2 * taken:,} or more, or give the role fewer tools",
+    ]
