@@ -198,6 +198,12 @@ def _parser() -> Parser:
         action="store_true",
         help="take the run over from a process whose lease expired (never from a live one)",
     )
+    resume.add_argument(
+        "--approve",
+        action="store_true",
+        help="as for demo: the outbox tool asks for approval before it sends (the command "
+        "that continues a run of demo --approve gives it)",
+    )
     _run_options(
         resume,
         run_id=False,
