@@ -265,8 +265,10 @@ class AgentLoop:
         if pending:
             budget = self.budget
             if budget is not None:
+                # Before any of them runs; a terminal tool's result may be the answer.
+                read = not any(self._ends(call) for call in pending)
                 try:
-                    await budget.reserve_tool_calls(len(pending))  # before any of them runs
+                    await budget.reserve_tool_calls(len(pending), read=read)
                 except BudgetExceeded as exc:
                     return Failed(state=state, error=exc)
             bound = logs.bind(turn=state.turn)  # tools' own logs name the turn
@@ -507,10 +509,14 @@ class AgentLoop:
 
     def _terminal(self, observations: tuple[ToolMessage, ...]) -> ToolMessage | None:
         for obs in observations:
-            found = self.dispatcher.tools.get(obs.name)
-            if found is not None and found.terminal and obs.status == "ok":
+            if self._ends(obs) and obs.status == "ok":
                 return obs
         return None
+
+    def _ends(self, call: ToolCall | ToolMessage) -> bool:
+        """Whether ``call`` is of a terminal tool: its result ends the worker."""
+        found = self.dispatcher.tools.get(call.name)
+        return found is not None and found.terminal
 
     async def _finish(
         self,

@@ -278,15 +278,15 @@ class Driver:
     def _answer_now(self, number: int, ok: bool, value: Any) -> None:
         self._channel.send(("answer", self._key, [(number, ok, value)]))
 
-    def _reserve(self, op: str, tools: int = 0) -> tuple[bool, Any]:
+    def _reserve(self, op: str, tools: int = 0, read: bool = True) -> tuple[bool, Any]:
         """Reserve a model call (``reserve``), or a turn's ``tools`` calls
-        (``reserve_tools``), in the run's budget, or nothing (``spent``: a retry is
-        about to be sent); the answer says what the run has spent now (the worker
-        checks a retry against it)."""
+        (``reserve_tools``; ``read``: as :meth:`Budget.reserve_tool_calls` says), in the
+        run's budget, or nothing (``spent``: a retry is about to be sent); the answer
+        says what the run has spent now (the worker checks a retry against it)."""
         budget = self.services.budget
         try:
             if op == "reserve_tools":
-                budget.reserve_tool_calls_now(tools)
+                budget.reserve_tool_calls_now(tools, read=read)
                 self._tools_reserved += tools
             elif op == "reserve":
                 budget.reserve_model_call()

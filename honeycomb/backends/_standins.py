@@ -287,7 +287,7 @@ class DriverBudget(Budget):
         if self._tells_calls:
             self._link.send("call_ended", id(call))
 
-    async def reserve_tool_calls(self, count: int) -> None:
+    async def reserve_tool_calls(self, count: int, *, read: bool = True) -> None:
         """Reserved in the run's budget at the driver before any call of the turn runs
         (no two workers of any actor slip past the last allowed call), and counted
         here, as the worker's.
@@ -296,10 +296,10 @@ class DriverBudget(Budget):
             BudgetExceeded: when the run's budget refused them.
         """
         if self._ask:
-            self.told(await self._link.ask("reserve_tools", count))
+            self.told(await self._link.ask("reserve_tools", count, read))
         else:
             self._link.send("reserve_tools", count)
-        super().reserve_tool_calls_now(count)
+        super().reserve_tool_calls_now(count, read=read)
 
     def release_tool_calls(self, count: int) -> None:
         super().release_tool_calls(count)

@@ -342,26 +342,27 @@ class Budget:
         if spent.on_spend is not None:
             spent.on_spend()
 
-    async def reserve_tool_calls(self, count: int) -> None:
+    async def reserve_tool_calls(self, count: int, *, read: bool = True) -> None:
         """Check every limit, and that ``count`` more tool calls fit, then count them: a
         turn's calls, before any of them runs (no two workers slip past the last
-        allowed call, and no call runs that no model call could read the result of).
-        Awaited, for a budget kept in another process (a Ray actor's worker's is the
-        driver's) asks there.
+        allowed call, and no call runs that no model call could read the result of:
+        ``read``, unless one of them may end the worker, a terminal tool, whose result
+        is its answer). Awaited, for a budget kept in another process (a Ray actor's
+        worker's is the driver's) asks there.
 
         Raises:
             BudgetExceeded: when a limit is reached, or the calls would go past the
                 run's ``tool_calls``; nothing is counted then.
         """
-        self.reserve_tool_calls_now(count)
+        self.reserve_tool_calls_now(count, read=read)
 
-    def reserve_tool_calls_now(self, count: int) -> None:
+    def reserve_tool_calls_now(self, count: int, *, read: bool = True) -> None:
         """:meth:`reserve_tool_calls`, in this budget itself.
 
         Raises:
             BudgetExceeded: as :meth:`reserve_tool_calls` does.
         """
-        self.check()
+        self.check(calls=1 if read else 0)
         allowed, spent = self.limits.tool_calls, self._spent
         if allowed is not None and spent.tool_calls + count > allowed:
             raise BudgetExceeded(

@@ -44,6 +44,7 @@ from runtime import (
     ModelResponse,
     RetryingModel,
     RetryPolicy,
+    ToolCall,
     Usage,
     UserMessage,
 )
@@ -110,6 +111,33 @@ async def test_a_remote_call_retries_the_last_model_call_the_budget_allows(
         result = await ex.run("t", subtasks=[("w", "a")])
     assert result.subtasks["s1"].text == "done"
     assert result.usage.model_calls == 1
+
+
+@tool(terminal=True)
+def submit(answer: str) -> str:
+    """Submit the final answer."""
+    return f"submitted: {answer}"
+
+
+async def test_a_terminal_tools_turn_runs_after_the_last_model_call_the_budget_allows(
+    backend: RayBackend | None,
+) -> None:
+    """A terminal tool's result is the worker's answer, which no model call reads:
+    with model_calls: 1, the one call's turn of submit was refused (no model call left
+    to read its result), and the run ended over its budget with nothing submitted."""
+    submitting = FunctionModel(
+        lambda request: AssistantMessage(
+            tool_calls=(ToolCall(id="c1", name="submit", arguments='{"answer": "42"}'),)
+        )
+    )
+    ex = Executor(
+        [Role(name="w", tools=("submit",))], submitting, tools=[submit], aggregator="concat",
+        backend=backend, policy=Policy(budgets=Budgets(model_calls=1)),
+    )  # fmt: skip
+    with anyio.fail_after(60):
+        result = await ex.run("t", subtasks=[("w", "a")])
+    assert result.subtasks["s1"].text == "submitted: 42"
+    assert (result.usage.model_calls, result.usage.tool_calls) == (1, 1)
 
 
 class TellingModel(FunctionModel):
