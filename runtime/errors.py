@@ -12,7 +12,7 @@ The tree::
     │   ├── UnknownToolError        a tool name that is not registered
     │   └── McpServerError          an MCP server could not be started, listed or reached
     │       └── ServerGone          its connection ended (a stdio server's process exited)
-    │           └── SessionForgotten  it no longer knew a call's session (HTTP 404): not run
+    │           └── CallNotSent     a call it never took (its session unknown, no connection)
     ├── ModelError                  a model call failed
     │   ├── ModelHTTPError          the endpoint answered with an HTTP error status
     │   │   ├── RetryAfterPastDeadline  it asked to wait past the retry deadline
@@ -80,6 +80,7 @@ __all__ = [
     "AnswerWithheld",
     "ApprovalError",
     "BudgetExceeded",
+    "CallNotSent",
     "CassetteError",
     "CassetteMismatch",
     "ConfigError",
@@ -116,7 +117,6 @@ __all__ = [
     "ServerGone",
     "SessionBusy",
     "SessionError",
-    "SessionForgotten",
     "StoreError",
     "StreamBusy",
     "StreamInterrupted",
@@ -263,10 +263,10 @@ class ServerGone(McpServerError):
     """An MCP server's connection ended (a stdio server's process exited)."""
 
 
-class SessionForgotten(ServerGone):
-    """A streamable-HTTP MCP server answered a call with HTTP 404 in its session: it
-    no longer knows the session (it restarted, or ended it), so it did not run the
-    call, and MCP has the client start a new session."""
+class CallNotSent(ServerGone):
+    """A streamable-HTTP MCP server never took a call, so did not run it: it answered
+    it with HTTP 404 in its session, which it no longer knows (it restarted, or ended
+    it; MCP has the client start a new session), or it could not be connected to."""
 
 
 # --- models --------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from runtime.concurrency import TimedOut, within
-from runtime.errors import McpServerError, ModelRetry, ServerGone, SessionForgotten
+from runtime.errors import CallNotSent, McpServerError, ModelRetry, ServerGone
 from runtime.secrets import masked
 from runtime.tools._mcp_logs import ours
 from runtime.tools._mcp_stdio import Lines, ServerProcess, Stderr
@@ -123,8 +123,8 @@ class Session:
 
         Raises:
             ModelRetry: the tool reported an error (``isError``): the server's message.
-            SessionForgotten: a streamable-HTTP server no longer knew the session (it
-                answered the call 404, and did not run it).
+            CallNotSent: a streamable-HTTP server never took the call (it answered it
+                404, as it no longer knew the session, or could not be connected to).
             ServerGone: the connection ended during the call.
             McpServerError: a protocol error (the server refused the call, or answered
                 with something that is not an MCP result).
@@ -136,11 +136,8 @@ class Session:
             with ours():
                 result = await self._client.call_tool(tool, arguments)
         except MCPError as exc:
-            if answer.forgotten:  # answered 404: not run (MCP: start a new session)
-                self._lost = True
-                raise SessionForgotten(
-                    self.server, f"{_FORGOTTEN} as it was sent the call to {tool!r}"
-                ) from exc
+            if answer.unsent is not None:
+                raise self._unsent(tool, answer.unsent) from exc
             if exc.code == types.CONNECTION_CLOSED or self.ended or self.broken is not None:
                 raise self._gone(tool, mark) from exc
             said = masked(exc.message)
@@ -148,6 +145,8 @@ class Session:
                 self.server, f"refused the call to {tool!r}: {said} (error {exc.code})"
             ) from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            if answer.unsent is not None:
+                raise self._unsent(tool, answer.unsent) from exc
             raise self._gone(tool, mark) from exc
         except pydantic.ValidationError as exc:
             raise McpServerError(
@@ -170,6 +169,11 @@ class Session:
                 f"{text or '(no message)'}"
             )
         return text
+
+    def _unsent(self, tool: str, why: str) -> CallNotSent:
+        # Not run: the next call (this one again) is sent in a new session.
+        self._lost = True
+        return CallNotSent(self.server, f"{why} as it was sent the call to {tool!r}")
 
     def _gone(self, tool: str, mark: int) -> ServerGone:
         # A streamable-HTTP connection has no process to watch: it is lost once a call
@@ -231,6 +235,7 @@ async def connect(
         http = httpx2.AsyncClient(
             headers=dict(headers),
             timeout=_HTTP_TIMEOUT,
+            transport=_Watched(),
             event_hooks={
                 "request": [_answer_untimed, bound.saw],
                 "response": [refused.note, bound.forgot, bound.hold],
@@ -543,7 +548,7 @@ class _Bounded:
             self.broken = _FORGOTTEN
             answer = _ANSWER.get()  # the call it answered, whose context the SDK sends in
             if answer is not None:
-                answer.forgotten = True
+                answer.unsent = _FORGOTTEN
 
 
 _SESSION = "mcp-session-id"
@@ -553,10 +558,31 @@ _FORGOTTEN = "no longer knew its session (it answered HTTP 404: it restarted, or
 
 
 class _Answer:
-    """What came of one call's message, as the response hooks saw it: answered 404 in
-    a session the server no longer knows (so not run)."""
+    """What came of one call's message, as the connection saw it: why the server never
+    took it (so did not run it), or None."""
 
-    forgotten = False
+    unsent: str | None = None
+
+
+class _Watched(httpx2.AsyncBaseTransport):
+    """A streamable-HTTP connection's transport (the client's own, as it makes it by
+    default), watched: a call's message that could not be connected to its server (no
+    one there, a refused TLS handshake) never reached it."""
+
+    def __init__(self) -> None:
+        self._transport = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._transport.handle_async_request(request)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+            answer = _ANSWER.get()  # the call whose message it is, if any
+            if answer is not None:
+                answer.unsent = f"could not be connected to ({_reason(exc)})"
+            raise
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
 
 
 _ANSWER: ContextVar[_Answer | None] = ContextVar("honeycomb_mcp_answer", default=None)

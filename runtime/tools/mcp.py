@@ -43,11 +43,11 @@ from msgspec import Meta
 
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import (
+    CallNotSent,
     ConfigError,
     McpServerError,
     ModelRetry,
     ServerGone,
-    SessionForgotten,
     did_you_mean,
 )
 from runtime.secrets import (
@@ -462,9 +462,10 @@ class McpRun:
     ) -> str:
         """Call a tool; what goes wrong becomes the call's error observation. A call of
         a ``serial`` tool cut off retires the server (see :meth:`McpServers.call`). A
-        call a streamable-HTTP server answers 404, as it no longer knows the session it
-        went in, was not run: it goes again, once, in a new session (as MCP says; the
-        run's one start again of the server).
+        call a streamable-HTTP server never took (it answered 404, as it no longer knows
+        the session it went in; it could not be connected to) was not run: it goes
+        again, once, in a new session (as MCP says; the run's one start again of the
+        server).
 
         Raises:
             ModelRetry: the tool reported an error, the server is down or went away
@@ -472,11 +473,11 @@ class McpRun:
         """
         try:
             return await self._call(server, tool, arguments, serial=serial)
-        except SessionForgotten:
+        except CallNotSent:
             pass  # not run: it goes again, in a new session
         try:
             return await self._call(server, tool, arguments, serial=serial)
-        except SessionForgotten as exc:
+        except CallNotSent as exc:
             raise ModelRetry(f"{exc}; the call was not run; {self._again(server)}") from exc
 
     async def _call(
@@ -487,7 +488,7 @@ class McpRun:
             return await self.servers.call(
                 server, session, tool, arguments, serial=serial, stopping=lambda: self.stopping
             )
-        except SessionForgotten:
+        except CallNotSent:
             raise
         except ServerGone as exc:
             again = self._again(server)

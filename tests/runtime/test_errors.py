@@ -84,7 +84,7 @@ def examples() -> list[runtime.HoneycombError]:
         e.UnknownToolError("stmp", ["stamp", "other"]),
         e.McpServerError("files", "exited with status 1"),
         e.ServerGone("files", "went away"),
-        e.SessionForgotten("notes", "no longer knew its session"),
+        e.CallNotSent("notes", "no longer knew its session"),
         e.ModelError("a model call failed"),
         http,
         e.RetryAfterPastDeadline(http, deadline_left_s=1.5, attempts=3),

@@ -389,6 +389,25 @@ async def test_a_streamable_http_server_back_after_going_away_is_reached_again()
     )
 
 
+async def test_a_call_no_connection_could_take_was_not_run_and_is_told_so() -> None:
+    """A server gone between two calls: the next call's message could not be connected
+    to it, so it was not run (it was told 'whether the call did anything is unknown'):
+    it goes again in a new connection, whose start says why it cannot be made."""
+    with http_test_server("s3cret") as url:
+        web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
+        async with running(web) as run:
+            pid = int(await run.call("web", "pid", {}))
+            os.kill(pid, signal.SIGKILL)
+            port = int(url.rsplit(":", 1)[1].split("/")[0])
+            await asyncio.to_thread(_closed, port)
+            with pytest.raises(ModelRetry) as unsent:
+                await run.call("web", "append_note", {"text": "x"})
+    assert unsent.value.message == (
+        f"cannot call 'append_note': MCP server 'web' could not be started: cannot connect "
+        f"to {url} (ConnectError: All connection attempts failed)"
+    )
+
+
 async def test_a_call_in_a_session_its_server_forgot_goes_again_in_a_new_one(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
