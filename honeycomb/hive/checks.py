@@ -19,7 +19,7 @@ import pydantic
 import runtime.models.llama_server as llama_server
 from honeycomb.hive.backend import backend_problems
 from honeycomb.hive.mcp import names_not_keys
-from honeycomb.hive.paths import beside
+from honeycomb.hive.paths import beside, folder_of
 from honeycomb.hive.specs import HiveSpec, PlannerSpec
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import ConfigError, YamlDocument, did_you_mean, load_yaml
@@ -155,7 +155,7 @@ def _declared(doc: YamlDocument, spec: HiveSpec, roles: Mapping[str, Role]) -> l
     written = [str(k) for k in _written_roles(doc)]
     if spec.roles_dir is not None:
         hive_file = Path(doc.file)
-        written += _written_in(beside(hive_file.parent, spec.roles_dir), hive_file)
+        written += _written_in(beside(folder_of(hive_file), spec.roles_dir), hive_file)
     return list(roles) + [name for name in dict.fromkeys(written) if name not in roles]
 
 

@@ -15,7 +15,7 @@ from honeycomb.hive.checks import role_error
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.judges import judges_warned
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
-from honeycomb.hive.paths import beside
+from honeycomb.hive.paths import beside, folder_of
 from honeycomb.hive.specs import (
     DEFAULT_MEMORY,
     HiveSpec,
@@ -142,7 +142,7 @@ class Hive:
         declared = self.spec.store
         if declared is None:
             return None
-        return declared.url if declared.is_url else beside(self.file.parent, declared.url)
+        return declared.url if declared.is_url else beside(folder_of(self.file), declared.url)
 
     @property
     def store_options(self) -> dict[str, Any]:
@@ -159,7 +159,7 @@ class Hive:
         declared = self.spec.memory
         if declared is None:
             return None
-        return beside(self.file.parent, declared.path) if declared.path else DEFAULT_MEMORY
+        return beside(folder_of(self.file), declared.path) if declared.path else DEFAULT_MEMORY
 
     def memory(self) -> Memory | None:
         """The memory the hive declares, made anew (its file opens on first use)."""

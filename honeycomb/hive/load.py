@@ -18,7 +18,7 @@ from honeycomb.hive.checks import check_across_fields, not_roles, role_error
 from honeycomb.hive.hive import Hive
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.meant import another_file, hive_files_in, hive_tool_meant
-from honeycomb.hive.paths import beside, not_a_folder
+from honeycomb.hive.paths import beside, folder_of, not_a_folder
 from honeycomb.hive.specs import (
     HiveSpec,
     salvaged,
@@ -215,7 +215,7 @@ def _roles(
     span the hive to point there."""
     read: dict[str, tuple[YamlPlace, Role]] = {}
     if spec.roles_dir is not None:
-        folder = beside(file.parent, spec.roles_dir)
+        folder = beside(folder_of(file), spec.roles_dir)
         problem = not_a_folder(folder)
         if problem is not None:
             errors.append(doc.error(("roles_dir",), problem))
@@ -305,7 +305,7 @@ def _sub_hives(
             target = hive_ref(ref)
             if target is None or ref in found:
                 continue
-            given = beside(file.parent, target)  # named as the hive is: relative stays so
+            given = beside(folder_of(file), target)  # named as the hive is: relative stays so
             path = given.resolve()  # one file, however it is named
             unreachable = _unreachable(ref, given, chain, limits)
             for problem in (_name_taken(ref, given, spec, named), unreachable):

@@ -10,7 +10,16 @@ from pathlib import Path
 
 from runtime.errors import did_you_mean
 
-__all__ = ["beside", "home_known", "not_a_folder"]
+__all__ = ["beside", "folder_of", "home_known", "not_a_folder"]
+
+
+def folder_of(file: Path) -> Path:
+    """The folder of the hive file ``file``, where the paths it gives are read: that of
+    the file a link points to (where its tools, roles and the hives it calls are, as
+    its import paths resolve there), named as ``file`` is when it is no link."""
+    if file.is_symlink():
+        return file.resolve().parent
+    return file.parent
 
 
 def beside(folder: Path, given: str) -> Path:

@@ -66,3 +66,28 @@ def test_a_home_of_no_user_is_told_at_its_line(tmp_path: Path) -> None:
     (error,) = errors_of(path)
     assert error.startswith(f"{path}:6:1: store: ")
     assert "~no-such-user-here, the home folder of no user here" in error
+
+
+def test_a_hive_file_reached_by_a_link_reads_its_paths_in_the_folder_of_the_file(
+    tmp_path: Path,
+) -> None:
+    # A hive linked into another folder imported its tools beside the file it links to,
+    # but looked for its roles_dir, its hive tools, its store and its memory beside the
+    # link: 'roles_dir: no such folder: linked/roles'.
+    real = tmp_path / "real"
+    (real / "roles").mkdir(parents=True)
+    (real / "roles" / "r.yaml").write_text("name: r\ndescription: Reads.\n")
+    (real / "facts.yaml").write_text(HIVE)
+    extra = (
+        "  lead: {description: Leads., tools: ['hive:facts.yaml']}\n"
+        "roles_dir: roles\nstore: runs.db\nmemory: {path: memory.db}\n"
+    )
+    hive(real, HIVE + extra)
+    (tmp_path / "linked").mkdir()
+    link = tmp_path / "linked" / "hive.yaml"
+    link.symlink_to(real / "hive.yaml")
+    loaded = load_hive(link)
+    assert "r" in loaded.roles
+    assert loaded.hives["hive:facts.yaml"].file.resolve() == real / "facts.yaml"
+    assert loaded.store == real / "runs.db"
+    assert loaded.memory_path == real / "memory.db"
