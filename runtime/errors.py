@@ -816,20 +816,30 @@ class BudgetExceeded(HoneycombError):
         self.reached_by = reached_by
         self.partial: Any = None
         # "used 6 of 7 allowed" alone reads as within the limit: say what was asked.
-        asked = f", and a turn asked for {requested:g} more" if requested is not None else ""
-        under_way = f" ({running:g} in turns under way)" if running else ""
+        asked = f", and a turn asked for {_figure(requested)} more" if requested is not None else ""
+        under_way = f" ({_figure(running)} in turns under way)" if running else ""
         # The call refused is not always what spent the budget: say what did.
         by = f", reached by {reached_by}" if reached_by is not None else ""
         cut = f"; cut off in flight: {'; '.join(map(str, in_flight))}" if in_flight else ""
         if limit == "cost_per_call":  # nothing was used: a call was refused for its prompt
             message = (
-                f"budget exceeded: cost_per_call allows {allowed:g} a call, and the prompt "
-                f"of the next call alone would cost {used:g} (raise cost_per_call, or keep "
-                "the context smaller: compaction)"
+                f"budget exceeded: cost_per_call allows {_figure(allowed)} a call, and the "
+                f"prompt of the next call alone would cost {_figure(used)} (raise "
+                "cost_per_call, or keep the context smaller: compaction)"
             )
         else:
-            message = f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed"
+            figures = f"{_figure(used)} of {_figure(allowed)}"
+            message = f"budget exceeded: {limit} used {figures} allowed"
         super().__init__(f"{message}{under_way}{by}{asked}{cut}")
+
+
+def _figure(number: float) -> str:
+    """``number`` in full, as a person wrote a budget and reads it: a count as an
+    integer (not ``2e+06``), dollars and seconds to the millionth they are counted in."""
+    if float(number).is_integer():
+        return str(int(number))
+    shown = f"{number:.6f}".rstrip("0").rstrip(".")
+    return shown if shown.lstrip("-") != "0" else f"{number:g}"  # less than a millionth
 
 
 class PlanError(HoneycombError):

@@ -5,6 +5,7 @@ refuses."""
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 
 import pytest
 
@@ -106,3 +107,27 @@ def test_a_budget_named_for_a_sub_run_is_the_same_budget_its_calls_named_as_the_
     assert sorted(c.who for c in budget.in_flight()) == ["s2/call_1/s1", "s2/call_1/s1/call_4/s1"]
     sub.call_ended(calls[0])
     assert [c.who for c in deeper.in_flight()] == ["s2/call_1/s1/call_4/s1"]
+
+
+@pytest.mark.parametrize(
+    ("made", "said"),
+    [
+        (
+            lambda: BudgetExceeded("total_tokens", 2_000_000, 2_000_123),
+            "total_tokens used 2000123 of 2000000 allowed",
+        ),
+        (
+            lambda: BudgetExceeded("tool_calls", 1_000_000, 1_000_000, requested=5, running=1_000),
+            "tool_calls used 1000000 of 1000000 allowed (1000 in turns under way), and a turn "
+            "asked for 5 more",
+        ),
+        (lambda: BudgetExceeded("cost", 12.5, 12.534567), "cost used 12.534567 of 12.5 allowed"),
+        (lambda: BudgetExceeded("wall_time_s", 3600, 3600.123), "used 3600.123 of 3600 allowed"),
+        (lambda: BudgetExceeded("cost", 0.1, 0.000001), "cost used 0.000001 of 0.1 allowed"),
+        (lambda: BudgetExceeded("cost_per_call", 0.01, 0.012346), "would cost 0.012346 ("),
+    ],
+)
+def test_a_budget_says_its_figures_whole(made: Callable[[], BudgetExceeded], said: str) -> None:
+    """A budget of millions of tokens said 'used 2.00012e+06 of 2e+06 allowed': six
+    figures, in the notation of a float, of counts a person set and reads in full."""
+    assert said in str(made())
