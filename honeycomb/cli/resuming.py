@@ -15,12 +15,18 @@ from pathlib import Path
 
 from honeycomb.cli.stores import DEFAULT_STORE
 from honeycomb.executor import Executor
-from honeycomb.hive import Hive
 from honeycomb.store import RunStore
 from runtime import Model, WrapperModel
 from runtime.secrets import url_secrets
 
-__all__ = ["models_thinking", "resume_hint", "resume_note", "warn_of_other_models"]
+__all__ = [
+    "models_thinking",
+    "other_models",
+    "resume_hint",
+    "resume_note",
+    "started_with",
+    "warn_of_other_models",
+]
 
 _MODEL_OPTIONS = ("model", "gguf", "context", "tool_protocol", "base_url", "replay")
 """The options of the commands that run a hive that choose the models its run is
@@ -106,41 +112,58 @@ def _flag(option: str) -> str:
 
 
 async def warn_of_other_models(store: RunStore, run_id: str, models: Iterable[Model]) -> None:
-    """Warn when the stored run ``run_id``, which did not end with an answer, goes on
-    on other models than answered it so far: none of ``models`` (this command's) is
-    among those its spans name (a run started with ``--model local``, resumed without
-    it, say). A stored run does not keep the options that chose its models; nothing is
-    said when it made no model call yet, or a model's name cannot be told before it
-    answers."""
+    """Warn when the stored run ``run_id`` goes on on other models than answered it so
+    far (:func:`other_models`): a run started with ``--model local``, resumed without
+    it, say."""
+    other = await other_models(store, run_id, models)
+    if other is not None:
+        before, now = other
+        print(
+            f"warning: run {run_id} was answered by {before} so far, and this command "
+            f"continues it on {now}. {started_with()}",
+            file=sys.stderr,
+        )
+
+
+async def other_models(
+    store: RunStore, run_id: str, models: Iterable[Model]
+) -> tuple[str, str] | None:
+    """Whether the stored run ``run_id``, which did not end with an answer, would go on
+    on other models than answered it so far: the names of those, and of ``models``,
+    when none of ``models`` is among them. A stored run does not keep the options that
+    chose its models; None when it made no model call yet, or a model's name cannot be
+    told before it answers."""
     stored = await store.summary(run_id)
     if stored is None or stored.status in ("ok", "partial", "running"):
-        return  # new; shown as it ended; or another process's, which this one leaves be
+        return None  # new; shown as it ended; or another process's, which this one leaves be
     spans = await asyncio.to_thread(store.spans, run_id)
     # A call that failed or was cut off names no model: only an answer says who gave it.
     before = sorted({s.name for s in spans if s.kind == "model_call" and s.status == "ok"})
     now = sorted({_answers_as(model) or "" for model in models})
-    if not before or "" in now:
-        return
+    if not before or not now or "" in now:
+        return None
     # A server may name the model it answers as in a longer form of the name it was
     # asked for (gpt-4o-mini-2024-07-18 for gpt-4o-mini, the path of a GGUF file for
     # its name): one name in the other is the same model, as far as can be told.
     if any(asked in name or name in asked for name in before for asked in now):
-        return
+        return None
+    return ", ".join(before), ", ".join(now)
+
+
+def started_with() -> str:
+    """How a run goes on on the models it started with."""
     options = ", ".join(_flag(option) for option in _MODEL_OPTIONS)
-    print(
-        f"warning: run {run_id} was answered by {', '.join(before)} so far, and this "
-        f"command continues it on {', '.join(now)}. To continue it on the models it "
-        f"started with, give the options that chose them ({options}), as the command it "
-        "printed to continue it does.",
-        file=sys.stderr,
+    return (
+        f"To continue it on the models it started with, give the options that chose them "
+        f"({options}), as the command it printed to continue it does."
     )
 
 
-def models_thinking(hive: Hive, executor: Executor) -> list[Model]:
-    """The models the roles of ``executor`` think with (``hive`` may declare others,
-    unused)."""
-    used = {role.model or hive.default_model for role in executor.roles.values()}
-    return [executor.models[name] for name in sorted(filter(None, used))]
+def models_thinking(executor: Executor) -> list[Model]:
+    """The models the roles of ``executor`` think with (it may hold others, unused)."""
+    default = executor.shared.crew.default_model
+    used = {role.model or default for role in executor.roles.values()}
+    return [executor.models[name] for name in sorted(used)]
 
 
 def _answers_as(model: Model) -> str | None:

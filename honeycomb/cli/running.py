@@ -531,7 +531,7 @@ async def _run(
     if not args.json and loop_factory() is not None:
         print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
     if store is not None and args.run_id is not None and getattr(args, "replay", None) is None:
-        await warn_of_other_models(store, run_id, models_thinking(hive, executor))
+        await warn_of_other_models(store, run_id, models_thinking(executor))
     error: HoneycombError | None = None
     ended: RunFinished | None = None  # the run's last event, once it has ended
     stopped_by: list[signal.Signals] = []

@@ -19,7 +19,7 @@ from honeycomb.cli.approve import HiveTools
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.loop import stops_handled_by
 from honeycomb.cli.options import Parser, integer
-from honeycomb.cli.resuming import resume_hint
+from honeycomb.cli.resuming import models_thinking, other_models, resume_hint, started_with
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
@@ -331,6 +331,15 @@ class Resumer:
         try:
             executor = Executor.from_yaml(found.source, store=self.store)
             try:
+                other = await other_models(self.store, run_id, models_thinking(executor))
+                if other is not None:  # what chose its models is not kept: never guess
+                    before, now = other
+                    self._cannot(
+                        run_id,
+                        f"it was answered by {before} so far, and its hive file would "
+                        f"continue it on {now}. {started_with()}",
+                    )
+                    return
                 result = await executor.resume(run_id)
             finally:
                 _stop_actors(executor)
@@ -353,7 +362,7 @@ class Resumer:
             return
         print(f"run {run_id}: {result.status}", file=sys.stderr, flush=True)
 
-    def _cannot(self, run_id: str, exc: BaseException) -> None:
+    def _cannot(self, run_id: str, why: BaseException | str) -> None:
         """Keep and say why ``run_id`` cannot be continued here."""
-        self._failed[run_id] = str(exc)
-        print(f"run {run_id}: cannot continue it: {exc}", file=sys.stderr, flush=True)
+        self._failed[run_id] = str(why)
+        print(f"run {run_id}: cannot continue it: {why}", file=sys.stderr, flush=True)

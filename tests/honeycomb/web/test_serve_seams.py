@@ -6,6 +6,7 @@ server continues a run."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import html
 import json
@@ -339,6 +340,45 @@ def test_a_decided_call_of_an_interrupted_run_has_the_server_continue_it(
     assert len(list(fast_demo.glob("*.md"))) == 1  # approved: sent, once
 
 
+def test_the_server_does_not_continue_a_run_on_other_models_than_answered_it(
+    hive: Path,
+    tmp_path: Path,
+    fast_demo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run made with ``--model offline`` of a hive whose roles think with a paid
+    model, decided on the page: the server kept no option that chose its models, so it
+    would have finished the run on the paid one. It does not: the page says why, and
+    how the run goes on."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-sent")
+    hive.write_text(hive.read_text().replace("default_model: offline", "default_model: gpt"))
+    db = tmp_path / "runs.db"
+    argv = ["run", str(hive), "--plain", "--store", str(db), "--run-id", "m1"]
+    assert main([*argv, "--model", "offline"]) == 3
+
+    async def decide() -> Resumer:
+        decided = store_approvals(RunStore(db), db)
+        [call] = await decided.pending("m1")
+        await decided.decide("m1", call.call_id, approve=True)
+        assert isinstance(decided.resume, Resumer)
+        await asyncio.gather(*decided.resume.going.values())
+        return decided.resume
+
+    resumer = asyncio.run(decide())
+    why = resumer.failure("m1")
+    assert why is not None
+    assert why.startswith(
+        "it was answered by offline so far, and its hive file would continue it on "
+        "gpt-4o-mini. To continue it on the models it started with, give the options"
+    )
+    assert "run m1: cannot continue it: it was answered by offline" in capsys.readouterr().err
+    found = RunStore(db).find("m1")
+    assert found is not None
+    assert found.status == "waiting"  # decided, and left for a command that says its models
+    assert not list(fast_demo.glob("*.md"))  # nothing sent
+
+
 # --- the command ----------------------------------------------------------------------
 
 
@@ -529,7 +569,8 @@ def test_the_ray_actors_of_a_run_the_server_continued_are_stopped(
     monkeypatch.setattr(pool, "stop", lambda: stopped.append(True))
 
     class Continued:  # the hive's Executor, on that pool; its run goes on, and fails
-        shared = types.SimpleNamespace(backend=pool)
+        shared = types.SimpleNamespace(backend=pool, crew=types.SimpleNamespace(default_model=""))
+        roles = types.MappingProxyType({})  # thinks with no model: none told apart
 
         async def resume(self, run_id: str) -> None:
             raise RunFailed("its workers failed")
