@@ -182,6 +182,8 @@ class Session:
         said = stderr_tail(self.errlog, since=mark)  # what it wrote as it died
         if self.broken is not None:
             return ServerGone(self.server, f"{self.broken} during the call to {tool!r}{said}")
+        if self._process is None:  # the server may run on: its connection went (a proxy's)
+            return ServerGone(self.server, f"lost its connection during the call to {tool!r}")
         return ServerGone(self.server, f"stopped during the call to {tool!r}{said}")
 
 
