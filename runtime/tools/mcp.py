@@ -98,6 +98,21 @@ class McpToolSettings(Settings, frozen=True, kw_only=True):
     timeout: Annotated[float, Meta(gt=0)] | None = None
     approval: bool = False
 
+    def __post_init__(self) -> None:
+        # A type checker's mistakes, told as it is made: approval="false" would ask.
+        for field in ("side_effects", "idempotent", "approval"):
+            value = getattr(self, field)
+            if value is not None and not isinstance(value, bool):
+                raise ConfigError(f"McpToolSettings: {field} must be True or False, got {value!r}")
+        if self.exclusive is not None and not isinstance(self.exclusive, str):
+            raise ConfigError(f"McpToolSettings: exclusive must be text, got {self.exclusive!r}")
+        timeout = self.timeout
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float)
+        ):
+            raise ConfigError(f"McpToolSettings: timeout must be seconds, got {timeout!r}")
+        super().__post_init__()
+
 
 class McpServer(Settings, frozen=True, kw_only=True):
     """One MCP server: a stdio command (``command``, ``args``, ``env``, ``cwd``) or a

@@ -593,6 +593,23 @@ def test_a_server_is_declared_right_or_told_what_to_fix(
 
 
 @pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"approval": "false"}, "approval must be True or False, got 'false'"),  # would ask
+        ({"side_effects": "no"}, "side_effects must be True or False, got 'no'"),
+        ({"exclusive": 3}, "exclusive must be text, got 3"),
+        ({"timeout": "5"}, "timeout must be seconds, got '5'"),
+        ({"timeout": 0}, "timeout must be positive"),
+    ],
+)
+def test_a_tool_s_settings_are_made_right_or_told_what_to_fix(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        McpToolSettings(**options)
+
+
+@pytest.mark.parametrize(
     ("ref", "expected"),
     [
         ("time:get_current_time", ("time", "get_current_time")),
