@@ -242,6 +242,13 @@ class Builder:
         if node.tag == _VALUE:  # the YAML value key (=): plain text here
             return str(node.value)
         key = self._construct(node, path)
+        if self.interpolate and isinstance(key, str) and "${" in key.replace("$${", ""):
+            raise self._error(
+                node,
+                (*path, key),
+                "a key is a name as it is written: ${NAME} is read from the environment in "
+                "values only (write the name itself)",
+            )
         if isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool)):
             return key
         return str(node.value) if isinstance(node, yaml.ScalarNode) else str(key)

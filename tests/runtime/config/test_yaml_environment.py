@@ -84,6 +84,21 @@ def test_a_variable_named_after_a_bare_dollar_is_an_error_naming_the_reference()
     assert "alpha" not in str(error)
 
 
+def test_a_reference_in_a_key_is_an_error_not_a_name() -> None:
+    # roles: {${ROLE}: ...} named a role '${ROLE}' (told as a name of characters it may
+    # not hold), and models: {${M}: ...} a model no `model: ${M}` could name.
+    with pytest.raises(ConfigError) as caught:
+        parse_yaml("roles:\n  ${A}: {description: x}\n", env=ENV, interpolate=True)
+    error = caught.value
+    assert (error.line, error.column, error.field) == (2, 3, "roles.${A}")
+    assert error.message == (
+        "a key is a name as it is written: ${NAME} is read from the environment in values "
+        "only (write the name itself)"
+    )
+    assert parse_yaml("'$${A}': 1\n", env=ENV, interpolate=True).data == {"$${A}": 1}
+    assert parse_yaml("${A}: 1\n", env=ENV).data == {"${A}": 1}  # not interpolating
+
+
 def test_a_secrets_reference_half_written_is_not_quoted() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_yaml(
