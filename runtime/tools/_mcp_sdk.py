@@ -237,7 +237,9 @@ async def connect(
         http = httpx2.AsyncClient(
             headers=dict(headers),
             timeout=_HTTP_TIMEOUT,
-            transport=_Watched(),
+            # Watched where no proxy of the environment's (HTTP_PROXY ...) takes it: a
+            # transport given would have the client take none.
+            mounts={"all://": _Watched()},
             event_hooks={
                 "request": [_answer_untimed, bound.saw],
                 "response": [refused.note, bound.forgot, bound.hold],
@@ -567,9 +569,10 @@ class _Answer:
 
 
 class _Watched(httpx2.AsyncBaseTransport):
-    """A streamable-HTTP connection's transport (the client's own, as it makes it by
+    """A streamable-HTTP connection's transport (as the client makes its own by
     default), watched: a call's message that could not be connected to its server (no
-    one there, a refused TLS handshake) never reached it."""
+    one there, a refused TLS handshake) never reached it. (Through a proxy, the proxy's
+    transport goes unwatched: such a call is told as one whose connection went.)"""
 
     def __init__(self) -> None:
         self._transport = httpx2.AsyncHTTPTransport()

@@ -411,6 +411,28 @@ async def test_a_call_no_connection_could_take_was_not_run_and_is_told_so() -> N
     )
 
 
+async def test_a_streamable_http_server_is_reached_through_the_environment_s_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The proxy ``HTTP_PROXY`` names is what a connection goes through, as the SDK's
+    own client does: here nothing listens there, so the server cannot be reached."""
+    with socket.socket() as spare:  # a port nothing listens on
+        spare.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{spare.getsockname()[1]}"
+    with http_test_server("s3cret") as url:
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
+        async with running(web) as run:
+            with pytest.raises(ModelRetry) as through_it:
+                await run.call("web", "lookup", {"word": "bee"})
+    assert through_it.value.message == (
+        f"cannot call 'lookup': MCP server 'web' could not be started: cannot connect to "
+        f"{url} (ConnectError: All connection attempts failed)"
+    )
+
+
 async def test_a_call_in_a_session_its_server_forgot_goes_again_in_a_new_one(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
