@@ -9,7 +9,9 @@ import importlib
 import io
 import ipaddress
 import os
+import socket
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -242,10 +244,42 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
         # A cluster with token authentication: Ray's driver sends the token only
         # when told to, and a head started with one refuses drivers without it.
         _use_token_auth()
+    _answers(address)
     # A head on the loopback: Ray would take 127.0.0.1 for the machine's address,
     # where a head that listens on the loopback only cannot be reached.
     with _on_loopback() if _on_this_machine_only(address) else contextlib.nullcontext():
         ray.init(**options)
+
+
+REACH_S = 10.0
+"""How long a head named by ``host:port`` has to answer (it may be starting) before
+its driver gives up on it."""
+
+
+def _answers(address: str) -> None:
+    """Return once something answers at ``address`` (a head's ``host:port``; any
+    other form, as Ray reads it), within :data:`REACH_S`.
+
+    Raises:
+        ConnectionError: nothing answered: Ray's driver would wait for a GCS there some
+            fourteen minutes (twenty tries of forty seconds), the event loop held.
+    """
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return
+    deadline = time.monotonic() + REACH_S
+    while True:
+        left = max(deadline - time.monotonic(), 0.1)
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=left):
+                return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise ConnectionError(
+                    f"nothing answers at {address} within {REACH_S:g}s ({exc}): is Ray's "
+                    "head running there (ray start --head), its port open to this machine?"
+                ) from None
+        time.sleep(0.25)
 
 
 def _on_this_machine_only(address: str) -> bool:

@@ -5,6 +5,7 @@ other processes, so the tools write what they see to files the tests read)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -13,10 +14,12 @@ import re
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,7 @@ from honeycomb import (
     ToolContext,
 )
 from honeycomb.backends import RayBackend
+from honeycomb.backends import _setup as ray_setup
 from honeycomb.backends._standins import DriverLimiter
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
@@ -576,9 +580,34 @@ def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyP
     assert given["_node_ip_address"] == "127.0.0.1"
     assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
     given.clear()
-    RayBackend("10.0.0.5:6379")._init()
-    assert given["address"] == "10.0.0.5:6379"
+    with listening() as head:
+        RayBackend(head)._init()
+    assert given["address"] == head
     assert "_node_ip_address" not in given
+
+
+@contextlib.contextmanager
+def listening() -> Iterator[str]:
+    """The ``host:port`` of a socket that listens on 127.0.0.1 while the block runs."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+
+
+def test_a_head_that_does_not_answer_is_told_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ray's driver waited for a GCS at an address where nothing answers some fourteen
+    # minutes (twenty tries of forty seconds), the event loop held, its warnings on
+    # standard error: honeycomb run --ray-address with a mistyped port hung there.
+    tried: list[str] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **options: tried.append(options["address"]))
+    monkeypatch.setattr(ray_setup, "REACH_S", 0.5)
+    with listening() as gone:
+        pass  # closed: nothing answers there now
+    started = time.monotonic()
+    with pytest.raises(ConnectionError, match=f"nothing answers at {gone} within 0.5s"):
+        RayBackend(gone)._init()
+    assert time.monotonic() - started < 5
+    assert tried == []
 
 
 def test_an_api_key_is_never_sent_to_the_actors() -> None:

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -204,11 +205,13 @@ def test_a_named_address_that_cannot_be_joined_is_told_and_never_falls_back_to_a
     monkeypatch.setattr(ray, "init", init)
     monkeypatch.setattr(ray, "shutdown", lambda: tried.append({"shutdown": True}))
     path = hive(tmp_path, "backend: {ray: {actors: 3}}\n")
-    argv = ["run", str(path), TASK, "--ray-address", "127.0.0.1:1", "--plain", "--no-store"]
-    assert main(argv) == 2
+    with socket.create_server(("127.0.0.1", 0)) as head:  # answers, as Ray's init fails
+        address = f"127.0.0.1:{head.getsockname()[1]}"
+        argv = ["run", str(path), TASK, "--ray-address", address, "--plain", "--no-store"]
+        assert main(argv) == 2
     err = capsys.readouterr().err
-    assert f"backend: Ray, 3 actors at 127.0.0.1:1: {said}" in err
-    assert [t["address"] for t in tried] == ["127.0.0.1:1"]  # once, and only there
+    assert f"backend: Ray, 3 actors at {address}: {said}" in err
+    assert [t["address"] for t in tried] == [address]  # once, and only there
     assert not (tmp_path / "pids").exists()  # no worker ran
 
 
