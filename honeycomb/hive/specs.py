@@ -153,6 +153,20 @@ class ModelSpec(_HidesSecrets):
     def _an_http_base_url(cls, url: str | None) -> str | None:
         return _http_url(url)
 
+    @field_validator("api_key")
+    @classmethod
+    def _a_key_as_sent(cls, key: SecretStr | None) -> SecretStr | None:
+        """A key with a space or a line break at an end (a line of a file, or of a
+        Windows .env, read whole) is no header an HTTP client sends: every call would
+        fail, told as 'cannot reach the model endpoint: Illegal header value'."""
+        value = key.get_secret_value() if key is not None else ""
+        if value != value.strip():
+            raise ValueError(
+                "the key begins or ends with a space or a line break (read with the end of "
+                "its line?): remove it"
+            )
+        return key
+
     def _secrets(self) -> dict[str, str]:
         """Those of its ``base_url``, its ``extra_headers`` and its ``extra_query``."""
         hidden = _url_secrets(self.base_url)

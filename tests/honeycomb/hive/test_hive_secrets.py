@@ -123,6 +123,31 @@ def test_a_secret_of_the_wrong_type_is_named_with_its_field_and_type(tmp_path: P
     )
 
 
+@pytest.mark.parametrize("end", ["\n", "\r", " "])
+def test_a_key_read_with_the_end_of_its_line_is_told_at_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, end: str
+) -> None:
+    # A key read from a variable holding its line's end (a Windows .env's \r) failed
+    # every call as 'cannot reach the model endpoint ...: Illegal header value'.
+    monkeypatch.setenv("HIVE_TEST_KEY", KEY + end)
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        HEAD + "    api_key: ${HIVE_TEST_KEY}\n" + TAIL.replace("max_turns: 0", "max_turns: 1")
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    [error] = caught.value.errors
+    assert (error.line, error.field) == (6, "models.gpt.api_key")
+    assert error.message == (
+        "the key begins or ends with a space or a line break (read with the end of its "
+        "line?): remove it"
+    )
+    for each in chain(caught.value):
+        assert_hidden(str(each))
+    monkeypatch.setenv("HIVE_TEST_KEY", KEY)
+    assert load_hive(path).spec.models["gpt"].api_key is not None
+
+
 def test_other_values_are_still_shown(tmp_path: Path) -> None:
     path = tmp_path / "hive.yaml"
     path.write_text(HEAD + "    timeout: soon\n" + TAIL)
