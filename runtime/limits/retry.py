@@ -52,6 +52,7 @@ from runtime.events import report_retry
 from runtime.limits.budget import retried
 from runtime.limits.ratelimit import AdaptiveLimiter, RetryDeadline, retry_deadline
 from runtime.limits.retry_policy import RetryPolicy, wall_time_ends
+from runtime.limits.worktime import time_left
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.secrets import HeldText
 
@@ -122,12 +123,18 @@ class _CallRetrying(tenacity.AsyncRetrying):
 
 def _deadline(policy: RetryPolicy) -> tuple[float, str]:
     """The seconds a call's retries may take from now, and what sets them: the policy's
-    deadline, or the run's wall time when that ends sooner (:data:`wall_time_ends`)."""
+    deadline, or the run's wall time when that ends sooner (:data:`wall_time_ends`), or
+    the time limit of the work the call is part of (its worker's, the tool call's that
+    runs it: :func:`~runtime.limits.worktime.time_left`)."""
     ends = wall_time_ends.get()
     left = ends - time.monotonic() if ends is not None else math.inf
-    if left < policy.deadline_s:
-        return max(left, 0.0), "the run's wall time"
-    return policy.deadline_s, "the retry deadline"
+    deadline = (policy.deadline_s, "the retry deadline")
+    if left < deadline[0]:
+        deadline = (max(left, 0.0), "the run's wall time")
+    own = time_left()
+    if own is not None and own[0] < deadline[0]:
+        deadline = (max(own[0], 0.0), own[1])
+    return deadline
 
 
 def _deadline_of_call(policy: RetryPolicy, state: RetryCallState) -> tuple[float, str]:

@@ -34,6 +34,7 @@ __all__ = [
     "asking_a_person",
     "in_clock",
     "nested_strand",
+    "time_left",
     "waiting_for_room",
     "within_own_time",
 ]
@@ -62,11 +63,13 @@ class _Clock(_Strand):
     and stops once none does, stopping the clock it is nested in too unless that one
     has another strand that works."""
 
-    __slots__ = ("parent", "since", "waited_s", "woken", "working")
+    __slots__ = ("limit", "named", "parent", "since", "started", "waited_s", "woken", "working")
 
-    def __init__(self, parent: _Clock | None) -> None:
+    def __init__(self, parent: _Clock | None, limit: float, started: float, named: str) -> None:
         super().__init__(self)
         self.parent = parent
+        # Its limit, when it started (less what it worked before), and the limit in words.
+        self.limit, self.started, self.named = limit, started, named
         self.working = 1  # its strands that work: its own block, as it starts
         self.since = 0.0  # when it stopped last
         self.waited_s = 0.0  # the time it was stopped, added up
@@ -135,6 +138,24 @@ def _not_counted() -> Iterator[None]:
 def in_clock() -> bool:
     """Whether the work under way is under a time limit of :func:`within_own_time`."""
     return _strand.get() is not None
+
+
+def time_left() -> tuple[float, str] | None:
+    """The seconds the work under way may still work before a time limit of it cuts it
+    off, and that limit in words: the least of those of its tool call, its worker and
+    the work they are part of (a nested worker's caller's); None: none bounds it."""
+    strand = _strand.get()
+    if strand is None:
+        return None
+    now = asyncio.get_running_loop().time()
+    least: tuple[float, str] | None = None
+    clock: _Clock | None = strand.clock
+    while clock is not None:  # each works while the work under way does
+        left = clock.limit - (now - clock.started - clock.waited_s)
+        if least is None or left < least[0]:
+            least = (left, clock.named)
+        clock = clock.parent
+    return least
 
 
 @contextmanager
@@ -207,11 +228,12 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
     loop = asyncio.get_running_loop()
     caller = _strand.get()
     parent = caller.clock if caller is not None else None
-    clock = _Clock(parent)
-    deadline = within(None)
     # Worked before the block: ``started`` is set back by it (no object per call: a
     # tool call's time limit is one of these, and benchmark E holds 30,000 at once).
     started = loop.time() - (own.worked_s if own is not None else 0.0)
+    named = "its worker's worker_timeout_s" if own is not None else "the tool call's tool_timeout"
+    clock = _Clock(parent, limit, started, named)
+    deadline = within(None)
     timer: asyncio.TimerHandle | None = None
     # A worker's limit (``own``) is a cut that a recording keeps and a replay makes fall.
     cut = _worker_cut(deadline, limit) if own is not None else None

@@ -8,10 +8,19 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Iterator
 
+import anyio
 import pytest
 
-from honeycomb import Budgets, Executor, Policy, Role, RunResult, tool
-from runtime import AdaptiveLimiter, OpenAIModel, RetryPolicy
+from honeycomb import Budgets, Executor, Policy, Role, RunFailed, RunResult, tool
+from honeycomb.testing import FunctionModel, call
+from runtime import (
+    AdaptiveLimiter,
+    AssistantMessage,
+    ModelRequest,
+    OpenAIModel,
+    RetryPolicy,
+    ToolMessage,
+)
 from tests.support.openai_server import (
     Behaviour,
     Faults,
@@ -229,3 +238,52 @@ async def test_the_last_model_call_the_budget_allows_is_retried(
     assert result.subtasks["s1"].text == "done: once"
     assert result.usage.model_calls == 1
     assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("limit", ["worker_timeout_s", "tool_timeout"])
+async def test_a_retry_after_past_the_time_limit_of_its_work_fails_the_call_at_once(
+    server: OpenAIServer, models: list[OpenAIModel], limit: str
+) -> None:
+    """A Retry-After of 30 s, within the retry deadline (90 s) but past the time limit
+    of the work the call is part of (its worker's worker_timeout_s, or the tool_timeout
+    of the agent tool whose nested worker makes it): the call sat the wait out until
+    that limit cut the work off, saying only that it timed out. The retry now gives up
+    at once, saying what it would have waited and what limit left less."""
+    server.default = error(429, retry_after=30)
+    model = OpenAIModel("gpt-test", base_url=server.base_url, timeout=TIMEOUT)
+    models.append(model)
+
+    def lead(request: ModelRequest) -> AssistantMessage | str:
+        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if not seen:
+            return AssistantMessage(tool_calls=(call("researcher", {"instruction": "look"}),))
+        return f"lead read: {seen[0].content}"
+
+    roles = [
+        Role(name="lead", tools=("agent:researcher",), tool_timeout=20),
+        Role(name="researcher", model="endpoint"),
+    ]
+    worker_timeout = {"worker_timeout_s": 20.0} if limit == "worker_timeout_s" else {}
+    executor = Executor(
+        roles,
+        {"lead": FunctionModel(lead), "endpoint": model},
+        default_model="lead",
+        aggregator="concat",
+        policy=Policy(**worker_timeout),
+    )
+    role = "researcher" if limit == "worker_timeout_s" else "lead"
+    with anyio.fail_after(10):  # not the 20 s of the limit
+        try:
+            result: RunResult | None = await executor.run("t", subtasks=[(role, "look it up")])
+        except RunFailed as failed:  # its only subtask failed
+            result = failed.partial
+    assert result is not None
+    outcome = result.subtasks["s1"]
+    said = outcome.text if outcome.ok else str(outcome.error)
+    assert "RetryAfterPastDeadline" in said, said
+    assert re.search(
+        r"asked to wait 30s, 1\d\.\ds of (its worker's worker_timeout_s|the tool call's "
+        r"tool_timeout) left",
+        said,
+    ), said
+    assert len(server.requests) == 1
