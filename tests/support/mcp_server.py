@@ -175,6 +175,7 @@ def _http(fd: int, *, events: bool, legacy: bool, crash_at_list: bool) -> None:
     token = f"Bearer {os.environ['MCP_TEST_TOKEN']}".encode()
     sessions: set[bytes] = set()  # the sessions it knows, and those it forgot
     forgotten: set[bytes] = set()
+    forgetful: set[str] = set()  # "calls": it knows no session a call comes in
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -193,12 +194,17 @@ def _http(fd: int, *, events: bool, legacy: bool, crash_at_list: bool) -> None:
                 forgotten.update(sessions)
                 await _answer(send, 200, b"")
                 return
+            if scope["path"] == "/forget-at-calls":  # a replica that never saw a session
+                forgetful.add("calls")
+                await _answer(send, 200, b"")
+                return
             if scope["path"] == "/not-mcp":  # an endpoint that answers JSON of its own
                 await _answer(send, 200, b'{"hello": "world"}')
                 return
             session = headers.get(b"mcp-session-id")
             body, again = await _read(receive)
-            if session in forgotten:  # as the TypeScript SDK answers
+            at_call = "calls" in forgetful and _method(body) == "tools/call"
+            if session in forgotten or (session is not None and at_call):  # as the TS SDK answers
                 await _answer(send, 404, _error(body, -32001, "Session not found"))
                 return
             if session is not None:

@@ -124,13 +124,16 @@ def http_test_server(
         process.wait(10)
 
 
-def forget_sessions(url: str, token: str) -> None:
+def forget_sessions(url: str, token: str, *, at_calls: bool = False) -> None:
     """Have the HTTP test server at ``url`` forget the sessions it knows, as a server
-    that restarted does: it answers a request in one with 404 (``Session not found``)."""
+    that restarted does: it answers a request in one with 404 (``Session not found``);
+    ``at_calls``: every session a call comes in from now on, as a replica behind a
+    balancer that never saw the session does."""
     host, port = url.split("/")[2].split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=5)
+    path = "/forget-at-calls" if at_calls else "/forget-sessions"
     try:
-        connection.request("POST", "/forget-sessions", headers={"Authorization": f"Bearer {token}"})
+        connection.request("POST", path, headers={"Authorization": f"Bearer {token}"})
         assert connection.getresponse().status == 200
     finally:
         connection.close()

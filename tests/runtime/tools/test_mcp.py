@@ -466,6 +466,24 @@ async def test_a_call_in_a_session_its_server_forgot_goes_again_in_a_new_one(
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
+async def test_a_call_its_server_forgets_in_a_new_session_too_says_it_was_not_run() -> None:
+    """A server that knows no session a call comes in (a replica behind a balancer that
+    never saw it) answers the call 404 in its new session too: it was not run, and the
+    server, started again once, stays down for the run."""
+    with http_test_server("s3cret", legacy=True) as url:  # sessions, as before 2026
+        web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
+        async with running(web) as run:
+            await run.call("web", "pid", {})
+            await asyncio.to_thread(forget_sessions, url, "s3cret", at_calls=True)
+            with pytest.raises(ModelRetry) as twice:
+                await run.call("web", "append_note", {"text": "x"})
+    assert twice.value.message == (
+        "MCP server 'web' no longer knew its session (it answered HTTP 404: it restarted, "
+        "or ended it) as it was sent the call to 'append_note'; the call was not run; it "
+        "stays down for the rest of this run"
+    )
+
+
 async def test_a_session_is_ended_where_its_messages_went_past_a_redirect(
     tmp_path: Path,
 ) -> None:
