@@ -4,6 +4,7 @@ and the checks ``honeycomb validate`` and ``run`` make of it beyond its file
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -44,6 +45,8 @@ from runtime.memory import SQLiteMemory
 from workers import Role
 
 __all__ = ["DEFAULT_MEMORY", "Hive", "MemorySpec", "ModelSpec"]
+
+_EMBEDDINGS_KEY: YamlPath = ("memory", "embeddings", "api_key")
 
 
 class Hive:
@@ -171,11 +174,13 @@ class Hive:
             from runtime.models.openai.embeddings import OpenAIEmbeddings  # loads openai
 
             e = declared.embeddings
+            key_env = self._doc.variables.get(_EMBEDDINGS_KEY)  # read as each call is made
             key = e.api_key.get_secret_value() if e.api_key is not None else None
             embeddings = OpenAIEmbeddings(
                 e.model,
                 base_url=e.base_url or None,
-                api_key=key or None,
+                api_key=(key or None) if key_env is None else None,
+                api_key_env=key_env,
                 dimensions=e.dimensions,
                 timeout=e.timeout,
                 max_concurrency=e.max_concurrency,
@@ -246,9 +251,27 @@ class Hive:
             missing = self.spec.models[name].missing_key(self._key_env(name))
             if missing is not None:
                 found.append(self._doc.error(("models", name), missing.message))
+        missing = self._embeddings_key_missing()
+        if missing is not None:
+            found.append(missing)
         for sub in self.hives.values():
             found += sub.missing_keys()
         return found
+
+    def _embeddings_key_missing(self) -> ConfigError | None:
+        """The error of the memory's embeddings when their ``api_key: ${NAME}`` names a
+        variable not set (None: none is missing), at that line."""
+        declared = self.spec.memory
+        key_env = self._doc.variables.get(_EMBEDDINGS_KEY)
+        if declared is None or declared.embeddings is None or key_env is None:
+            return None
+        if os.environ.get(key_env):
+            return None
+        return self._doc.error(
+            _EMBEDDINGS_KEY,
+            f"the memory's embeddings {declared.embeddings.model!r} read their API key from "
+            f"the environment variable {key_env}, which is not set",
+        )
 
     def small_budgets(self) -> list[ConfigError]:
         """A warning for each compacting role (its own, and those of the hives they

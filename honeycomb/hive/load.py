@@ -63,11 +63,12 @@ _SECRETS = (
 """Where a hive holds secrets: no error shows what is there, only the field and the
 value's type."""
 
-_KEYS_READ_WHERE_USED = (("models", "*", "api_key"),)
-"""The keys a model reads from the environment where it is made (``api_key: ${NAME}``):
-a variable not set there is the environment's mistake, not the file's, told for the
-models a run calls (as a key not given at all is), and never for one it does not (a
-model declared for later, one that ``--model`` or ``--replay`` stands in for)."""
+_KEYS_READ_WHERE_USED = (("models", "*", "api_key"), ("memory", "embeddings", "api_key"))
+"""The keys a model (or the memory's embeddings) reads from the environment where it
+is made (``api_key: ${NAME}``): a variable not set there is the environment's mistake,
+not the file's, told for the models a run calls (as a key not given at all is), and
+never for one it does not (a model declared for later, one that ``--model`` or
+``--replay`` stands in for; embeddings ``honeycomb memory list`` does not call)."""
 
 
 def load_hive(path: str | Path) -> Hive:

@@ -52,6 +52,9 @@ class OpenAIEmbeddings:
         model: The model name (``text-embedding-3-small``, ``nomic-embed-text`` ...).
         base_url: The endpoint; default ``OPENAI_BASE_URL`` or OpenAI's.
         api_key: Default ``OPENAI_API_KEY``. Not needed for a local ``base_url``.
+        api_key_env: The environment variable to read the key from instead, as each
+            call is made (a hive's ``api_key: ${NAME}``): a call while it is not set
+            fails with a ``ConfigError`` naming it.
         dimensions: Ask for vectors of this size (models that can shorten theirs).
         timeout: Seconds per HTTP request.
         retry: The retry policy; ``RetryPolicy(attempts=1)`` disables retries.
@@ -65,6 +68,7 @@ class OpenAIEmbeddings:
         *,
         base_url: str | None = None,
         api_key: str | None = None,
+        api_key_env: str | None = None,
         dimensions: int | None = None,
         timeout: float = 60.0,
         retry: RetryPolicy | None = None,
@@ -80,6 +84,7 @@ class OpenAIEmbeddings:
             model,
             base_url=base_url,
             api_key=api_key,
+            api_key_env=api_key_env,
             timeout=timeout,
             retry=retry,
             max_concurrency=max_concurrency,
