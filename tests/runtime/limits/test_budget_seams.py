@@ -124,7 +124,7 @@ def test_a_budget_named_for_a_sub_run_is_the_same_budget_its_calls_named_as_the_
         (lambda: BudgetExceeded("cost", 12.5, 12.534567), "cost used 12.534567 of 12.5 allowed"),
         (lambda: BudgetExceeded("wall_time_s", 3600, 3600.123), "used 3600.123 of 3600 allowed"),
         (lambda: BudgetExceeded("cost", 0.1, 0.000001), "cost used 0.000001 of 0.1 allowed"),
-        (lambda: BudgetExceeded("cost_per_call", 0.01, 0.012346), "would cost 0.012346 ("),
+        (lambda: BudgetExceeded("cost_per_call", 0.00001, 0.000012), "would cost 0.000012 ("),
     ],
 )
 def test_a_budget_says_its_figures_whole(made: Callable[[], BudgetExceeded], said: str) -> None:
