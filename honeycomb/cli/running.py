@@ -60,6 +60,7 @@ from runtime import (
     StoreError,
     TextToolModel,
 )
+from runtime.errors import did_you_mean
 from runtime.model import missing_key
 from runtime.text import valid_text
 from workers import Approvals
@@ -430,10 +431,12 @@ def missing_keys(hive: Hive, model: Model | None, args: argparse.Namespace) -> l
     if missing_key(model) is None:
         return []
     # Said of the option: a hive's model has an api_key: to give, --model's has not.
+    # A misspelt offline or local model is taken for an endpoint's: the one meant.
+    meant = did_you_mean(args.model, ["offline", LOCAL])
     return [
         ConfigError(
-            f"--model {args.model} needs an API key: set OPENAI_API_KEY (or give --base-url "
-            "of a local endpoint: Ollama, vLLM, llama.cpp's server)"
+            f"--model {args.model} needs an API key{meant}: set OPENAI_API_KEY (or give "
+            "--base-url of a local endpoint: Ollama, vLLM, llama.cpp's server)"
         )
     ]
 

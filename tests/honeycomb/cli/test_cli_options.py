@@ -567,4 +567,9 @@ def test_a_model_given_without_its_key_names_the_option_and_its_cure(
         "\n  --model gpt-4o-mini needs an API key: set OPENAI_API_KEY (or give --base-url of "
         "a local endpoint: Ollama, vLLM, llama.cpp's server)\n"
     )
+    # A misspelt offline or local model was taken for an endpoint's, said to need a key.
+    for given, meant in (("ofline", "offline"), ("Local", "local")):
+        assert main([*argv, "--model", given, "--no-store"]) == ExitStatus.UNUSABLE
+        said = f"--model {given} needs an API key (did you mean {meant!r}?): set OPENAI_API_KEY"
+        assert said in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
