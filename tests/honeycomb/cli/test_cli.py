@@ -373,7 +373,8 @@ def test_a_waiting_run_names_the_resume_command_with_the_options_that_chose_its_
     demo = ["demo", "--approve", "--plain", "--latency", "0", "--store", "r.db", "--run-id", "w1"]
     assert main(demo) == 3  # off a terminal, it waits
     told = capsys.readouterr().out.splitlines()
-    assert "  honeycomb resume w1 --store r.db --model offline" in told
+    # --approve too: the run goes on asking before the outbox sends
+    assert "  honeycomb resume w1 --store r.db --model offline --approve" in told
 
 
 def test_resume_of_a_run_made_from_python_that_ended_prints_its_stored_result(

@@ -126,7 +126,7 @@ def test_a_run_that_waited_recorded_through_resume_replays_decided_without_waiti
     assert main([*demo, "--record", "demo.jsonl"]) == 3  # it waits for a person
     out = capsys.readouterr().out
     approve = re.search(r"honeycomb (approve \S+ \S+ --worker \S+ --turn \d+)", out)
-    resume = re.search(r"honeycomb (resume \S+ .*--record demo\.jsonl)\n", out)
+    resume = re.search(r"honeycomb (resume \S+ .*--record demo\.jsonl --approve)\n", out)
     assert approve is not None
     assert resume is not None  # it goes on in the same cassette
     edited = '{"subject": "Edited", "body": "short"}'
