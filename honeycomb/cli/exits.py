@@ -50,7 +50,7 @@ MEANINGS: dict[ExitStatus, str] = {
     "or a model it uses needs an API key that is not set; there is no task; a run store "
     "or a memory file cannot be opened, or is not one (`runs`, `trace`, `resume`, "
     "`approve`: or there is none); `trace`, `resume` or `approve` finds no such run; "
-    "`--run-id` names a run another hive file started; "
+    "`--run-id` names a run another hive file started, or one of another task; "
     "`trace` cannot write the file of `--html` or `--jsonl`; `approve` of a call that is "
     "not waiting, decided already or out of time, or with "
     "arguments that fail the tool's schema; `resume` of a run made from Python that did "

@@ -62,6 +62,7 @@ from runtime import (
 )
 from runtime.errors import did_you_mean
 from runtime.model import missing_key
+from runtime.secrets import masked
 from runtime.text import valid_text
 from workers import Approvals
 
@@ -470,7 +471,7 @@ async def _run_and_report(
             return ExitStatus.UNUSABLE
         other = None
         if args.run_id is not None:  # a new id is no run's yet
-            other = await asyncio.to_thread(_of_another_hive, kept, run_id, hive)
+            other = await asyncio.to_thread(_of_another_run, kept, run_id, hive, task)
         if other is not None:  # said before anything runs: the run stays as it was
             print(other, file=sys.stderr)
             return ExitStatus.UNUSABLE
@@ -592,22 +593,31 @@ async def _say_stopped(
         _say_note(args, sys.stderr)
 
 
-def _of_another_hive(store: RunStore, run_id: str, hive: Hive) -> str | None:
-    """Why ``--run-id`` cannot name the stored run ``run_id`` for ``hive``: it was
-    started from another hive file, which is still there (a hive file moved since is
-    taken for the same); None when it can (or there is no such run). Continued with
-    this hive's roles, the other's plan failed its first step, and the run with it;
-    ended, the other's answer was shown as this hive's. It reads the store and the
-    files: call it in a thread."""
+def _of_another_run(store: RunStore, run_id: str, hive: Hive, task: str) -> str | None:
+    """Why ``--run-id`` cannot name the stored run ``run_id`` for ``hive`` and ``task``:
+    it was started from another hive file, which is still there (a hive file moved
+    since is taken for the same), or with another task; None when it can (or there is
+    no such run). Continued with this hive's roles, the other's plan failed its first
+    step, and the run with it; ended, the other's answer was shown as this hive's; and
+    a run of another task is refused as it starts, which said the stored run failed. It
+    reads the store and the files: call it in a thread."""
     stored = store.find(run_id)
-    source = None if stored is None else stored.source
-    if source is None or not Path(source).is_file() or Path(source).samefile(hive.file):
+    if stored is None:
         return None
-    return (
-        f"run {run_id!r} in {store.where} was started from another hive file, {source}, not "
-        f"{hive.file}: show or continue it with {resume_hint(run_id, store.where)}, or give "
-        "this run a new --run-id"
-    )
+    source, continues = stored.source, resume_hint(run_id, store.where)
+    if source is not None and Path(source).is_file() and not Path(source).samefile(hive.file):
+        return (
+            f"run {run_id!r} in {store.where} was started from another hive file, {source}, "
+            f"not {hive.file}: show or continue it with {continues}, or give this run a new "
+            "--run-id"
+        )
+    if masked(stored.task) != masked(store.kept(task)):  # as the run compares them
+        return (
+            f"run {run_id!r} in {store.where} was started with another task "
+            f"({masked(stored.task)[:60]!r}): show or continue it with {continues}, or give "
+            "this run a new --run-id"
+        )
+    return None
 
 
 def _reported(

@@ -327,6 +327,28 @@ def test_a_run_id_of_another_hives_run_is_refused_before_anything_runs(
     assert main(["run", "moved/hive.yaml", "Find the weather", "--run-id", "r1", "--plain"]) == 0
 
 
+def test_a_run_id_of_a_run_of_another_task_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --run-id of a stored run with another task said 'run failed: ...' (exit 1) of a
+    # run that was left as it was, whatever its state (here one that ended).
+    monkeypatch.chdir(tmp_path)
+    hive(tmp_path, CHATTY)
+    assert main(["run", "hive.yaml", "Find the weather", "--run-id", "r1", "--plain"]) == 0
+    store = RunStore(tmp_path / ".honeycomb" / "runs.db")
+    [before] = store.runs()
+    capsys.readouterr()
+    assert main(["run", "hive.yaml", "Find the bees", "--run-id", "r1", "--plain"]) == 2
+    said = capsys.readouterr()
+    assert said.err.endswith(
+        "run 'r1' in .honeycomb/runs.db was started with another task ('Find the weather'): "
+        "show or continue it with honeycomb resume r1, or give this run a new --run-id\n"
+    )
+    assert "run failed" not in said.out
+    assert store.runs() == [before]
+    assert main(["run", "hive.yaml", "Find the weather", "--run-id", "r1", "--plain"]) == 0
+
+
 UNREACHABLE = """\
 models:
   gpt:
