@@ -114,7 +114,8 @@ def context_problem(compaction: Compaction, model: Model | int) -> str | None:
     return (
         f"a compaction budget of {budget} tokens leaves no room in a call of it, which "
         f"holds {held}, its prompt and its answer together: give budget_tokens below it "
-        f"(half of it, {max(held // 2, 256)}, leaves room for the answers and the summary)"
+        f"(half of it, {max(held // 2, 256)}, leaves room for the answers and the summary), "
+        "or the model a larger context"
     )
 
 

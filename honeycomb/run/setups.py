@@ -151,7 +151,9 @@ def _compaction_problems(
         if problem is not None:
             problems.append(
                 ConfigError(
-                    f"role {role.name!r} {use} model {name!r}: {problem}",
+                    # As it is too: a model given in its place (--model local) is not
+                    # the one the hive declares by that name.
+                    f"role {role.name!r} {use} model {name!r} ({model!r}): {problem}",
                     field=f"roles.{role.name}.compaction.budget_tokens",
                 )
             )

@@ -53,6 +53,11 @@ def test_a_compaction_budget_that_fills_a_local_models_context_is_refused(
     assert "a compaction budget of 4000 tokens leaves no room" in str(error)
     assert "which holds 1024" in str(error)
     assert "half of it, 512" in str(error)
+    # The model as it is: one given in place of the hive's (--model local) is not the
+    # one its name says, and its context is the model's own to raise.
+    (local,) = [model for model in models.values() if isinstance(model, Local)]
+    assert f"model '{'small' if summarizer else 'default'}' ({local!r}): " in str(error)
+    assert str(error).endswith("or the model a larger context")
     Executor([reader(1000, summarizer)], models)  # within it: as it was
 
 
