@@ -458,8 +458,15 @@ class Executor:
 
         Raises:
             ToolDefinitionError: for a name a tool cannot have.
+            ConfigError: when this Executor has no planner: a call gives an instruction,
+                never the subtasks a run without one needs.
         """
-
+        if self.shared.phases.planner is None:
+            raise ConfigError(
+                f"as_tool({name!r}): this Executor has no planner, and a call of its tool "
+                "gives it an instruction, not subtasks: define a role named 'planner', or "
+                "give the Executor a planner"
+            )
         about = description or f"Run the {name} hive on a task: it plans, works and merges."
         return Tool(
             self._sub_run,  # a method: check_keys finds the Executor behind the tool

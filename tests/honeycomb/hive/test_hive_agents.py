@@ -247,3 +247,12 @@ def test_an_agent_tool_of_a_misspelt_role_is_told_with_the_one_meant(tmp_path: P
         f"{path}:5:39: roles.lead.tools[0]: 'agent:reseacher' names no role (did you mean "
         "'researcher'?): roles are planner, researcher, lead"
     ]
+
+
+def test_an_executor_with_no_planner_is_refused_as_a_tool() -> None:
+    """A call of its tool gives an instruction, never subtasks: each would have told the
+    calling model to pass ``subtasks=``, which it cannot. A hive file without a planner
+    is refused as it loads; an Executor made in Python as it becomes a tool."""
+    planless = Executor([Role(name="researcher")], ScriptedModel(["done"]))
+    with pytest.raises(ConfigError, match=r"as_tool\('facts'\): this Executor has no planner"):
+        planless.as_tool("facts")
