@@ -148,20 +148,22 @@ MAX_TERMS = 32
 """Words of a query used at most (a whole subtask's text can be a query)."""
 
 
-_CJK = re.compile(
+_CJK = (
     "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
     "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff]"
 )
 """A Chinese, Japanese or Korean letter: kana, a Han character, a Hangul syllable.
 Those languages write no space between words, and SQLite's word index takes a run of
-them for one word: each is indexed as a word of its own (:func:`indexed_text`)."""
+them for one word: each is indexed as a word of its own (:func:`indexed_text`).
+Compiled by re's cache on the first text that is not ASCII, not at import: compiling
+its ranges takes 2 ms (benchmark I: import time)."""
 
 
 def indexed_text(text: str) -> str:
     """``text`` as the word index reads it: each Chinese, Japanese or Korean letter a
     word, so that a search finds a word inside a run of them (``東京`` in
     ``東京の天気``), not only the whole run."""
-    return _CJK.sub(r" \g<0> ", text)
+    return text if text.isascii() else re.sub(_CJK, r" \g<0> ", text)
 
 
 def fts_query(text: str, *, match: Literal["any", "all"] = "any") -> str | None:
@@ -183,11 +185,11 @@ def _terms(word: str, match: Literal["any", "all"]) -> list[str]:
     """The terms a query searches for ``word``: itself, or, for the runs of Chinese,
     Japanese or Korean letters in it, their pairs of neighbours as phrases (``東 京``,
     ``京 の`` ...; a lone letter alone), or each letter (``all``)."""
-    if _CJK.search(word) is None:
+    if word.isascii() or re.search(_CJK, word) is None:
         return [word]
     terms: list[str] = []
-    for part in re.split(f"({_CJK.pattern}+)", word):
-        if not part or _CJK.match(part) is None:
+    for part in re.split(f"({_CJK}+)", word):
+        if not part or re.match(_CJK, part) is None:
             terms += [part] if part else []
         elif match == "all" or len(part) == 1:
             terms += list(part)
