@@ -15,6 +15,7 @@ import pydantic
 from honeycomb.cli.loop import stops_handled_by
 from honeycomb.hive.backend import RAY_MISSING, BackendSpec, RaySpec, ray_missing
 from runtime import ConfigError
+from runtime.secrets import add_secret, url_secrets
 
 if TYPE_CHECKING:
     from honeycomb.backends import RayBackend
@@ -32,6 +33,8 @@ def chosen_backend(declared: BackendSpec, args: argparse.Namespace) -> BackendSp
     name, address = getattr(args, "backend", None), getattr(args, "ray_address", None)
     chosen = declared
     if address is not None:
+        for secret in url_secrets(address):  # ray://user:PASSWORD@head: shown as the run goes
+            add_secret(secret, "password")
         if name == "local":
             raise ConfigError(
                 "--ray-address is for the Ray backend: drop --backend local (or --ray-address)"

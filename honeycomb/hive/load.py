@@ -130,6 +130,9 @@ def _load(file: Path, chain: tuple[Path, ...], limits: tuple[int, ...] = ()) -> 
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
     hive = Hive(file, spec, roles, registry, doc, hives, places)
     _mask_declared(hive, doc.data)
+    for secret, what in doc.hidden.items():  # a URL's password in any value: a Ray address
+        if what == "password":
+            add_secret(secret, what, owner=hive)
     return hive
 
 

@@ -23,6 +23,7 @@ from honeycomb.cli.backend import chosen_backend, pool_running
 from honeycomb.cli.main import _parser, main
 from honeycomb.hive import load_hive
 from honeycomb.hive.backend import BackendSpec
+from runtime.secrets import masked
 
 ray = pytest.importorskip("ray")
 
@@ -168,6 +169,23 @@ def test_validate_names_the_backend_and_starts_no_ray(
     path = hive(tmp_path, "backend: {ray: {actors: 3, address: 'head:6379'}}\n")
     assert main(["validate", str(path)]) == 0
     assert "OK (3 roles, 1 model; backend: Ray, 3 actors at head:6379)" in capsys.readouterr().out
+
+
+def test_a_ray_address_s_password_is_never_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ray://user:PASSWORD@head, in a hive's backend: or given as --ray-address, was
+    # printed whole by validate ('backend: Ray, 2 actors at ray://u:PASSWORD@...') and
+    # by run as the pool started and as it failed to.
+    no_ray_starts(monkeypatch)
+    declared, given = "rayFAKEpw-7h3Xq9zL", "rayFAKEpw-2wV8bN4m"
+    path = hive(tmp_path, f"backend: {{ray: {{address: 'ray://u:{declared}@head:10001'}}}}\n")
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "backend: Ray, 2 actors at ray://u:[password hidden]@head:10001" in out
+    on_it = chosen("local", "--ray-address", f"ray://u:{given}@head:10001")
+    assert on_it.ray is not None
+    assert masked(f"at {on_it.ray.address}") == "at ray://u:[password hidden]@head:10001"
 
 
 def test_backend_local_runs_a_ray_hive_in_this_process_and_says_nothing_of_ray(
