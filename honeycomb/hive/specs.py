@@ -28,7 +28,12 @@ from honeycomb.run.policy import Policy
 from runtime import ConfigError, JsonToolModel, Model, Price, PricedModel, TextToolModel
 from runtime.config.stores import is_url, store_problem
 from runtime.limits.retry_policy import RetryPolicy
-from runtime.models.openai.request import base_url_problem, key_missing, split_settings
+from runtime.models.openai.request import (
+    KEY_VARIABLE,
+    base_url_problem,
+    key_missing,
+    split_settings,
+)
 from runtime.secrets import CREDENTIAL_PARAMETERS, header_secrets, masked_with, url_secrets
 from runtime.tools.mcp import McpServer
 from workers import Approvals
@@ -277,6 +282,10 @@ class ModelSpec(_HidesSecrets):
         key = None
         if self.api_key is not None and key_env is None:  # else read where it is made
             key = self.api_key.get_secret_value()
+        if key == "" and self.base_url and os.environ.get(KEY_VARIABLE):
+            # Written empty (api_key: ${OTHER_KEY:-}, OTHER_KEY unset): no key, where the
+            # model's client would else send OPENAI_API_KEY to the endpoint of base_url.
+            key = NO_KEY
         adapter = OpenAIResponsesModel if self.api == "responses" else OpenAIModel
         return adapter(
             self.model or "",
@@ -292,6 +301,10 @@ class ModelSpec(_HidesSecrets):
 
 
 _LLAMA_FIELDS = frozenset({"path", "parallel", "context", "threads", "seed"})
+
+NO_KEY = "none"
+"""The key sent for a model whose hive writes its ``api_key`` empty: a placeholder,
+which a server that takes any key takes (and one that needs a key refuses)."""
 
 
 def _http_url(url: str | None) -> str | None:

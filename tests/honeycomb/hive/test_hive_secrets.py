@@ -257,3 +257,32 @@ def test_a_hives_spec_shows_no_secret_in_its_repr(tmp_path: Path) -> None:
         assert "base_url='http://u:[password hidden]@127.0.0.1:9/v1?key=[password" in shown
         assert "'X-A': '[header hidden]'" in shown
     assert KEY in spec.models["gpt"].model_dump_json()  # its data as written
+
+
+@pytest.mark.parametrize(
+    ("api_key", "sent"), [("${HIVE_TEST_KEY:-}", "Bearer none"), ("", "Bearer ENV")]
+)
+async def test_a_key_written_empty_sends_no_other_key_to_the_hives_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_key: str, sent: str
+) -> None:
+    """A model whose api_key the hive writes and which comes out empty (its variable
+    unset, after ':-') has no key: OPENAI_API_KEY, the key of another endpoint, was
+    sent in its place to the hive's base_url. Without an api_key, OPENAI_API_KEY is its
+    key, as documented."""
+    from tests.support.openai_server import OpenAIServer
+
+    env_key = "sk-ENVFAKE8kL2mN4pQ6rS"
+    monkeypatch.setenv("OPENAI_API_KEY", env_key)
+    monkeypatch.delenv("HIVE_TEST_KEY", raising=False)
+    with OpenAIServer() as server:
+        line = f"    api_key: {api_key}\n" if api_key else ""
+        path = tmp_path / "hive.yaml"
+        path.write_text(
+            HEAD.replace("http://127.0.0.1:9/v1", server.base_url)
+            + line
+            + "roles:\n  planner: {description: Plans.}\n  w: {description: Works., model: gpt}\n"
+        )
+        executor = Executor.from_hive(load_hive(path))
+        await executor.run("Work.", subtasks=[("w", "work")])
+        [request] = server.requests
+    assert request.headers["authorization"] == sent.replace("ENV", env_key)
