@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from runtime.tools.mcp import (
     unusable,
 )
 from workers import Role
+from workers.nesting import is_nested_ref, nested_tool_name
 from workers.role import approval_problems
 
 __all__ = ["approvals_problems", "as_written", "check_servers", "in_folder", "names_not_keys"]
@@ -184,11 +185,8 @@ def _one_name_twice(
 ) -> list[ConfigError]:
     """A tool of a listed server that the role would take beside another of its name:
     a server's, or its own (a tool it names without ``server:``), as a run refuses it."""
-    whose: dict[str, str | None] = {}
+    whose: dict[str, str | None] = dict.fromkeys(_own_names(role, tools_of))
     refs = [(index, ref, mcp_ref(ref, tools_of)) for index, ref in enumerate(role.tools)]
-    for _, ref, found in refs:
-        if found is None and ":" not in ref:
-            whose[ref] = None
     errors: list[ConfigError] = []
     for index, _, found in refs:
         if found is None:
@@ -202,6 +200,21 @@ def _one_name_twice(
         if problem is not None:
             errors.append(place.error(("tools", index), problem))
     return errors
+
+
+def _own_names(role: Role, servers: Collection[str]) -> list[str]:
+    """The names of the role's own tools known without an import, as a run has them
+    beside its MCP tools: a registered tool's, an agent or hive tool's (its role's, its
+    file's stem), and memory's ``recall`` and ``remember``."""
+    names = [ref for ref in role.tools if ":" not in ref]
+    names += [
+        nested_tool_name(ref)
+        for ref in role.tools
+        if is_nested_ref(ref) and mcp_ref(ref, servers) is None
+    ]
+    if role.memory is not None and role.memory.remember:
+        names += ["recall", "remember"]
+    return names
 
 
 def approvals_problems(

@@ -370,7 +370,8 @@ def _twice(name: str, server: str, other: str | None, *, every: bool) -> str:
         )
         return (
             f"its own tool {name!r} and MCP server {server!r}'s have one name: give its own "
-            f"another (@tool(name=...)), or {leave}"
+            f"another (a function's with @tool(name=...); an agent or hive tool has its "
+            f"role's or file's), or {leave}"
         )
     both = f"MCP servers {other!r} and {server!r} both have a tool {name!r}"
     if not every:

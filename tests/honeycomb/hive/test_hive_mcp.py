@@ -285,6 +285,35 @@ def test_validate_refuses_a_role_taking_two_servers_tools_of_one_name(
     ]
 
 
+def test_validate_refuses_an_mcp_tool_of_the_name_of_an_agent_tool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], python_on_path: None
+) -> None:
+    """As a run refuses it (its workers fail as they start): validate said OK. A role
+    with memory keeps its own recall and remember, of no MCP tool's name here."""
+    path = write(
+        tmp_path,
+        """\
+        models: {default: offline}
+        memory: {path: memory.db}
+        mcp_servers:
+          time: {command: python, args: [-m, mcp_server_time]}
+        roles:
+          planner: {description: Plans.}
+          convert_time: {description: Converts.}
+          clock: {tools: ["time:*", "agent:convert_time"]}
+          keeper: {tools: ["time:get_current_time"], memory: {remember: true}}
+        """,
+    )
+    assert main(["validate", str(path)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{path}: 1 error",
+        f"  {path}:8:19: roles.clock.tools[0]: its own tool 'convert_time' and MCP server "
+        "'time''s have one name: give its own another (a function's with @tool(name=...); "
+        "an agent or hive tool has its role's or file's), or name the server's tools it is "
+        "to have one by one, without that one (not time:*)",
+    ]
+
+
 def test_validate_names_approvals_of_tools_no_role_has_once_the_servers_list_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], python_on_path: None
 ) -> None:

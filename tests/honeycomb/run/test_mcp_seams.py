@@ -213,8 +213,9 @@ async def test_a_paused_nested_worker_whose_server_is_down_at_resume_goes_on_onc
         (
             ("append_note", "t:*"),
             "role 'writer': its own tool 'append_note' and MCP server 't''s have one name: "
-            "give its own another (@tool(name=...)), or name the server's tools it is to "
-            "have one by one, without that one (not t:*)",
+            "give its own another (a function's with @tool(name=...); an agent or hive tool "
+            "has its role's or file's), or name the server's tools it is to have one by one, "
+            "without that one (not t:*)",
         ),
         (  # each named alone: the advice was to name them so, 'not every tool of both'
             ("t:lookup", "u:lookup"),
@@ -224,7 +225,8 @@ async def test_a_paused_nested_worker_whose_server_is_down_at_resume_goes_on_onc
         (
             ("append_note", "t:append_note"),
             "role 'writer': its own tool 'append_note' and MCP server 't''s have one name: "
-            "give its own another (@tool(name=...)), or leave out t:append_note",
+            "give its own another (a function's with @tool(name=...); an agent or hive tool "
+            "has its role's or file's), or leave out t:append_note",
         ),
     ],
 )
