@@ -12,7 +12,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from runtime.tools.threads import still_running
+from runtime.tools.threads import still_running, waited_for
 
 __all__ = [
     "MEANINGS",
@@ -109,6 +109,10 @@ def stopped_by_signals(stopped_by: list[signal.Signals]) -> Iterator[None]:
             os._exit(STOPPED_BY[stopped_by[0]])
         stopped_by.append(received)
         task.cancel()
+        waited = waited_for()
+        if waited:  # else it seems to hang, silent for as long as those calls take
+            said = _waiting_for(waited, received)
+            print(f"\n{received.name}: {said}", file=sys.stderr, flush=True)
 
     for number in STOPPED_BY:
         loop.add_signal_handler(number, stop, number)
@@ -119,6 +123,17 @@ def stopped_by_signals(stopped_by: list[signal.Signals]) -> Iterator[None]:
             loop.remove_signal_handler(number)
         if stopped_by:
             task.uncancel()
+
+
+def _waiting_for(calls: list[str], received: signal.Signals) -> str:
+    """What a first signal says while sync side-effecting ``calls`` run, which stopping
+    the run waits for: they cannot be interrupted."""
+    names = ", ".join(sorted(set(calls)))
+    return (
+        f"the run stops once {names} has ended: a sync side-effecting call cannot be "
+        f"interrupted, and what it did is kept. {received.name} again stops at once, and a "
+        "resumed run is told its outcome is unknown"
+    )
 
 
 def waiting_for_abandoned_calls(command: Callable[[], int]) -> int:

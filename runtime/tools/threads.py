@@ -28,6 +28,7 @@ __all__ = [
     "run_tool",
     "still_running",
     "to_the_end",
+    "waited_for",
 ]
 
 T = TypeVar("T")
@@ -73,6 +74,18 @@ def still_running() -> list[tuple[str, threading.Event]]:
         return [(call.name, call.ended) for call in _RUNNING]
 
 
+_WAITED: dict[object, str] = {}
+"""The named calls of :func:`to_the_end` whose threads run now, by a token of each."""
+
+
+def waited_for() -> list[str]:
+    """The named calls run :func:`to_the_end` whose threads run now (sync
+    side-effecting tools'): what stopping their run waits for, as they cannot be
+    interrupted (a command stopped by Ctrl-C says so)."""
+    with _LOCK:
+        return list(_WAITED.values())
+
+
 def run_tool(
     found: Tool[Any, Any], kwargs: dict[str, Any], begun: threading.Event | None = None
 ) -> Awaitable[Any]:
@@ -90,7 +103,7 @@ async def in_thread(
     """Run a sync tool in a worker thread."""
     run = partial(found.fn, **kwargs)
     if found.side_effects:
-        return await to_the_end(run, begun)
+        return await to_the_end(run, begun, found.name)
     return await abandoned_when_cancelled(run, found.name)
 
 
@@ -111,15 +124,19 @@ async def abandoned_when_cancelled(run: Callable[[], T], name: str = "a sync cal
     return result
 
 
-async def to_the_end(run: Callable[[], Any], begun: threading.Event | None = None) -> Any:
+async def to_the_end(
+    run: Callable[[], Any], begun: threading.Event | None = None, name: str | None = None
+) -> Any:
     """Run ``run`` in a thread and, even when cancelled, return only once it has ended:
     a side-effecting call must not overlap the next one, nor outlive its run. Cancelled
     before its thread took it up, it never runs: it returns at once (``begun``, when
-    given, is set once it has been taken up)."""
+    given, is set once it has been taken up). Given a ``name``, it is among
+    :func:`waited_for` while its thread runs it."""
     ended = threading.Event()
     lock = threading.Lock()
     took = dropped = False
     came: RanToItsEnd | None = None  # how it ended, unless it was cut short
+    token = object()
 
     def guarded() -> Any:
         nonlocal took, came
@@ -129,6 +146,9 @@ async def to_the_end(run: Callable[[], Any], begun: threading.Event | None = Non
             took = True
         if begun is not None:
             begun.set()
+        if name is not None:
+            with _LOCK:
+                _WAITED[token] = name
         try:
             value = run()
         except Exception as exc:  # not its check_cancelled(): it stopped half way
@@ -138,6 +158,8 @@ async def to_the_end(run: Callable[[], Any], begun: threading.Event | None = Non
             came = RanToItsEnd(value=value)
             return value
         finally:
+            with _LOCK:
+                _WAITED.pop(token, None)
             ended.set()  # once came is set: the waiter reads it
 
     with anyio.CancelScope() as scope:
