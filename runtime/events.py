@@ -15,6 +15,7 @@ them: the caller of a model call says who it is by setting a :class:`CallReport`
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Coroutine, Iterable
 from contextvars import ContextVar
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -47,7 +48,9 @@ __all__ = [
     "Tracer",
     "current_call",
     "event_handlers",
+    "event_time",
     "report_retry",
+    "told_at",
 ]
 
 
@@ -465,6 +468,19 @@ class CallReport:
 current_call: ContextVar[CallReport | None] = ContextVar("honeycomb_model_call", default=None)
 """The report of the model call the current task is making, if its caller set one
 (an :class:`~workers.AgentLoop` does, for each call it traces)."""
+
+
+told_at: ContextVar[float | None] = ContextVar("honeycomb_told_at", default=None)
+"""When the event being emitted happened (seconds since the epoch), if it is told later
+than that: a worker's in a Ray actor, whose events reach the run in batches (held back
+while a tool there holds the actor's event loop, or its threads the GIL). None: now."""
+
+
+def event_time() -> float:
+    """When the event being emitted happened: now, or when a worker elsewhere made it
+    (:data:`told_at`). What a span recorder times its spans by."""
+    at = told_at.get()
+    return time.time() if at is None else at
 
 
 def report_retry(status: str, error: str, wait_s: float) -> bool:

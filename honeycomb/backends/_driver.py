@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -39,7 +40,7 @@ from runtime import (
 )
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import CassetteError
-from runtime.events import current_call
+from runtime.events import Tracer, current_call, told_at
 from runtime.limits import CallInFlight, Limits, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.models.cassette_cuts import cutting, once_taken, tell_cuts
@@ -90,11 +91,14 @@ class Driver:
         limited = self.services.budget.limits != Limits()
         self._opened = Opened(self._emit, holds=limited)
 
-    def _emit(self, event: Event) -> None:
+    def _emit(self, event: Event, at: float) -> None:
         """Tell the run's listeners ``event`` of the worker in its context, as in one
         process (its eval case, say): the channel's task that delivers it is the first
-        worker's on the actor."""
-        self._context.run(self.services.tracer.emit, event)
+        worker's on the actor. It happened at ``at`` (its spans are timed so), which the
+        actor said, within when the worker was sent and now (another machine's clock
+        may be off)."""
+        at = min(max(at, self._sent_at), time.time())
+        self._context.run(_emit_at, self.services.tracer, event, at)
 
     async def follow(self, channel: Channel, key: str, spec: WorkerSpec) -> WorkerResult:
         """Run the worker in ``channel``'s actor, serving its stream until its result
@@ -105,6 +109,7 @@ class Driver:
         """
         self._channel, self._key = channel, key
         self._finished = channel.loop.create_future()
+        self._sent_at = time.time()
         self.pinned.keep = False
         channel.join(key, self)
         channel.send(("start", key, spec))
@@ -165,7 +170,7 @@ class Driver:
         kind = message[0]
         budget = self.services.budget
         if kind == "event":
-            event = message[1]
+            _, event, at = message
             if isinstance(event, TextDelta):
                 self._text.add(event)
                 for call in self._calls.values():  # what a wall time cut off had written
@@ -187,7 +192,7 @@ class Driver:
                 self._running.pop(event.call_id, None)
             elif not self.told.first(event):
                 return  # told already: as it was sent, or by an earlier life
-            self._opened.tell(event)
+            self._opened.tell(event, at)
         elif kind == "log":  # an entry Honeycomb logged for it there: logged here
             logs.log_bound(*message[1:])
         elif kind == "save":
@@ -414,3 +419,12 @@ class Driver:
                 self._answer_now(number, False, portable_error(exc))
         finally:
             retry_deadline.reset(token)
+
+
+def _emit_at(tracer: Tracer, event: Event, at: float) -> None:
+    """``tracer`` emits ``event``, which happened at ``at`` (:data:`told_at`)."""
+    token = told_at.set(at)
+    try:
+        tracer.emit(event)
+    finally:
+        told_at.reset(token)

@@ -17,6 +17,7 @@ lives at the driver.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -65,7 +66,9 @@ def served(
     models = {}
     if summarizer is not None:
         models[summarizer[0]] = ReservedModel(summarizer[1], link, slots, reserving)
-    events = Tracer(lambda e: link.send("event", e), log=False, text=sent.text)
+    # Each event with when it happened: they reach the run in batches, late while a
+    # tool here holds the event loop (or its threads the GIL), and are timed so there.
+    events = Tracer(lambda e: link.send("event", e, time.time()), log=False, text=sent.text)
     events.holds_text = sent.held  # as the driver's: a held answer's call is made whole
     return ReservedModel(model, link, slots, reserving), Services(
         run_id=sent.run_id,

@@ -92,27 +92,29 @@ class Opened:
     until the driver has reserved the call (:meth:`reserved`), in a run whose budget
     may refuse it."""
 
-    def __init__(self, emit: Callable[[Event], None], holds: bool) -> None:
+    def __init__(self, emit: Callable[[Event, float], None], holds: bool) -> None:
         """``holds``: the run's budget has limits (else the driver only counts the
         worker's calls, refusing none, and nothing is held)."""
         self._emit = emit
         self._holds = holds
-        self._held: list[Event] | None = None  # since an opening, while it is held
+        # Since an opening, while it is held: each event, and when it happened.
+        self._held: list[tuple[Event, float]] | None = None
         self._unopened: list[tuple[type[Event], int]] = []  # ends of refused calls, by turn
 
-    def tell(self, event: Event) -> None:
-        """Pass ``event`` on, hold it, or drop it (the end of a refused call)."""
+    def tell(self, event: Event, at: float) -> None:
+        """Pass ``event`` (which happened at ``at``) on, hold it, or drop it (the end
+        of a refused call)."""
         if self._unopened:
             end = (type(event), getattr(event, "turn", 0))
             if end in self._unopened:
                 self._unopened.remove(end)
                 return
         if self._held is not None:
-            self._held.append(event)
+            self._held.append((event, at))
         elif self._holds and type(event) in _ENDS:
-            self._held = [event]
+            self._held = [(event, at)]
         else:
-            self._emit(event)
+            self._emit(event, at)
 
     def reserved(self, ok: bool) -> None:
         """The call opened last was reserved (``ok``), or refused: what was held is
@@ -120,10 +122,10 @@ class Opened:
         held, self._held = self._held or [], None
         refused = None
         if not ok:  # the opening told last is the refused call's
-            refused = max((i for i, e in enumerate(held) if type(e) in _ENDS), default=None)
-        for place, event in enumerate(held):
+            refused = max((i for i, (e, _) in enumerate(held) if type(e) in _ENDS), default=None)
+        for place, (event, at) in enumerate(held):
             if place != refused:
-                self._emit(event)
+                self._emit(event, at)
             else:
                 self._unopened.append((_ENDS[type(event)], getattr(event, "turn", 0)))
 

@@ -29,7 +29,6 @@ that runs plans, which stands above this one.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterable
 from itertools import count
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -48,6 +47,7 @@ from runtime import (
     ToolCallsAnswered,
     ToolCallStarted,
 )
+from runtime.events import event_time
 from runtime.text import encode_json
 from runtime.value import Value
 
@@ -348,14 +348,15 @@ class SpanRecorder:
 
     Args:
         on_close: Called with each span as it ends (a run store keeps them).
-        clock: Seconds since the epoch.
+        clock: Seconds since the epoch (default: when the event recorded happened,
+            now, or, for a worker's in a Ray actor, told later, when it did there).
     """
 
     def __init__(
         self,
         on_close: Callable[[Span], None] | None = None,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = event_time,
     ) -> None:
         self.spans: list[Span] = []
         """The spans that have ended, in the order they ended."""

@@ -50,7 +50,7 @@ from honeycomb.events import GuardChecked
 from honeycomb.run.conversation import CONVERSATION_HEADER
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
-from honeycomb.tracing import configure_logging
+from honeycomb.tracing import SpanRecorder, configure_logging
 from runtime import (
     AssistantMessage,
     ModelRequest,
@@ -223,6 +223,25 @@ async def test_events_and_checkpoints_reach_the_driver(
     )
     assert '"echo"' in jsonl.read_text()
     assert '"note"' in jsonl.read_text()
+
+
+async def test_a_calls_span_lasts_as_long_as_the_call_wherever_it_ran(
+    backend: RayBackend | None,
+) -> None:
+    """A tool that holds its actor's event loop a quarter of a second: the events of
+    its call reached the driver together as it ended, which timed them as they came
+    (its span lasted no time at all; in a CPU-heavy run, calls were short by seconds).
+    They are timed as they happened there."""
+    recorder = SpanRecorder()
+    ex = Executor(
+        [Role(name="h", tools=(f"{TOOLS}:held",))], FunctionModel(scripted),
+        aggregator="concat", backend=backend,
+    )  # fmt: skip
+    await ex.run("t", subtasks=[("h", script([("held", {})]))], on_event=[recorder])
+    (call,) = (s for s in recorder.spans if s.kind == "tool_call")
+    (worker,) = (s for s in recorder.spans if s.kind == "worker")
+    assert call.duration_s >= 0.24
+    assert worker.start <= call.start <= call.end <= worker.end
 
 
 def busy_first(request: ModelRequest) -> AssistantMessage | str:
