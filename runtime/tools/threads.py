@@ -175,6 +175,8 @@ async def to_the_end(
             scope.cancel()
             with lock:
                 dropped = not took
+            if dropped:  # it never began: known too
+                came = RanToItsEnd(began=False)
             try:
                 if not dropped and not ended.is_set():
                     await shielded(anyio.to_thread.run_sync(ended.wait))
@@ -189,17 +191,20 @@ async def to_the_end(
 class RanToItsEnd:
     """What a call :func:`to_the_end` waited for after it was cancelled returned, or
     raised (``error``: an exception of its own, not its ``check_cancelled()``'s, which
-    stops it half way)."""
+    stops it half way); or that it never ``began``: cancelled before its thread took it
+    up, it was dropped."""
 
     value: Any = None
     error: BaseException | None = None
+    began: bool = True
 
 
 def ran_to_its_end(cancelled: BaseException) -> RanToItsEnd | None:
     """How the call of :func:`to_the_end` that ``cancelled`` came out of ended, when it
-    was waited for to its end (None: it never ran, or the cancellation came from
-    elsewhere): its worker is stopped, but its outcome is known, and a journal keeps
-    it (a resumed worker is told what it did, not that it may have done it)."""
+    was waited for to its end, or that it never began (None: it stopped half way, or the
+    cancellation came from elsewhere): its worker is stopped, but what the call did is
+    known, and a journal keeps it (a resumed worker is told what it did, or runs it, not
+    told that it may have done it)."""
     found = vars(cancelled).get(_RAN)
     return found if isinstance(found, RanToItsEnd) else None
 

@@ -7,7 +7,8 @@ journal knows from an earlier life is not run again: one that ended is answered 
 its recorded observation; one that was running when the process died is an
 ``unknown`` observation (or run again, when its tool is ``idempotent``). A call
 whose worker was cancelled while it ran, but that ran to its end all the same (a sync
-tool's thread is waited for), has its outcome kept as it ends: it was not cut off.
+tool's thread is waited for), has its outcome kept as it ends: it was not cut off; one
+cancelled before its thread took it up never began, and a resumed worker runs it.
 What the
 journal knows wins over what the call's tool is declared as now: a tool no longer
 side-effecting (a setting changed, an MCP server that now says ``readOnlyHint``)
@@ -28,6 +29,7 @@ from runtime.messages import ToolCall
 from runtime.tools.journal import Journal, JournalEntry, began, unknown_outcome_text
 from runtime.tools.layers.base import Outcome, Prepared, ToolHandler, ToolLayer
 from runtime.tools.layers.run import known_outcome
+from runtime.tools.threads import ran_to_its_end
 
 __all__ = ["Journaled", "journal_answer"]
 
@@ -71,13 +73,25 @@ class Journaled(ToolLayer):
         try:
             outcome = await self.next(call)
         except asyncio.CancelledError as exc:
-            ended = known_outcome(exc)
-            if ended is not None:  # it ran to its end as its worker stopped: kept too
-                with contextlib.suppress(StoreError):  # else unknown, as if cut off
-                    await shielded(journal.outcome(turn, ended.observation(asked)))
+            await _stopped(journal, call, exc)
             raise
         await journal.outcome(turn, outcome.observation(asked))
         return outcome
+
+
+async def _stopped(journal: Journal, call: Prepared, cancelled: BaseException) -> None:
+    """Keep what ``call``, whose worker was cancelled as it ran, is known to have done
+    (else its intent stays: its outcome is unknown): how it ended, when it ran to its
+    end all the same (a sync tool's thread is waited for), or that it never began (its
+    thread never took it up), as an entry that says so (``passed``: a resumed worker
+    runs it, as a call the argument guards passed and that had not begun)."""
+    ended = known_outcome(cancelled)
+    ran = ran_to_its_end(cancelled)
+    with contextlib.suppress(StoreError):  # not kept: unknown, as if cut off
+        if ended is not None:
+            await shielded(journal.outcome(call.turn, ended.observation(call.call)))
+        elif ran is not None and not ran.began:
+            await shielded(journal.judged(call.turn, [(call.call, call.kwargs, None)]))
 
 
 def journal_answer(journal: Journal, turn: int, call: ToolCall) -> Outcome | None:

@@ -139,7 +139,7 @@ class RunTool:
             task = asyncio.current_task()
             if task is None or task.cancelling():
                 ran = ran_to_its_end(exc)
-                if ran is not None:  # waited for to its end: how it ended goes with exc
+                if ran is not None and ran.began:  # waited for to its end: told with exc
                     vars(exc)[_KNOWN] = self._ended(found, ran)
                 raise  # the worker is cancelled (its run stopped): the call with it
             return self._raised(found, exc)  # the tool's own: it awaited what was cancelled

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
+from typing import Any
 
+import anyio
+import anyio.to_thread
 import pytest
 
-from runtime import JournalEntry, MemoryJournal, ToolRegistry, tool
+from runtime import JournalEntry, MemoryJournal, ToolCall, ToolRegistry, tool
 from runtime.testing import call
 from tests.support.dispatching import layered
 
@@ -132,3 +136,47 @@ async def test_a_sync_call_its_worker_stopped_keeps_how_it_ended(ends: str) -> N
     [again] = await dispatcher.dispatch([call("send", {"to": "ana"}, id="c1")], turn=1)  # resumed
     assert effects == ["ana"]
     assert (again.status, again.content) == (kept.status, kept.content)
+
+
+async def test_a_sync_call_its_worker_stopped_before_its_thread_took_it_up_runs_when_resumed() -> (
+    None
+):
+    """A sync side-effecting call that waited for a thread (the pool all taken) when its
+    worker was cancelled never began: the journal says so, and a resumed worker runs
+    it, rather than being told it may or may not have taken effect."""
+    effects: list[str] = []
+    asked = asyncio.Event()
+
+    class Told(MemoryJournal):
+        async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
+            await super().intent(turn, call, arguments)
+            asked.set()  # the call goes on to wait for a thread
+
+    journal = Told()
+    dispatcher = layered(registry(effects), journal=journal)
+    pool = anyio.to_thread.current_default_thread_limiter()
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        taken.set()
+        release.wait(10)
+
+    tokens, pool.total_tokens = pool.total_tokens, 1
+    try:
+        holding = asyncio.ensure_future(anyio.to_thread.run_sync(hold))
+        await asyncio.to_thread(taken.wait, 10)  # not the pool's thread: it has none left
+        dispatching = asyncio.ensure_future(
+            dispatcher.dispatch([call("send", {"to": "ana"}, id="c1")], turn=1)
+        )
+        await asyncio.wait_for(asked.wait(), 10)
+        dispatching.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await dispatching
+        release.set()
+        await holding
+    finally:
+        pool.total_tokens = tokens
+    assert effects == []
+    assert journal.entries[1, "c1"].status == "passed"  # not begun
+    [again] = await dispatcher.dispatch([call("send", {"to": "ana"}, id="c1")], turn=1)
+    assert (again.status, again.content, effects) == ("ok", "sent to ana", ["ana"])
