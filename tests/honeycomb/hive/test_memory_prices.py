@@ -77,7 +77,7 @@ def test_a_priced_memory_no_role_uses_counts_nothing(tmp_path: Path) -> None:
 
 
 def test_a_hive_tools_priced_embeddings_count_under_its_callers_budget(tmp_path: Path) -> None:
-    sub = Executor([GUIDE], free(), memory=memory_of(tmp_path))
+    sub = Executor([Role(name="planner"), GUIDE], free(), memory=memory_of(tmp_path))
     paid = PricedModel(ScriptedModel(["done"]), Price(input_per_mtok=1, output_per_mtok=2))
     lead = Role(name="lead", tools=("guides",))
     tools = [sub.as_tool("guides")]

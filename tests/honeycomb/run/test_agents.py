@@ -909,13 +909,18 @@ def look(key: str) -> str:
 
 
 def test_a_hive_tool_has_side_effects_when_its_hive_has() -> None:
-    quiet = Executor([Role(name="r", tools=("look",))], FunctionModel(researcher), tools=[look])
+    def plan(task: str) -> list[tuple[str, str]]:
+        return [("r", task)]
+
+    quiet = Executor(
+        [Role(name="r", tools=("look",))], FunctionModel(researcher), tools=[look], planner=plan
+    )
     mailer = mailer_hive([])
     assert not quiet.as_tool("quiet").side_effects
     assert mailer.as_tool("notify").side_effects
     calling = Executor(
         [Role(name="r", tools=("notify",))], FunctionModel(researcher),
-        tools=[mailer.as_tool("notify")],
+        tools=[mailer.as_tool("notify")], planner=plan,
     )  # fmt: skip
     assert calling.as_tool("outer").side_effects  # through the hive it calls
     assert not mailer.as_tool("told", side_effects=False).side_effects  # as it is told
