@@ -198,8 +198,10 @@ class Executor:
         kept = open_store(store)
         _one_file_each(kept, kept_memory)
         self._own_store = kept is not store  # made of a path or URL: closed by aclose
-        # The models, and the hives called as tools, held by ``async with``.
+        # The models, and the hives called as tools, held by ``async with`` while any
+        # of its blocks is open (a service's handlers may each open one).
         self._held: AsyncExitStack | None = None
+        self._blocks = 0
         # The event loop it serves, one at a time, with its sessions' locks and its
         # slots: what a stopped loop held in them is not held in the next.
         self._serving = OneLoop("this Executor")
@@ -244,12 +246,17 @@ class Executor:
         runs of the block (none starts yet), and so those of the hives its roles call
         as tools between their sub-runs (each started a server of its own a call)."""
         await self.shared.crew.mcp.open()
-        if self._held is None:
-            async with AsyncExitStack() as stack:  # let go again if one cannot be held
-                await stack.enter_async_context(held(self.shared.crew.models.values()))
-                for sub in {id(sub): sub for _, sub in self._called()}.values():
-                    await stack.enter_async_context(sub)
-                self._held = stack.pop_all()
+        try:
+            if self._held is None:
+                async with AsyncExitStack() as stack:  # let go again if one cannot be held
+                    await stack.enter_async_context(held(self.shared.crew.models.values()))
+                    for sub in {id(sub): sub for _, sub in self._called()}.values():
+                        await stack.enter_async_context(sub)
+                    self._held = stack.pop_all()
+        except BaseException:
+            await self.shared.crew.mcp.close()  # this block's hold on its servers
+            raise
+        self._blocks += 1
         return self
 
     async def __aexit__(
@@ -258,7 +265,13 @@ class Executor:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        """End a block: the last one open lets go of everything (:meth:`aclose`); the
+        others' runs go on with what it holds."""
+        self._blocks = max(0, self._blocks - 1)
+        if self._blocks:
+            await self.shared.crew.mcp.close()
+        else:
+            await self.aclose()
 
     async def aclose(self) -> None:
         """Stop every MCP server the Executor's runs started (and the hives its roles call as

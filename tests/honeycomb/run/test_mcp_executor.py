@@ -6,8 +6,10 @@ real subprocess."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +163,83 @@ async def test_a_block_that_ends_leaves_the_servers_to_the_executors_other_block
     slept, pid = observations(result, "s1")
     assert (slept.status, slept.content) == ("ok", "slept 2.0s")
     assert pid.status == "ok", pid.content
+
+
+async def test_a_block_that_ends_leaves_the_hive_tools_servers_to_the_other_blocks(
+    tmp_path: Path,
+) -> None:
+    """As above, for the servers of a hive its roles call as a tool: the Executor held
+    that hive's Executor (and its models) in its first block alone, and let go of it
+    as that block ended, stopping the server under the other block's sub-run."""
+    before = child_pids()
+    notes = tmp_path / "notes.txt"
+    told: list[tuple[str, str]] = []  # what the sub-run's clerk was told of its calls
+
+    def clerk(request: ModelRequest) -> str | AssistantMessage:
+        observed = [(m.status, m.content) for m in request.messages if isinstance(m, ToolMessage)]
+        if len(observed) < 2:
+            asked = call("slow", {"seconds": 2}) if not observed else call("pid")
+            return AssistantMessage(tool_calls=(asked,))
+        told.extend(observed)
+        return "done"
+
+    sub = Executor(
+        [CLERK], FunctionModel(clerk), mcp_servers=[sdk_server(notes=notes)], aggregator="concat",
+        planner=lambda task: [("clerk", task)],
+    )  # fmt: skip
+    lead = ScriptedModel([call("facts", {"instruction": "look"}), "done"])
+    executor = Executor(
+        [Role(name="lead", tools=("facts",))], lead, tools=[sub.as_tool("facts")],
+        aggregator="concat",
+    )  # fmt: skip
+
+    async def other_block() -> Any:
+        async with executor:
+            return await executor.run("t", subtasks=plan("lead"))
+
+    async with executor:
+        running = asyncio.create_task(other_block())
+        deadline = time.monotonic() + 30
+        while "slow 2" not in noted(notes):  # the sub-run's call is in the server
+            assert not running.done(), "the run ended before its call reached the server"
+            assert time.monotonic() < deadline, "the call never reached the server"
+            await asyncio.sleep(0.01)
+    result = await running
+    assert child_pids() - before == set()  # stopped as the last block ended
+    [answered] = observations(result, "s1")
+    assert answered.status == "ok", answered.content
+    slept, pid = told
+    assert slept == ("ok", "slept 2.0s")
+    assert pid[0] == "ok", pid
+
+
+class _Unserved(ScriptedModel):
+    """A model served from this process whose server could not start the first time."""
+
+    tried = False
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        if not self.tried:
+            self.tried = True
+            raise OSError("no room for the model's server")
+        yield
+
+
+async def test_a_block_that_could_not_hold_its_models_leaves_no_server_to_later_runs() -> None:
+    """``async with`` failed as its models' server could not start (there was room
+    later): the block it opened on the MCP servers stayed open, and the server a later
+    run (outside any block) started was never stopped."""
+    before = child_pids()
+    model = _Unserved([call("pid"), "done"])
+    executor = Executor([CLERK], model, mcp_servers=[sdk_server()])
+    with pytest.raises(OSError, match="no room"):
+        async with executor:
+            pass
+    result = await executor.run("t", subtasks=plan("clerk"))
+    [pid] = observations(result, "s1")
+    assert pid.status == "ok", pid.content
+    assert child_pids() - before == set()  # its server stopped with its run
 
 
 async def test_a_failed_run_raises_its_own_error_and_leaves_no_process() -> None:
