@@ -833,14 +833,16 @@ class Executor:
         )
 
     async def pending(self, run_id: str) -> list[PendingApproval]:
-        """The calls of run ``run_id`` waiting for a decision, in the order they asked.
+        """The calls of run ``run_id`` waiting for a decision, in the order they asked,
+        each with what it will do where its tool says (its ``describe``: the
+        ``summary``).
 
         Raises:
             StoreError: when there is no store.
         """
-        from honeycomb.run.decide import pending_of
+        from honeycomb.run.decide import pending_of, summarized
 
-        return await pending_of(self._store_for(run_id), run_id)
+        return summarized(await pending_of(self._store_for(run_id), run_id), self.tool_for)
 
     async def decide(
         self,

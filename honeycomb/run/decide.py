@@ -16,6 +16,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from msgspec.structs import replace
+
 from honeycomb.store import RunStore
 from runtime import ArgumentsError, Tool
 from runtime.errors import AlreadyDecided, ApprovalError, HoneycombError
@@ -24,6 +26,7 @@ from runtime.tools.approvals import (
     Decision,
     MaskedEdit,
     PendingApproval,
+    described,
     unmasked_edit,
 )
 from runtime.tools.define import arguments_text
@@ -35,6 +38,7 @@ __all__ = [
     "decided_among",
     "ended_undecided",
     "pending_of",
+    "summarized",
     "this_user",
     "waits_on",
 ]
@@ -74,6 +78,18 @@ def decided_among(
 async def pending_of(store: RunStore, run_id: str) -> list[PendingApproval]:
     """The calls of run ``run_id`` that wait for a decision, in the order they asked."""
     return [e.pending for e in await store.approvals_of(run_id) if e.decision is None]
+
+
+def summarized(calls: Iterable[PendingApproval], tool_for: ToolFinder) -> list[PendingApproval]:
+    """``calls``, each with what it will do in its tool's own words where its tool (as
+    ``tool_for`` finds it) says (:func:`~runtime.tools.approvals.described`): the
+    store keeps the arguments, not that summary."""
+    told: list[PendingApproval] = []
+    for call in calls:
+        tool = tool_for(call)
+        summary = described(tool, call.arguments) if tool is not None else None
+        told.append(replace(call, summary=summary) if summary is not None else call)
+    return told
 
 
 async def decide(

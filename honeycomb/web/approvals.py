@@ -8,13 +8,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from msgspec.structs import replace
 from starlette.requests import Request
 
-from honeycomb.run.decide import ENDED, ToolFinder, decide, pending_of
+from honeycomb.run.decide import ENDED, ToolFinder, decide, pending_of, summarized
 from honeycomb.store import RunStore
 from runtime import ApprovalError, HoneycombError
-from runtime.tools.approvals import PendingApproval, described
+from runtime.tools.approvals import PendingApproval
 
 __all__ = ["RunTools", "StoreApprovals", "decidable", "decider"]
 
@@ -98,11 +97,7 @@ class StoreApprovals:
         # Equal, not the same: a bound method (executor.tool_for) is made anew each read.
         if before is not None and before[1] == finder and before[0] == found:
             return before[2]
-        told: list[PendingApproval] = []
-        for call in found:
-            tool = finder(call)
-            summary = described(tool, call.arguments) if tool is not None else None
-            told.append(replace(call, summary=summary) if summary is not None else call)
+        told = summarized(found, finder)
         self._told[run_id] = (found, finder, told)
         return told
 

@@ -4,6 +4,7 @@ that waits when no approver is attached."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import anyio
 import pytest
@@ -248,6 +249,20 @@ async def test_a_tools_describe_says_what_the_call_will_do_to_the_person_asked()
     ).run("pay cy")
     (pending,) = waiting.pending
     assert pending.summary == "Send 7 to cy, who cannot send it back."
+
+
+async def test_an_executors_pending_calls_say_what_they_will_do(tmp_path: Path) -> None:
+    """The store keeps a waiting call's arguments, not its tool's summary:
+    ``Executor.pending`` read them alone, and said nothing of what a call would do
+    (the web page and ``honeycomb approve`` said it)."""
+    role = Role(name="payer", tools=("wire",), approvals=Approvals(default="ask"))
+    model = ScriptedModel([call("wire", {"to": "di", "amount": 3}), "ok"])
+    executor = Executor([role], model, tools=[wire], store=tmp_path / "runs.db")
+    async with executor:
+        waiting = await executor.run("pay di", subtasks=[("payer", "pay di")], run_id="w")
+        assert waiting.status == "waiting"
+        (pending,) = await executor.pending("w")
+    assert pending.summary == "Send 3 to di, who cannot send it back."
 
 
 def test_an_executor_refuses_a_role_whose_approvals_name_a_tool_it_does_not_use() -> None:
