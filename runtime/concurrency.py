@@ -142,20 +142,20 @@ async def stoppable() -> AsyncIterator[Callable[[], None]]:
 
 async def shielded(work: Awaitable[T]) -> T:
     """``await work`` to its end even if this task is cancelled meanwhile, then let the
-    cancellation through: for cleanup that must finish (recording how a run ended)."""
+    cancellation through: for cleanup that must finish (recording how a run ended).
+    Work that fails raises its own error, however late the cancellation came: what
+    could not be done is said."""
     inner = asyncio.ensure_future(work)
     cancelled: asyncio.CancelledError | None = None
-    while True:
+    while not inner.done():
         try:
-            value = await asyncio.shield(inner)
+            await asyncio.wait((inner,))  # a cancellation of this task leaves it be
         except asyncio.CancelledError as exc:
-            if inner.done():
-                raise
-            cancelled = exc  # the work goes on; wait for it again
-            continue
-        if cancelled is not None:
-            raise cancelled
-        return value
+            cancelled = exc  # the work goes on (or ended as it came): its outcome first
+    value = inner.result()  # its own error, if it failed: what the cleanup tells
+    if cancelled is not None:
+        raise cancelled
+    return value
 
 
 class Bell:

@@ -261,6 +261,25 @@ async def test_shielded_cleanup_finishes_though_its_task_is_cancelled() -> None:
     assert done == ["recorded"]
 
 
+async def test_shielded_work_that_fails_as_a_cancellation_comes_raises_its_own_error() -> None:
+    """The work ends with its error in the same pass of the loop as a cancellation
+    reaches the task waiting for it: the error is what the cleanup tells (a run that
+    could not record its interruption says why). It was the cancellation, the error
+    lost."""
+    ready = asyncio.Event()
+
+    async def record() -> None:
+        await ready.wait()
+        raise OSError("the store is away")
+
+    waiting = asyncio.create_task(shielded(record()))
+    await asyncio.sleep(0)  # it waits for the work now
+    ready.set()  # the work fails in the next pass ...
+    waiting.cancel()  # ... as the cancellation wakes the task waiting for it
+    with pytest.raises(OSError, match="the store is away"):
+        await waiting
+
+
 async def test_together_runs_a_batch_at_once_and_gives_its_values_in_order() -> None:
     started: list[int] = []
     all_started = asyncio.Event()
