@@ -397,20 +397,23 @@ class Executor:
             ]
             registry = ToolRegistry([*registry, *subs])
         with hive.imports():  # the roles' import paths, resolved once, as the hive's
-            executor = cls(
-                hive.roles,
-                hive.models(_own(models)),
-                tools=registry,
-                policy=policy or hive.policy,
-                default_model=hive.default_model,
-                mcp_servers=hive.mcp_servers,
-                **{  # the hive's, unless given
-                    "planner": hive.planner,
-                    "aggregator": hive.spec.aggregator,
-                    "guards": hive.spec.guards,
-                    **options,
-                },
-            )
+            try:
+                executor = cls(
+                    hive.roles,
+                    hive.models(_own(models)),
+                    tools=registry,
+                    policy=policy or hive.policy,
+                    default_model=hive.default_model,
+                    mcp_servers=hive.mcp_servers,
+                    **{  # the hive's, unless given
+                        "planner": hive.planner,
+                        "aggregator": hive.spec.aggregator,
+                        "guards": hive.spec.guards,
+                        **options,
+                    },
+                )
+            except ConfigError as error:
+                raise _in_file(hive, error) from None
         executor._hive = hive  # what it declares is masked while it lives: its secrets
         executor._stop_pool = built.stop if built is not None else None  # its own: aclose
         return executor
@@ -1006,6 +1009,16 @@ class Executor:
             )
 
         return streamed(run)
+
+
+def _in_file(hive: Hive, error: ConfigError) -> ConfigError:
+    """``error`` of the Executor ``hive`` declares, at its field's line of the hive file
+    (``policy.budgets.cost``: a model given in place of the hive's may make it one); as
+    it is when it names a file already, or no field of the file's."""
+    field = error.field
+    if type(error) is not ConfigError or error.file is not None or not field or "[" in field:
+        return error
+    return hive.error_at(tuple(field.split(".")), error.message)
 
 
 def _declared(models: Mapping[str, Model] | None, hive: Hive, tool: str) -> dict[str, Model] | None:

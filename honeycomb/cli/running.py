@@ -525,7 +525,9 @@ async def _run(
             task, run_id=run_id, steal=getattr(args, "force", False), text_deltas=True
         )
     except ConfigError as exc:  # validate refuses these first; never a traceback
-        print(str(exc), file=sys.stderr)
+        # What validate cannot see: the models that --model puts in the hive's place.
+        instead = f" (--model {args.model} stands in for the hive's models)" if args.model else ""
+        print(f"{exc}{instead}", file=sys.stderr)
         return ExitStatus.UNUSABLE
     if store is not None and not args.json:  # said before it starts: a killed run is
         # resumed by its id (said once the run can start: no run is kept of one that cannot)

@@ -25,7 +25,7 @@ from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
-from runtime import ModelRequest
+from runtime import ConfigError, ModelRequest
 from tests.support import ROOT
 from tests.support.hives import CHATTY, hive
 
@@ -410,3 +410,32 @@ def test_a_run_its_output_guard_refused_says_what_it_spent(
     assert "run failed: output guard 'tests.support.guards:short' tripped" in out
     assert "Found before it stopped" not in out  # the answers it refused are not shown
     assert re.search(r"calls +2 model, 0 tool", out)  # the planner's and the writer's
+
+
+PRICED = (
+    CHATTY.replace(
+        "latency: 0\n", "latency: 0\n    price: {input_per_mtok: 1, output_per_mtok: 2}\n"
+    )
+    + "policy:\n  budgets: {cost: 1.0}\n"
+)
+"""A hive whose model has a price, and whose run is bounded in dollars."""
+
+
+def test_a_model_given_in_place_of_the_hives_is_told_at_the_line_it_breaks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--model offline`` stands in for a priced model under a budget in dollars: the
+    Executor refuses it (nothing would count against the budget), which the command
+    said without the hive's line, nor that --model made the models unpriced."""
+    monkeypatch.chdir(tmp_path)
+    path = hive(tmp_path, PRICED)
+    line = PRICED[: PRICED.index("{cost: 1.0}")].count("\n") + 1
+    assert main(["run", "hive.yaml", "Find the weather in Rome.", "--plain", "--no-store"]) == 0
+    argv = ["run", "hive.yaml", "Find the weather in Rome.", "--plain", "--no-store"]
+    assert main([*argv, "--model", "offline"]) == 2
+    err = capsys.readouterr().err
+    assert f"hive.yaml:{line}:13: policy.budgets.cost: a budget in dollars" in err
+    assert err.rstrip().endswith("(--model offline stands in for the hive's models)")
+    with pytest.raises(ConfigError) as refused:  # from Python, alike
+        Executor.from_hive(load_hive(path), model=FunctionModel(lambda _: "done"))
+    assert (refused.value.file, refused.value.line) == (str(path), line)
