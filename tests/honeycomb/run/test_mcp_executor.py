@@ -108,10 +108,10 @@ def noted(notes: Path) -> list[str]:
     return notes.read_text().splitlines() if notes.exists() else []
 
 
-async def in_the_server(notes: Path, running: asyncio.Task[Any]) -> None:
+async def in_the_server(notes: Path, running: asyncio.Task[Any], call: str = "slow 60") -> None:
     """Wait until the server noted that the ``slow`` call is in (its notes file)."""
     deadline = time.monotonic() + 30
-    while "slow 60" not in noted(notes):
+    while call not in noted(notes):
         assert not running.done(), "the run ended before its call reached the server"
         assert time.monotonic() < deadline, "the call never reached the server"
         await asyncio.sleep(0.01)
@@ -153,11 +153,7 @@ async def test_a_block_that_ends_leaves_the_servers_to_the_executors_other_block
 
     async with executor:
         running = asyncio.create_task(other_block())
-        deadline = time.monotonic() + 30
-        while "slow 2" not in noted(notes):  # the other block's call is in the server
-            assert not running.done(), "the run ended before its call reached the server"
-            assert time.monotonic() < deadline, "the call never reached the server"
-            await asyncio.sleep(0.01)
+        await in_the_server(notes, running, "slow 2")  # the other block's call is in the server
     result = await running
     assert child_pids() - before == set()  # stopped as the last block ended
     slept, pid = observations(result, "s1")
@@ -199,11 +195,7 @@ async def test_a_block_that_ends_leaves_the_hive_tools_servers_to_the_other_bloc
 
     async with executor:
         running = asyncio.create_task(other_block())
-        deadline = time.monotonic() + 30
-        while "slow 2" not in noted(notes):  # the sub-run's call is in the server
-            assert not running.done(), "the run ended before its call reached the server"
-            assert time.monotonic() < deadline, "the call never reached the server"
-            await asyncio.sleep(0.01)
+        await in_the_server(notes, running, "slow 2")  # the sub-run's call is in the server
     result = await running
     assert child_pids() - before == set()  # stopped as the last block ended
     [answered] = observations(result, "s1")
