@@ -121,15 +121,20 @@ async def test_a_check_that_scores_nan_fails_and_its_eval_is_a_baseline_still(
     assert [c.change for c in compare(baseline, after).cases] == ["failing", "passing"]
 
 
-async def test_evals_of_different_cases_compare_their_totals_over_the_cases_in_both() -> None:
-    price = Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)  # a dollar a token
+def _writer_at_a_dollar_a_token() -> Executor:
+    """A hive of one writer who says hello, on a model at a dollar a token."""
+    price = Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)
     model = PricedModel(FunctionModel(lambda request: "hello"), price)
-    executor = Executor(
+    return Executor(
         [Role(name="writer")],
         model,
         aggregator="concat",
         planner=lambda task: [("writer", task)],
     )
+
+
+async def test_evals_of_different_cases_compare_their_totals_over_the_cases_in_both() -> None:
+    executor = _writer_at_a_dollar_a_token()
     greets = [Case(id="greet", task="Say hello.")]
     fails = [Case(id="fails", task="Say hello.", checks=[lambda answer, run: False])]
     every = await evaluate(executor, greets + fails)
@@ -152,14 +157,7 @@ async def test_evals_of_different_cases_compare_their_totals_over_the_cases_in_b
 
 
 async def test_cases_an_evals_budget_left_unrun_are_no_saving_against_a_baseline() -> None:
-    price = Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)  # a dollar a token
-    model = PricedModel(FunctionModel(lambda request: "hello"), price)
-    executor = Executor(
-        [Role(name="writer")],
-        model,
-        aggregator="concat",
-        planner=lambda task: [("writer", task)],
-    )
+    executor = _writer_at_a_dollar_a_token()
     cases = [Case(id=f"c{n}", task="Say hello.") for n in range(4)]
     every = await evaluate(executor, cases, concurrency=1)
     cut = await evaluate(executor, cases, concurrency=1, budget=EvalBudget(cost=every.cost / 2))
@@ -176,14 +174,7 @@ async def test_cases_an_evals_budget_left_unrun_are_no_saving_against_a_baseline
 
 
 async def test_more_runs_of_a_case_or_fewer_made_are_no_change_of_its_cost() -> None:
-    price = Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)  # a dollar a token
-    model = PricedModel(FunctionModel(lambda request: "hello"), price)
-    executor = Executor(
-        [Role(name="writer")],
-        model,
-        aggregator="concat",
-        planner=lambda task: [("writer", task)],
-    )
+    executor = _writer_at_a_dollar_a_token()
     cases = [Case(id=f"c{n}", task="Say hello.") for n in range(2)]
     once = await evaluate(executor, cases)
     twice = await evaluate(executor, cases, repeat=2)
