@@ -26,7 +26,7 @@ from runtime.models.cassette_lines import (
     read_lines,
 )
 from runtime.models.pricing import Price
-from runtime.secrets import masked
+from runtime.secrets import HeldText, masked
 
 __all__ = ["CassetteWriter"]
 
@@ -84,10 +84,12 @@ class CassetteWriter:
             self._append(renamed(msgspec.to_builtins(line), run, RUN))
 
     def call(self, recorded: Recorded) -> None:
-        """Record one call (the id of its run written :data:`RUN`)."""
+        """Record one call (the id of its run written :data:`RUN`; a secret its text
+        streamed split across pieces masked as it is whole)."""
         run = run_of(recorded.request)
         request = msgspec.structs.replace(recorded.request, conversation=None, timeout=None)
-        line = masked(msgspec.structs.replace(recorded, request=request))
+        pieces = None if recorded.pieces is None else _masked_pieces(recorded.pieces)
+        line = masked(msgspec.structs.replace(recorded, request=request, pieces=pieces))
         self._append(line if run is None else renamed(msgspec.to_builtins(line), run, RUN))
 
     def decided(self, decided: Decided, call: tuple[str | None, str, int, str]) -> None:
@@ -152,6 +154,18 @@ class CassetteWriter:
                 out.write(encoded)
         except OSError as exc:
             raise CassetteError(f"cannot write: {exc}", file=str(self.path)) from exc
+
+
+def _masked_pieces(pieces: tuple[str, ...]) -> tuple[str, ...]:
+    """The pieces a text streamed in, every secret masked as in the whole text, one
+    split across pieces too (a piece that could end in the start of one goes on with
+    the next, as a streamed call's text is shown: :class:`HeldText`)."""
+    kept: list[str] = []
+    held = HeldText(kept.append)
+    for piece in pieces:
+        held(piece)
+    held.flush()
+    return tuple(kept)
 
 
 def _names(lines: Iterable[Line]) -> Iterator[str | tuple[str, str]]:

@@ -12,7 +12,7 @@ import pytest
 from runtime.errors import CassetteError, CassetteMismatch, ModelError, ModelHTTPError
 from runtime.limits.spending import paid_by, payer
 from runtime.messages import AssistantMessage, ToolCall, ToolMessage, Usage, UserMessage
-from runtime.model import ModelRequest, ToolSchema
+from runtime.model import ModelRequest, ModelResponse, TextSink, ToolSchema
 from runtime.models.cassettes import Cassette, CassetteWriter
 from runtime.models.layers import cost_cap
 from runtime.models.layers.cassette import RecordingModel, ReplayModel, cassette, cassette_case
@@ -154,6 +154,25 @@ async def test_secrets_never_enter_a_cassette(tmp_path: Path) -> None:
     written = tape.read_text()
     assert "sk-live-0123456789abcdef" not in written
     assert "[api key hidden]" in written
+
+
+async def test_a_secret_streamed_across_pieces_never_enters_a_cassette(tmp_path: Path) -> None:
+    add_secret("sk-live-0123456789abcdef", "api key")
+    tape = tmp_path / "t.jsonl"
+
+    class Splitting(FunctionModel):
+        async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+            on_text("the key is sk-live-01234")  # a token at a time, the key in two
+            on_text("56789abcdef, kept")
+            return await self.complete(request)
+
+    model = Splitting(lambda request: "the key is sk-live-0123456789abcdef, kept")
+    await cassette(model, record=tape).stream(ask("key?"), [].append)  # type: ignore[attr-defined]
+    written = tape.read_text()
+    assert "sk-live-01234" not in written
+    replayed: list[str] = []
+    await cassette(echo(), replay=tape).stream(ask("key?"), replayed.append)  # type: ignore[attr-defined]
+    assert "".join(replayed) == "the key is [api key hidden], kept"
 
 
 async def test_a_replay_costs_what_the_recorded_model_charged(tmp_path: Path) -> None:
