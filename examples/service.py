@@ -56,7 +56,7 @@ from starlette.types import Receive, Scope, Send
 from honeycomb import Event, Executor, HoneycombError, RunResult, RunStream, Turn
 from honeycomb.errors import ConfigError, GuardrailTripped, SessionError
 from honeycomb.events import RunFinished
-from runtime import dump_value
+from honeycomb.messages import dump_value
 
 HIVE = Path(__file__).parent / "trip" / "hive.yaml"
 Busy = Literal["wait", "refuse"]

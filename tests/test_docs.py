@@ -221,6 +221,19 @@ def test_python_blocks_import_from_honeycomb_and_its_namespaces_alone() -> None:
     assert elsewhere == []
 
 
+def test_the_examples_python_files_import_from_honeycomb_and_its_namespaces_alone() -> None:
+    """An example is a program to copy: examples/service.py imported ``dump_value`` from
+    ``runtime``, which docs/api.md says programs never import."""
+    public = set(public_modules())
+    elsewhere = [
+        f"{path.relative_to(ROOT)}:{line}: {module}"
+        for path in sorted((ROOT / "examples").rglob("*.py"))
+        for line, module in imports_of(Block(path, 0, "python", path.read_text(), ""))
+        if module not in public and (module.startswith(".") or module.split(".")[0] in PACKAGES)
+    ]
+    assert elsewhere == []
+
+
 YAML_BLOCKS = of("yaml")
 
 
