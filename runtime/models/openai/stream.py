@@ -14,6 +14,8 @@ A piece that names its function with an id or a name other than those of the cal
 index holds, once that call's arguments are whole, starts a new call (Ollama numbers
 every call of a turn ``0``), so that no call is merged into another; arguments sent
 whole again, once they came in pieces, are not added twice.
+Only the first choice is read, as a whole answer's is (a request for several, ``n``,
+has theirs interleaved, each at its ``index``).
 Usage comes in a last chunk without choices (``stream_options.include_usage``); a
 stream that breaks off after the finish reason, before its usage or ``[DONE]`` (a
 server or proxy that closes the connection abruptly), has given its whole answer, which
@@ -192,6 +194,7 @@ class CompletionStream:
         self._usage: dict[str, Any] = {}
         self._named: str | None = None
         self._chunks = 0
+        self._choice: Any = None  # the index of the answer's choice, once one came
 
     def add(self, data: str) -> str:
         """Take one event's data; the text it adds to the answer ("" for none).
@@ -229,11 +232,10 @@ class CompletionStream:
         self._named = _text(chunk.get("model"), f"{where}.model") or self._named
         if chunk.get("usage") is not None:
             self._usage = _object(chunk["usage"], f"{where}.usage")
-        choices = _list(chunk.get("choices") or [], f"{where}.choices")
-        if not choices:
+        found = self._first_choice(_list(chunk.get("choices") or [], f"{where}.choices"), where)
+        if found is None:
             return ""
-        at = f"{where}.choices[0]"
-        choice = _object(choices[0], at)
+        at, choice = found
         self._finish = _text(choice.get("finish_reason"), f"{at}.finish_reason") or self._finish
         delta = _object(choice.get("delta") or {}, f"{at}.delta")
         reasoning = _text(delta.get("reasoning_content"), f"{at}.delta.reasoning_content")
@@ -251,6 +253,20 @@ class CompletionStream:
         if text:
             self._content.append(text)
         return text
+
+    def _first_choice(self, choices: list[Any], where: str) -> tuple[str, dict[str, Any]] | None:
+        """Where the answer's choice is among a chunk's ``choices``, and it (None: the
+        chunk has none of it). The answer is the first choice, as a whole answer's is:
+        the choices a request for several (``n`` in the settings) has are streamed each
+        at its ``index``, their pieces interleaved."""
+        for at, raw in enumerate(choices):
+            choice = _object(raw, f"{where}.choices[{at}]")
+            index = choice.get("index")
+            if self._choice is None:
+                self._choice = index  # a choice without an index is the answer's
+            if index is None or index == self._choice:
+                return f"{where}.choices[{at}]", choice
+        return None
 
     def _call_piece(self, item: Any, where: str) -> None:
         piece = _object(item, where)

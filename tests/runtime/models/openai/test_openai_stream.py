@@ -325,6 +325,36 @@ async def test_an_error_event_of_another_kind_is_not_retried(openai_server: Open
     assert len(openai_server.requests) == 1
 
 
+async def test_a_stream_of_several_choices_is_the_first_choices_answer(
+    openai_server: OpenAIServer,
+) -> None:
+    """A request for two choices (``n: 2``): the server interleaves them, each at its
+    index. The answer and the text shown are the first's, as a whole answer's are,
+    not the two choices' pieces run together."""
+
+    def chunk(index: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
+
+    call = {"index": 0, "id": "b1", "function": {"name": "look", "arguments": "{}"}}
+    chunks = [
+        chunk(0, {"role": "assistant", "content": "Oslo "}),
+        chunk(1, {"role": "assistant", "tool_calls": [call]}),
+        chunk(0, {"content": "is cold."}, "stop"),
+        chunk(1, {}, "tool_calls"),
+        {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 9}},
+    ]
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    openai_server.enqueue(Raw(200, content=body.encode(), media_type="text/event-stream"))
+    two = OpenAIModel("gpt-test", base_url=openai_server.base_url, settings={"n": 2})
+    shown: list[str] = []
+    response = await two.stream(REQUEST, shown.append)
+    assert openai_server.requests[0].body["n"] == 2
+    assert shown == ["Oslo ", "is cold."]
+    assert (response.message.content, response.message.tool_calls) == ("Oslo is cold.", ())
+    assert response.finish_reason == "stop"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (5, 9)
+
+
 # --- a server that ignores stream: true -------------------------------------------------
 
 
