@@ -408,6 +408,35 @@ def test_the_commands_a_page_shows_run(
             assert "did not succeed" not in out.out, out.out
 
 
+TRANSCRIPTS = [
+    b for b in of("text") if b.code.startswith("$ honeycomb ") and "--model offline" in b.code
+]
+
+
+@pytest.mark.parametrize("block", TRANSCRIPTS, ids=str)
+def test_a_terminal_session_a_page_shows_is_what_the_command_prints(
+    block: Block, folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run with what it shows typed (``you> ...``), it prints the lines it shows, one
+    after the other, but for figures and ids; a line ending ``...`` is as far as it
+    goes, and may be followed by lines it leaves out. The chat of docs/sessions.md
+    lacked the line that says a conversation starts."""
+    command, *shown = block.code.splitlines()
+    typed = [line.removeprefix("you> ") for line in shown if line.startswith("you> ")]
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(f"{line}\n" for line in typed)))
+    assert main(shlex.split(command.removeprefix("$ honeycomb "))) == 0
+    out = capsys.readouterr().out
+    printed = [s for s in unvarying(out).replace("you> ", "\n").splitlines() if s.strip()]
+    at, elided = 0, False
+    for line in (s for s in shown if s.strip() and not s.startswith("you> ")):
+        expected = unvarying(line.removesuffix(" ...")).strip()
+        found = next((i for i in range(at, len(printed)) if expected in printed[i]), None)
+        assert found is not None, f"{block}: not printed, or not in this order: {line!r}\n{out}"
+        left_out = printed[at:found]
+        assert elided or not left_out, f"{block}: printed before {line!r}: {left_out}"
+        at, elided = found + 1, line.endswith(" ...")
+
+
 def _awaits_at_top_level(code: str) -> bool:
     try:
         compile(code, "<block>", "exec")
