@@ -157,7 +157,8 @@ def _response(data: Any, model: str) -> ModelResponse:
     body = _object(data, "the body")
     choices = body.get("choices")
     if choices is None or choices == []:
-        raise ModelResponseError(f"model {model!r} returned no choices")
+        # What came instead (a proxy's or a loading server's JSON: {"detail": ...}).
+        raise ModelResponseError(f"model {model!r} returned no choices: {shown(body)}")
     choice = _object(_list(choices, "choices")[0], "choices[0]")
     finish = _text(choice.get("finish_reason"), "choices[0].finish_reason") or "stop"
     if finish in _FAILED or choice.get("error"):

@@ -105,6 +105,8 @@ def _response(data: Any, model: str) -> ModelResponse:
     texts: list[str] = []
     calls: list[ToolCall] = []
     reasoning: list[ReasoningItem] = []
+    if body.get("output") is None:  # what came instead: a proxy's JSON, {"detail": ...}
+        raise _Malformed(f"output is missing (or null), not a list, in {shown(body)}")
     for index, raw in enumerate(_list(body.get("output"), "output")):
         where = f"output[{index}]"
         item = _object(raw, where)

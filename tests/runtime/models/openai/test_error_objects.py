@@ -17,6 +17,7 @@ from runtime import (
     ModelRequest,
     ModelResponseError,
     OpenAIModel,
+    OpenAIResponsesModel,
     RetryPolicy,
     UserMessage,
 )
@@ -155,3 +156,22 @@ async def test_an_empty_error_beside_an_answer_leaves_it_the_answer(
     finally:
         await model.client.close()
     assert answer.message.content == "whole"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["one-shot", "streamed"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_json_that_is_no_answer_says_what_came(
+    openai_server: OpenAIServer, api: str, streamed: bool
+) -> None:
+    """A 200 whose JSON is neither an answer nor an error (a server still loading its
+    model, a proxy's own shape): the error shows it, not only that no choices came."""
+    openai_server.enqueue(Raw(200, body={"detail": "Model is loading"}))
+    kind = OpenAIModel if api == "chat" else OpenAIResponsesModel
+    model = kind("m", base_url=openai_server.base_url, retry=RetryPolicy(attempts=1))
+    call = model.stream(REQUEST, lambda piece: None) if streamed else model.complete(REQUEST)
+    try:
+        with pytest.raises(ModelResponseError) as caught:
+            await call
+    finally:
+        await model.client.close()
+    assert "'detail': 'Model is loading'" in str(caught.value)
