@@ -408,6 +408,21 @@ def test_the_commands_a_page_shows_run(
             assert "did not succeed" not in out.out, out.out
 
 
+@pytest.mark.parametrize(("example", "kept"), [("starter", "notes"), ("review", "reports")])
+def test_an_example_run_twice_keeps_what_each_run_saved(
+    example: str, kept: str, folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its README says the note (the report) lands in a folder: the second run's took
+    the name of the first's, a file named by the call's id, which the offline model
+    gives alike to a task's runs (and a local model numbers call_1 in every run)."""
+    shutil.copytree(ROOT / "examples" / example, folder / "here")
+    os.chdir(folder / "here")
+    for _ in range(2):
+        assert main(["run", "hive.yaml", "--plain"]) == 0
+    capsys.readouterr()
+    assert len(list(Path(kept).glob("*.md"))) == 2
+
+
 TRANSCRIPTS = [
     b for b in of("text") if b.code.startswith("$ honeycomb ") and "--model offline" in b.code
 ]

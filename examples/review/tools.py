@@ -87,6 +87,8 @@ async def save_report(title: str, body: str, ctx: ToolContext) -> str:
     """
     folder = anyio.Path(os.environ.get("HONEYCOMB_REPORTS", "reports"))
     await folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"review-{ctx.call_id}.md"
+    # Named by the call's idempotency key, not its id, which repeats from run to run
+    # (the offline model's for a task, a local model's call_1 ...): a report per call.
+    path = folder / f"review-{(ctx.idempotency_key or ctx.call_id)[-12:]}.md"
     await path.write_text(f"# {title.strip() or 'Review'}\n\n{body.strip()}\n", "utf-8")
     return str(await path.resolve())

@@ -63,6 +63,8 @@ async def save_note(title: str, body: str, ctx: ToolContext) -> str:
     folder = anyio.Path(os.environ.get("HONEYCOMB_NOTES", "notes"))
     await folder.mkdir(parents=True, exist_ok=True)
     slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40] or "note"
-    path = folder / f"{slug}-{ctx.call_id}.md"
+    # Named by the call's idempotency key, not its id, which repeats from run to run
+    # (the offline model's for a task, a local model's call_1 ...): a note per call.
+    path = folder / f"{slug}-{(ctx.idempotency_key or ctx.call_id)[-12:]}.md"
     await path.write_text(f"# {title.strip()}\n\n{body.strip()}\n", "utf-8")
     return str(await path.resolve())
