@@ -266,7 +266,7 @@ class AgentLoop:
             budget = self.budget
             if budget is not None:
                 # Before any of them runs; a terminal tool's result may be the answer.
-                read = not any(self._ends(call) for call in pending)
+                read = not (self.dispatcher.tools.ends and any(map(self._ends, pending)))
                 try:
                     await budget.reserve_tool_calls(len(pending), read=read)
                 except BudgetExceeded as exc:
@@ -508,6 +508,8 @@ class AgentLoop:
         return Continue(state=state)
 
     def _terminal(self, observations: tuple[ToolMessage, ...]) -> ToolMessage | None:
+        if not self.dispatcher.tools.ends:  # none of its tools ends its worker
+            return None
         for obs in observations:
             if self._ends(obs) and obs.status == "ok":
                 return obs

@@ -389,12 +389,13 @@ class ToolRegistry:
 
     Attributes:
         nests: Whether one of its tools runs nested workers (``Tool.nests``).
+        ends: Whether one of its tools is ``terminal`` (its result ends its worker).
     """
 
     def __init__(self, tools: Iterable[Tool[Any, Any] | Callable[..., Any]] = ()) -> None:
         self._tools: dict[str, Tool[Any, Any]] = {}
         self._schemas: tuple[ToolSchema, ...] | None = None
-        self.nests = False
+        self.nests = self.ends = False
         for t in tools:
             self.add(t)
 
@@ -411,6 +412,7 @@ class ToolRegistry:
         self._tools[t.name] = t
         self._schemas = None
         self.nests = self.nests or t.nests
+        self.ends = self.ends or t.terminal
         return t
 
     def resolve(self, ref: str) -> Tool[Any, Any]:
