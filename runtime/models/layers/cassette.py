@@ -28,7 +28,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import NoReturn, overload
 
-from runtime.errors import BudgetExceeded, ModelError
+from runtime.errors import BudgetExceeded, HoneycombError, ModelCallError, ModelError
 from runtime.limits.budget import attempting, retried, timed_out
 from runtime.limits.cut import RunCut
 from runtime.messages import AssistantMessage
@@ -70,7 +70,10 @@ class RecordingModel(WrapperModel):
     """``inner``, each of whose calls is appended to a cassette as it ends: the
     request, the answer (or the model error it failed with, once its retries were
     done, or the run's budget's refusal of a retry), the pieces of its text when
-    streamed, and its attempts that its endpoint did not answer in time.
+    streamed, and its attempts that its endpoint did not answer in time. An exception
+    of ``inner``'s own (a model of one's own, not a Honeycomb error) is raised and kept
+    as the :class:`~runtime.errors.ModelCallError` a run makes of it, naming ``inner``,
+    so that its replay fails alike.
 
     Args:
         inner: The model recorded.
@@ -116,6 +119,12 @@ class RecordingModel(WrapperModel):
             if any(cut.used is not None for cut in cuts):  # its run's (worker's) time ran out
                 self._keep(request, None, _streamed(pieces, on_text), before, cut=True)
             raise
+        except Exception as exc:  # the model's own (not Honeycomb's): named as the run does
+            if isinstance(exc, HoneycombError):
+                raise  # a failure of the run's, not the model's: the run says why
+            error = ModelCallError(self.inner, exc)
+            self._keep(request, None, _streamed(pieces, on_text), before, error)
+            raise error from exc
         self._keep(request, response, _streamed(pieces, on_text), before)
         return response
 

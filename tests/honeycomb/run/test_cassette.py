@@ -181,9 +181,9 @@ async def test_a_replayed_run_is_answered_as_recorded_where_its_texts_name_its_r
     assert replayed.usage == recorded.usage
 
 
-def failing_on_porto() -> FunctionModel:
+def failing_on_porto(error: Exception | None = None) -> FunctionModel:
     """Answers each worker, merges as the aggregator, and fails Porto's call once (an
-    endpoint down after its retries)."""
+    endpoint down after its retries; or with ``error``, a model of one's own's)."""
     failed: list[str] = []
 
     def answer(request: ModelRequest) -> str:
@@ -192,7 +192,7 @@ def failing_on_porto() -> FunctionModel:
             return "merged: " + " ".join(text.split()[-12:])
         if "Porto" in text and not failed:
             failed.append(text)
-            raise ModelHTTPError(503, "overloaded", retry_after=2.0, model="gpt-x")
+            raise error or ModelHTTPError(503, "overloaded", retry_after=2.0, model="gpt-x")
         return f"about {text.split()[-1]}"
 
     return FunctionModel(answer)
@@ -223,6 +223,30 @@ async def test_a_run_whose_worker_failed_on_its_model_replays_failing_alike(
     assert error.type == "ModelHTTPError"
     failure = next(call.error for call in Cassette(tape).calls if call.error is not None)
     assert failure.fields["retry_after"] == 2.0
+
+
+async def test_a_model_of_ones_own_that_raised_its_own_error_replays_failing_alike(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "failed.jsonl"
+    refused = ConnectionError("the endpoint refused the connection")
+
+    async def one(models: Model) -> RunResult:
+        roles = [Role(name="writer"), Role(name="merger", description="Merges")]
+        executor = Executor(
+            roles, models, aggregator="merger", policy=Policy(failure="best_effort")
+        )
+        return await executor.run("trip", subtasks=[("writer", "Lisbon"), ("writer", "Porto")])
+
+    recorded = await one(cassette(failing_on_porto(refused), record=tape))
+    replayed = await one(cassette(failing_on_porto(), replay=tape))
+    # Named as the model it is, not its recording: the merger is told alike replayed.
+    told = "FAILED ModelCallError: model FunctionModel('answer') raised ConnectionError: the"
+    assert told in recorded.answer_text
+    assert replayed.answer_text == recorded.answer_text
+    error = replayed.subtasks["s2"].error
+    assert error is not None
+    assert error.type == "ModelCallError"
 
 
 class TimingOut:
