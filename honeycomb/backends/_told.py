@@ -1,11 +1,13 @@
 """Which events of a worker on Ray the driver tells, and when: as one process tells
 them.
 
-In one process, a worker paused on calls waiting in the run store tells the decisions
-kept there (``approval.decided``) as it starts again, before any other worker's start;
-sent to an actor, it would tell them only once it runs there, after the pool started,
-it had room in an actor and its role was installed. The driver tells them as it sends
-the worker (:func:`decided_as_sent`), and passes on no event of a call's approval twice
+In one process, a worker starts (``worker.started``) once it has one of the run's
+``max_workers``, and one paused on calls waiting in the run store tells the decisions
+kept there (``approval.decided``) as it starts again. Sent to an actor, it starts once
+it has room there and its role is installed (the pool's start and the wait for room
+are not its time, in its span nor its timings): the driver tells its start, then those
+decisions, as it sends the worker (:class:`Begin`), not once it runs there (the actor's
+gate would tell them a second time), and passes on no event of a call's approval twice
 (:class:`Told`): neither the actor's telling of those, nor a later life's of what an
 earlier one told (a worker that moves to another actor asks again about a call its
 approver is deciding, and goes on with decisions it told before).
@@ -78,6 +80,31 @@ def decided_as_sent(worker: Worker, state: LoopState | None, told: Told) -> None
         )
         if told.first(event):
             tracer.emit(event)
+
+
+class Begin:
+    """A worker's start on Ray, told once, as one process tells it: its ``started``
+    (the scheduler's ``worker.started``), then the decisions kept in the run store that
+    it goes on with (:func:`decided_as_sent`)."""
+
+    def __init__(
+        self,
+        worker: Worker,
+        resume: LoopState | None,
+        told: Told,
+        started: Callable[[], None] | None,
+    ) -> None:
+        self._worker, self._resume, self._told = worker, resume, told
+        self._started = started
+        self._done = False
+
+    def __call__(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        if self._started is not None:
+            self._started()
+        decided_as_sent(self._worker, self._resume, self._told)
 
 
 _ENDS: dict[type[Event], type[Event]] = {

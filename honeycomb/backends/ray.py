@@ -40,7 +40,7 @@ from honeycomb.backends._setup import (
     start_ray,
 )
 from honeycomb.backends._standins import StoodFor
-from honeycomb.backends._told import Told, decided_as_sent
+from honeycomb.backends._told import Begin, Told
 from honeycomb.backends._warden import ward
 from honeycomb.backends._wire import (
     Pinned,
@@ -278,8 +278,11 @@ class RayBackend:
         resume: LoopState | None,
         conversation: str = "",
         keep: bool = True,
+        started: Callable[[], None] | None = None,
     ) -> WorkerResult:
-        """Run ``worker`` in an actor, its services served from here.
+        """Run ``worker`` in an actor, its services served from here; ``started`` is
+        called once it has room there, its role installed (the pool's start and its
+        wait for room are not its time).
 
         Returns the worker's result as :meth:`Worker.run` would; a worker whose actor
         died continues on another (stored run) or fails with :class:`WorkerLost`.
@@ -287,7 +290,7 @@ class RayBackend:
         import ray.exceptions
 
         told = Told()
-        decided_as_sent(worker, resume, told)  # as one process tells them, at its start
+        begin = Begin(worker, resume, told, started)
         with waiting_for_room():  # its worker_timeout_s counts what it does, not this
             await self.start()
         model, model_slots = _unlimited(worker.model)
@@ -336,6 +339,7 @@ class RayBackend:
                             ),
                             keep=keep,
                         )
+                        begin()  # once: a worker that moves on to another goes on
                         self._runs += 1
                         channel = actor.channel_here(self._channels)
                         return await link.follow(channel, f"w{self._runs}", spec)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
@@ -36,10 +36,13 @@ class Backend(Protocol):
         resume: LoopState | None,
         conversation: str = "",
         keep: bool = True,
+        started: Callable[[], None] | None = None,
     ) -> WorkerResult:
         """Run ``worker`` on ``task``, as ``worker.run`` would (its answer kept in its
         role's memory as it ends unless not ``keep``), its services (its budget, locks,
-        store ...) served from here."""
+        store ...) served from here. ``started`` is called as the worker starts, once
+        it has room (not while it waits for that: for the pool to start, room in it,
+        its role installed), and at most once: its span and timings begin then."""
         ...
 
 

@@ -31,6 +31,7 @@ committed, so the event never runs ahead of what a resume would find.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
@@ -114,6 +115,7 @@ class Scheduler:
         self._lost = sum(1 for o in self.outcomes.values() if _lost(o))
         self._fatal: BaseException | None = None  # what a worker's task raised (see run)
         self._paused: set[str] = set()  # waiting for decisions on their calls
+        self._began: dict[str, float] = {}  # when each started worker started
         self._idle = False  # some are paused, and nothing else can proceed
 
     async def run(self) -> dict[str, SubtaskResult]:
@@ -194,7 +196,6 @@ class Scheduler:
         limit = self.policy.worker_timeout_s
         # Its slot, which it leaves while its approver asks a person (runtime.limits.room).
         room = Room(self._slots) if self._slots is not None else None
-        started: float | None = None
         result: WorkerResult | None = None
         cut_off: list[InFlight] = []  # what it had under way as its time limit cut it off
         # One clock for the whole life: a pause for a decision (between two stretches
@@ -205,8 +206,6 @@ class Scheduler:
                 if room is not None:
                     await room.take()
                 try:
-                    if started is None:
-                        started = self._started_now(subtask)
                     running = self._running(subtask, worker, inputs, state)
                     if own is None:
                         result = await running
@@ -231,6 +230,7 @@ class Scheduler:
                     break
                 state = result.state
         except asyncio.CancelledError:
+            started = self._began.get(subtask.id)
             if started is not None:  # its end is the run's (it is stopped, or cancelled)
                 self._stopped_now(subtask, started)
             raise
@@ -241,7 +241,7 @@ class Scheduler:
             # Raised by run(), in the run's own task: out of a task of its own, asyncio
             # would let a KeyboardInterrupt or SystemExit escape its event loop.
             return
-        await self._ended(subtask, worker, result, started, cut_off)
+        await self._ended(subtask, worker, result, self._began.get(subtask.id), cut_off)
 
     async def _prepared(
         self, subtask: Subtask
@@ -317,12 +317,15 @@ class Scheduler:
                 )
             )
 
-    def _started_now(self, subtask: Subtask) -> float:
-        """When the subtask's worker starts (now), reported as an event."""
+    def _started_now(self, subtask: Subtask) -> None:
+        """The subtask's worker starts (now, the first time only: not again as it goes
+        on after a pause), reported as an event; :attr:`_began` keeps when."""
+        if subtask.id in self._began:
+            return
         ctx = self.context
         if ctx.tracer.enabled:
             ctx.tracer.emit(WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role))
-        return self.elapsed_s
+        self._began[subtask.id] = self.elapsed_s
 
     def _running(
         self,
@@ -331,16 +334,24 @@ class Scheduler:
         inputs: dict[str, str] | None,
         state: LoopState | None,
     ) -> Awaitable[WorkerResult]:
-        """The worker's run, from ``state`` if given, here or on the run's backend."""
+        """The worker's run, from ``state`` if given, here (it starts now) or on the run's
+        backend (it starts once the backend has room for it: not its wait for that)."""
         ctx = self.context
         backend = ctx.backend
         task, shown = subtask.instruction, ctx.shown_to(subtask.role)
         keep = not ctx.holds_answers  # else kept once the run's output guards pass them
         if backend is None:
+            self._started_now(subtask)
             running = worker.run(task, inputs=inputs, resume=state, conversation=shown, keep=keep)
         else:
             running = backend.run_worker(
-                worker, task, inputs=inputs, resume=state, conversation=shown, keep=keep
+                worker,
+                task,
+                inputs=inputs,
+                resume=state,
+                conversation=shown,
+                keep=keep,
+                started=functools.partial(self._started_now, subtask),
             )
         if in_clock() or (self._slots is None and in_room()):  # a sub-run's worker
             return _nested(running)

@@ -33,6 +33,7 @@ from honeycomb import (
 from honeycomb.backends import RayBackend
 from honeycomb.events import TextDelta, WorkerFinished
 from honeycomb.testing import FunctionModel
+from honeycomb.tracing import SpanRecorder, build_timeline
 from runtime import AssistantMessage, ModelRequest, ModelResponse, UserMessage
 from runtime.concurrency import TimedOut, within
 from runtime.model import TextSink
@@ -492,6 +493,39 @@ async def test_a_worker_waiting_for_room_in_an_actor_is_not_timed_out(
         pool.stop()
     assert {s.error for s in result.subtasks.values()} == {None}
     assert result.status == "ok"
+
+
+@pytest.mark.parametrize("where", ["local", "ray"])
+async def test_a_workers_span_begins_once_it_has_room_wherever_it_runs(
+    where: str, request: pytest.FixtureRequest
+) -> None:
+    """Two workers of 0.3 s, with room for one at a time (one of the run's
+    ``max_workers``, one actor's ``workers_per_actor``): the second begins as the first
+    ends. On Ray it was told started at once, waiting for the pool and then for the
+    first: its span took that wait too, and the timeline's figures (the workers' time,
+    the critical path, the speedup) were not the result's."""
+    pool = None
+    if where == "ray":
+        request.getfixturevalue("ray_session")
+        pool = RayBackend(actors=1, workers_per_actor=1, actor_cpus=0)
+    recorder = SpanRecorder()
+    ex = Executor(
+        [WORKER], FunctionModel(scripted), aggregator="concat", backend=pool,
+        policy=Policy(max_workers=1 if pool is None else 2),
+    )  # fmt: skip
+    calls = script([("echo", {"text": "done", "delay": 0.3})])
+    try:
+        result = await ex.run("t", subtasks=[("r", calls)] * 2, on_event=[recorder])
+    finally:
+        if pool is not None:
+            pool.stop()
+    first, second = sorted((s for s in recorder.spans if s.kind == "worker"), key=lambda s: s.start)
+    assert first.end <= second.start  # its span is not its wait for the first
+    s1, s2 = sorted(result.subtasks.values(), key=lambda s: s.started_s)
+    assert s1.started_s + s1.duration_s <= s2.started_s
+    timeline = build_timeline(recorder.spans, result.plan.subtasks)
+    assert timeline.sum_worker_s == pytest.approx(result.timings.sum_worker_s, abs=0.2)
+    assert timeline.critical_path_s == pytest.approx(result.timings.critical_path_s, abs=0.2)
 
 
 async def test_a_guard_that_cannot_be_sent_fails_its_roles_workers_naming_it(
