@@ -124,7 +124,8 @@ class Embedded(Line, frozen=True, kw_only=True, tag="embed"):
         texts: The texts embedded.
         vectors: One vector a text (none when the call failed).
         spent: What each of its attempts spent, in order.
-        error: What it failed with (None: it answered).
+        error: What it failed with (None: it answered; text: as a cassette recorded
+            it before it kept the error's class and fields).
         case: The eval case that asked (None: not in one).
     """
 
@@ -132,7 +133,7 @@ class Embedded(Line, frozen=True, kw_only=True, tag="embed"):
     texts: tuple[str, ...]
     vectors: tuple[tuple[float, ...], ...] = ()
     spent: tuple[AttemptSpent, ...] = ()
-    error: str | None = None
+    error: RecordedFailure | str | None = None
     case: str | None = None
 
 

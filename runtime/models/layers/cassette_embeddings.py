@@ -22,7 +22,7 @@ from runtime.errors import CassetteError, ModelError
 from runtime.limits.spending import Payer, paid_by, payer
 from runtime.messages import Usage
 from runtime.model import Model
-from runtime.models.cassette_errors import failure_of, memory_raised
+from runtime.models.cassette_errors import RecordedFailure, failure_of, memory_raised
 from runtime.models.cassettes import AttemptSpent, Cassette, CassetteWriter, Embedded, Searched
 from runtime.models.layers.cassette import RecordingModel, ReplayModel, current_case
 from runtime.models.pricing import Price
@@ -86,7 +86,7 @@ class RecordingEmbeddings:
             with paid_by(attempts):
                 vectors: Sequence[Sequence[float]] = await self.inner.embed(texts)
         except Exception as exc:  # its failure too: the replay fails alike, having spent alike
-            self._keep(texts, (), attempts, f"{type(exc).__name__}: {exc}")
+            self._keep(texts, (), attempts, failure_of(exc))
             raise
         if texts:
             self._keep(texts, vectors, attempts, None)
@@ -97,7 +97,7 @@ class RecordingEmbeddings:
         texts: Sequence[str],
         vectors: Sequence[Sequence[float]],
         attempts: _Attempts,
-        error: str | None,
+        error: RecordedFailure | None,
     ) -> None:
         self.writer.embedded(
             Embedded(
@@ -160,7 +160,9 @@ class ReplayEmbeddings:
         if recorded.error is not None:
             if who is not None:
                 who.check()  # a budget spent refused it when recorded (a retry of it)
-            raise ModelError(f"(as recorded) {recorded.error}")
+            if isinstance(recorded.error, str):  # recorded before its class was kept
+                raise ModelError(f"(as recorded) {recorded.error}")
+            raise memory_raised(recorded.error)  # what the memory's caller was told then
         return [list(vector) for vector in recorded.vectors]
 
 

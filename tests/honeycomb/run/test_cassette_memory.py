@@ -5,6 +5,7 @@ worker naming them; a cassette recorded without the embeddings is refused."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -13,9 +14,10 @@ import pytest
 from honeycomb import Executor, Policy, Role, RoleMemory, RunResult, SQLiteMemory
 from honeycomb.errors import CassetteError, RunFailed
 from honeycomb.events import MemoryEmbedded, MemoryRecalled
-from honeycomb.models import Cassette, OpenAIEmbeddings, Price, cassette
-from honeycomb.testing import FunctionModel
+from honeycomb.models import Cassette, Model, OpenAIEmbeddings, Price, cassette
+from honeycomb.testing import FunctionModel, ScriptedModel, call
 from runtime import Event, ModelRequest
+from runtime.errors import ModelHTTPError
 from tests.support.openai_server import OpenAIServer
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -137,3 +139,36 @@ async def test_a_cassette_recorded_without_the_memorys_embeddings_is_refused(
         f"{old}: the run's memory embeds with 'embed-small', whose calls the cassette did "
         "not record (its embeddings: none): record it again"
     )
+
+
+class FailingOnPorto:
+    """Embeddings whose endpoint is down for any text of Porto."""
+
+    name = "embed-small"
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if any("Porto" in text for text in texts):
+            raise ModelHTTPError(503, "overloaded", model=self.name)
+        return [[1.0, float(len(text))] for text in texts]
+
+
+async def test_a_note_its_embeddings_failed_to_keep_fails_alike_replayed(tmp_path: Path) -> None:
+    tape = tmp_path / "trip.jsonl"
+    keeper = Role(name="keeper", memory=RoleMemory(recall=0, remember=True))
+
+    async def one(models: dict[str, Model], folder: str) -> RunResult:
+        memory = SQLiteMemory(tmp_path / folder / "memory.db", embeddings=FailingOnPorto())
+        executor = Executor([keeper], models, memory=memory, aggregator="concat")
+        return await executor.run("trip", subtasks=[("keeper", "Porto")])
+
+    script = [call("remember", {"text": "Porto trains leave from Campanha"}), "noted"]
+    await one(cassette({"default": ScriptedModel(script)}, record=tape), "recorded")
+    told = next(c.request.messages[-1].content for c in Cassette(tape).calls[1:])
+    assert told == (
+        "Error: tool 'remember' raised ModelHTTPError: HTTP 503 from model 'embed-small': "
+        "overloaded"
+    )
+    # The model is told of the failure as when recorded: its next call is answered.
+    replayed = await one(cassette({"default": None}, replay=tape), "replayed")
+    assert replayed.status == "ok"
+    assert replayed.answer_text.endswith("noted")

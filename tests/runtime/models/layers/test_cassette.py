@@ -287,8 +287,9 @@ async def test_embeddings_are_replayed_with_their_vectors_spending_and_failures(
     assert replaying.price == inner.price  # a budget in dollars counts them alike
     with paid_by(replayed):
         assert await replaying.embed(["Lisbon trams", "at 2026-12-03T08:00:00Z"]) == vectors
-        with pytest.raises(ModelError, match=r"\(as recorded\) ModelHTTPError: "):
+        with pytest.raises(ModelHTTPError) as failed:  # as its caller was told then
             await replaying.embed(["the endpoint is down"])
+    assert (failed.value.status, failed.value.model) == (503, "embed-small:4")
     assert replayed.told == recorded.told
     assert len(replayed.told) == 3
     assert inner.calls == 2  # the replay called nothing
@@ -301,3 +302,15 @@ async def test_embeddings_are_replayed_with_their_vectors_spending_and_failures(
     )
     with pytest.raises(CassetteError, match="its embeddings: 'embed-small:4'"):
         ReplayEmbeddings(Cassette(tape), "embed-large")
+
+
+async def test_an_embeddings_failure_a_cassette_kept_as_text_replays_as_before(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "t.jsonl"  # as recorded before a failure's class was kept
+    embed = {"kind": "embed", "embeddings": "e", "texts": ["down"], "error": "ModelTimeout: 5s"}
+    tape.write_text(
+        HEADER + '{"kind": "embeddings", "name": "e"}\n' + msgspec.json.encode(embed).decode()
+    )
+    with pytest.raises(ModelError, match=r"^\(as recorded\) ModelTimeout: 5s$"):
+        await ReplayEmbeddings(Cassette(tape), "e").embed(["down"])
