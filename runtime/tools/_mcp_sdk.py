@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from contextvars import ContextVar
 from typing import Any
+from urllib.request import getproxies
 
 import anyio
 import httpx2
@@ -238,8 +239,9 @@ async def connect(
             headers=dict(headers),
             timeout=_HTTP_TIMEOUT,
             # Watched where no proxy of the environment's (HTTP_PROXY ...) takes it: a
-            # transport given would have the client take none.
-            mounts={"all://": _Watched()},
+            # transport given would have the client take none, and a mount for every
+            # URL would stand in ALL_PROXY's place.
+            mounts={} if getproxies().get("all") else {"all://": _Watched()},
             event_hooks={
                 "request": [_answer_untimed, bound.saw],
                 "response": [refused.note, bound.forgot, bound.hold],

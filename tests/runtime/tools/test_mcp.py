@@ -411,18 +411,22 @@ async def test_a_call_no_connection_could_take_was_not_run_and_is_told_so() -> N
     )
 
 
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY"])
 async def test_a_streamable_http_server_is_reached_through_the_environment_s_proxy(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, variable: str
 ) -> None:
-    """The proxy ``HTTP_PROXY`` names is what a connection goes through, as the SDK's
-    own client does: here nothing listens there, so the server cannot be reached."""
+    """The proxy ``HTTP_PROXY`` (or ``ALL_PROXY``) names is what a connection goes
+    through, as the SDK's own client does: here nothing listens there, so the server
+    cannot be reached. (The transport that tells a call never sent was mounted for
+    every URL, in ALL_PROXY's place: that proxy went unused.)"""
     with socket.socket() as spare:  # a port nothing listens on
         spare.bind(("127.0.0.1", 0))
         proxy = f"http://127.0.0.1:{spare.getsockname()[1]}"
     with http_test_server("s3cret") as url:
-        monkeypatch.setenv("HTTP_PROXY", proxy)
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
+        for name in ("HTTP_PROXY", "ALL_PROXY", "NO_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+            monkeypatch.delenv(name.lower(), raising=False)
+        monkeypatch.setenv(variable, proxy)
         web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
         async with running(web) as run:
             with pytest.raises(ModelRetry) as through_it:
