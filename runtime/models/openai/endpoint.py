@@ -436,8 +436,8 @@ class OpenAIEndpoint(abc.ABC):
             # The raw body, parsed here: the SDK's lenient parsing lets malformed
             # answers through as objects with missing or wrong-typed attributes.
             raw = await self._send(params)
-            body = await read_body(raw.http_response)
-        response = self._parse(body)
+            with _accepted():  # answered 200: a body cut off or unreadable was billed
+                response = self._parse(await read_body(raw.http_response))
         self._observe(raw.headers, response)
         return response
 
@@ -638,11 +638,11 @@ _KEY = "api key"
 
 @contextlib.contextmanager
 def _accepted() -> Iterator[None]:
-    """The block reads the stream of an attempt its endpoint accepted (it answered
-    200): one that breaks off, ends before its answer did or sends what cannot be read
-    had its prompt read, and is billed for it as an attempt its timeout cut off is
-    (:func:`timed_out`; a timeout the call's bound counts, and the prompt of a call
-    that streamed text counts with that text)."""
+    """The block reads the answer (one body, or a stream) to an attempt its endpoint
+    accepted (it answered 200): one that breaks off, ends before its answer did or
+    sends what cannot be read had its prompt read, and is billed for it as an attempt
+    its timeout cut off is (:func:`timed_out`; a timeout the call's bound counts, and
+    the prompt of a call that streamed text counts with that text)."""
     try:
         yield
     except (ModelConnectionError, ModelResponseError):

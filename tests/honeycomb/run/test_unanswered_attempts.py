@@ -17,7 +17,7 @@ from runtime.events import ModelCallFinished
 from runtime.model import TextSink, WrapperModel, call_model
 from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.models.pricing import Price, PricedModel
-from tests.support.openai_server import OpenAIServer, Reply, text
+from tests.support.openai_server import OpenAIServer, Raw, Reply, text
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -173,3 +173,30 @@ async def test_a_stream_cut_after_its_200_before_any_text_counts_that_attempts_p
     assert stream.result.subtasks["s1"].worker.usage == usage
     (finished,) = [e for e in events if isinstance(e, ModelCallFinished)]
     assert (finished.status, finished.attempts, finished.input_tokens) == ("ok", 2, 11 + prompt)
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        Raw(200, content=b'{"id": "x", "choices": [{"mess'),
+        Raw(200, content=b"<html>Bad gateway</html>", media_type="text/html"),
+    ],
+    ids=["cut-off", "html"],
+)
+async def test_a_one_shot_answer_that_cannot_be_read_counts_that_attempts_prompt(
+    server: OpenAIServer, first: Raw
+) -> None:
+    """A 200 whose body is cut off (or a proxy's page), retried: the endpoint took the
+    request and billed it, as for a stream that broke off before its answer."""
+    server.enqueue(first, Reply(content="done", prompt_tokens=11))
+    model = OpenAIModel("gpt-test", base_url=server.base_url, timeout=TIMEOUT, retry=TWICE)
+    seen = Seen(model)
+    try:
+        result = await executor(seen).run("t", subtasks=[("w", "Write about bees.")])
+    finally:
+        await model.client.close()
+    assert len(server.requests) == 2
+    prompt = prompt_tokens(seen.requests[0])
+    usage = result.usage
+    assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (1, 11 + prompt, 7)
+    assert usage.cost == pytest.approx(PRICE.of(11 + prompt, 7))
