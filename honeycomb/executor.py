@@ -244,18 +244,21 @@ class Executor:
     async def __aenter__(self) -> Self:
         """Share the MCP servers and the models' own servers (llama.cpp) between the
         runs of the block (none starts yet), and so those of the hives its roles call
-        as tools between their sub-runs (each started a server of its own a call)."""
-        await self.shared.crew.mcp.open()
-        try:
-            if self._held is None:
+        as tools between their sub-runs (each started a server of its own a call).
+        Blocks open at once (a service's handlers, each ``async with executor``) share
+        them, let go of as the last ends."""
+        if not self._blocks:
+            mcp = self.shared.crew.mcp
+            await mcp.open()
+            try:
                 async with AsyncExitStack() as stack:  # let go again if one cannot be held
                     await stack.enter_async_context(held(self.shared.crew.models.values()))
                     for sub in {id(sub): sub for _, sub in self._called()}.values():
                         await stack.enter_async_context(sub)
                     self._held = stack.pop_all()
-        except BaseException:
-            await self.shared.crew.mcp.close()  # this block's hold on its servers
-            raise
+            except BaseException:
+                await mcp.close()
+                raise
         self._blocks += 1
         return self
 
@@ -265,12 +268,8 @@ class Executor:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        """End a block: the last one open lets go of everything (:meth:`aclose`); the
-        others' runs go on with what it holds."""
-        self._blocks = max(0, self._blocks - 1)
-        if self._blocks:
-            await self.shared.crew.mcp.close()
-        else:
+        self._blocks -= 1
+        if not self._blocks:
             await self.aclose()
 
     async def aclose(self) -> None:

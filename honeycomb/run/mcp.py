@@ -41,7 +41,6 @@ class McpTools:
     def __init__(self, servers: Sequence[McpServer]) -> None:
         self.servers = {s.name: s for s in servers}
         self._host: McpServers | None = None
-        self._blocks = 0  # the Executor's blocks open: the servers stop as the last ends
         self._tools: dict[str, dict[str, Tool[..., Any]]] = {}
         self._unfit: dict[str, dict[str, str]] = {}  # tools no model can be offered, why
 
@@ -63,21 +62,15 @@ class McpTools:
         )
 
     async def open(self) -> None:
-        """Hold the servers for every run until the :meth:`close` of the last block
-        open (none starts yet): blocks of one Executor at once (a service's handlers,
-        each ``async with executor``) share them."""
-        self._blocks += 1
+        """Hold the servers for every run until :meth:`close` (none starts yet): the
+        Executor does, for its blocks (a service's handlers may each open one)."""
         if self.servers and self._host is None:
             host = McpServers(self.servers.values())
             await host.__aenter__()
             self._host = host
 
     async def close(self) -> None:
-        """End a block: the last one open (or a close outside any) stops every server
-        that started (each process ends); the others' runs go on with them."""
-        self._blocks = max(0, self._blocks - 1)
-        if self._blocks:
-            return
+        """Stop every server that started (each process ends)."""
         host, self._host = self._host, None
         if host is not None:
             await host.__aexit__(None, None, None)
