@@ -6,7 +6,9 @@ A streamed answer (:class:`ResponseStream`) is a series of typed events: its tex
 comes in ``response.output_text.delta`` events (and a refusal's in
 ``response.refusal.delta``), and the whole response, read as a one-shot body is, in the
 last one (``response.completed``, ``response.incomplete`` or ``response.failed``); an
-``error`` event is the endpoint's error.
+``error`` event is the endpoint's error. A last event whose response has no output
+(some proxies and gateways send ``output: []``) is given the items the stream sent
+whole (``response.output_item.done``), else the text it streamed.
 
 The answer is a list of output items: ``message`` items (their ``output_text`` parts
 are the text), ``function_call`` items (keyed by ``call_id``), and ``reasoning`` items,
@@ -205,6 +207,9 @@ _TEXT_EVENTS = frozenset({"response.output_text.delta", "response.refusal.delta"
 _LAST_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 """The events that end a streamed answer, the whole response in them."""
 
+_ITEM_DONE = "response.output_item.done"
+"""The event that gives one output item whole, at its ``output_index``."""
+
 
 class ResponseStream:
     """One streamed Responses API answer of ``model``: :meth:`add` each event's data,
@@ -219,6 +224,8 @@ class ResponseStream:
         self.done = False
         self._last: dict[str, Any] | None = None
         self._events = 0
+        self._items: dict[int, Any] = {}  # each output item given whole, by its index
+        self._text: list[str] = []
 
     @property
     def finished(self) -> bool:
@@ -242,8 +249,14 @@ class ResponseStream:
             if kind == "error":
                 raise answered_error(event, self.model, "sent an error in its stream")
             if kind in _TEXT_EVENTS:
-                return _text(event.get("delta"), f"{where}.delta") or ""
-            if kind in _LAST_EVENTS:
+                piece = _text(event.get("delta"), f"{where}.delta") or ""
+                self._text.append(piece)
+                return piece
+            if kind == _ITEM_DONE:
+                index = event.get("output_index")
+                at = index if isinstance(index, int) else len(self._items)
+                self._items[at] = _object(event.get("item"), f"{where}.item")
+            elif kind in _LAST_EVENTS:
                 self._last = _object(event.get("response"), f"{where}.response")
                 self.done = True
         except _Malformed as exc:
@@ -266,4 +279,17 @@ class ResponseStream:
                 f"response.completed in {self._events} events)",
                 retryable=True,
             )
-        return _parsed(self._last, self.model)
+        return _parsed(self._whole(self._last), self.model)
+
+    def _whole(self, last: dict[str, Any]) -> dict[str, Any]:
+        """The last event's response, with the output the stream gave where it has none
+        (``output: []`` or none at all, as some proxies and gateways end a stream whose
+        items came whole in ``response.output_item.done``, or only as text)."""
+        if last.get("output") or last.get("status") == "failed":
+            return last
+        if self._items:
+            return {**last, "output": [self._items[i] for i in sorted(self._items)]}
+        if self._text:
+            text = {"type": "output_text", "text": "".join(self._text)}
+            return {**last, "output": [{"type": "message", "content": [text]}]}
+        return last

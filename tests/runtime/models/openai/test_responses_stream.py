@@ -168,3 +168,41 @@ async def test_a_run_on_the_responses_api_streams_its_workers_text(
     assert run.result is not None
     assert run.result.status == "ok"
     assert deltas == ["bees ", "dance ", "to ", "say ", "where"]
+
+
+def ended(**response: Any) -> dict[str, Any]:
+    """The last event, its response as a proxy that leaves its output out sends it."""
+    return {"type": "response.completed", "response": {"status": "completed", **response}}
+
+
+async def test_a_last_event_without_output_is_given_the_items_the_stream_sent(
+    openai_server: OpenAIServer,
+) -> None:
+    """Gateways that put another API behind the Responses API (and ChatGPT's own, to
+    some clients) end the stream with ``output: []``, its items sent whole in
+    ``response.output_item.done`` events: the answer is those, not an empty one."""
+    said = {"type": "message", "role": "assistant",
+            "content": [{"type": "output_text", "text": "Let me look."}]}  # fmt: skip
+    call = {"type": "function_call", "call_id": "call_1", "name": "look", "arguments": "{}"}
+    openai_server.enqueue(
+        events(
+            delta("Let me look."),
+            {"type": "response.output_item.done", "output_index": 1, "item": call},
+            {"type": "response.output_item.done", "output_index": 0, "item": said},
+            ended(output=[], usage={"input_tokens": 12, "output_tokens": 5}),
+        )
+    )
+    response = await model(openai_server).stream(REQUEST, lambda piece: None)
+    assert response.message.content == "Let me look."
+    assert [(c.id, c.name) for c in response.message.tool_calls] == [("call_1", "look")]
+    assert (response.finish_reason, response.usage.input_tokens) == ("tool_calls", 12)
+
+
+async def test_a_last_event_without_output_or_items_is_the_text_streamed(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.enqueue(events(delta("Hello "), delta("there."), ended()))
+    shown: list[str] = []
+    response = await model(openai_server).stream(REQUEST, shown.append)
+    assert response.message.content == "".join(shown) == "Hello there."
+    assert response.usage.output_tokens > 0  # none reported: the estimate
