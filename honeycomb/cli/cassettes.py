@@ -52,8 +52,9 @@ def cassette_models(
     hives it calls as tools too, each named ``TOOL/NAME`` there. It says on standard
     error which, unless the run prints JSON. On Ray too: the cassette stays in this
     process, and each call the actors record is appended to it there. A run that
-    continues a stored one (``args.continues``: ``honeycomb resume``) goes on in
-    ``--record``'s cassette, after what its earlier lives recorded there.
+    continues a stored one (``args.continues``: ``honeycomb resume``, a ``--run-id``
+    the store keeps) goes on in ``--record``'s cassette, after what its earlier lives
+    recorded there.
 
     Raises:
         CassetteError: when the file cannot be written or read, or, replaying, does not

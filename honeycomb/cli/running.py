@@ -333,6 +333,7 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     try:
         backend = chosen_backend(hive.backend, args)
         model = model_of(args, hive)
+        args.continues = getattr(args, "continues", False) or _kept_already(hive, args)
         models = cassette_models(hive, model, args)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
@@ -359,6 +360,26 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     # (Ray's driver, which prints what its cluster reports) goes to standard error.
     with contextlib.redirect_stdout(sys.stderr):
         return run_on_loop(run)
+
+
+def _kept_already(hive: Hive, args: argparse.Namespace) -> bool:
+    """Whether ``--run-id`` names a run the store keeps, which this command continues
+    (or shows, ended), so that ``--record`` goes on in the cassette of its earlier
+    lives rather than start it anew. A store that cannot be read keeps none here: the
+    run says why as it opens it."""
+    where = store_of(hive, args)
+    if args.run_id is None or where is None or getattr(args, "record", None) is None:
+        return False
+    try:
+        store = hive_store(hive, where)
+    except ConfigError:
+        return False
+    try:
+        return store.find(args.run_id) is not None
+    except StoreError:
+        return False
+    finally:
+        store.close()
 
 
 def model_of(args: argparse.Namespace, hive: Hive) -> Model | None:

@@ -146,3 +146,24 @@ def test_a_run_that_waited_recorded_through_resume_replays_decided_without_waiti
     sent = sorted(fast_demo.glob("*.md"))
     assert len(sent) == 2
     assert all(path.read_text().startswith("# Edited\n\nshort\n") for path in sent)
+
+
+def test_a_run_its_run_id_continues_goes_on_in_its_cassette(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo = ["demo", "--approve", "--plain", "--latency", "0", "--record", "demo.jsonl"]
+    assert main([*demo, "--run-id", "trip-1"]) == 3  # it waits for a person
+    approve = re.search(
+        r"honeycomb (approve \S+ \S+ --worker \S+ --turn \d+)", capsys.readouterr().out
+    )
+    assert approve is not None
+    assert main(approve.group(1).split()) == 0
+    recorded = len(Cassette("demo.jsonl").calls)
+    # Continued by its --run-id, as resume continues it: the first life's calls stay.
+    assert main([*demo, "--run-id", "trip-1"]) == 0
+    assert "continuing the model calls in demo.jsonl" in capsys.readouterr().err
+    assert len(Cassette("demo.jsonl").calls) > recorded
+    assert main([*demo, "--run-id", "trip-1"]) == 0  # ended: shown, and its calls kept
+    capsys.readouterr()
+    replay = ["demo", "--approve", "--plain", "--latency", "0", "--replay", "demo.jsonl"]
+    assert main([*replay, "--no-store"]) == 0, capsys.readouterr().out
