@@ -29,6 +29,7 @@ from runtime.tools.layers.base import (
     ToolLayer,
     admit_rest,
 )
+from runtime.tools.layers.journal import journal_answer
 
 __all__ = ["ArgumentGuards", "CallGuard"]
 
@@ -91,12 +92,12 @@ class ArgumentGuards(ToolLayer):
         asked a person about it (None: none): the guards' (or the error of a call that
         needed no approval, which the journal would answer alike)."""
         turn, asked = call.turn, call.call
-        entry = self.journal.recorded(turn, asked.id) if self.journal is not None else None
-        if entry is None or entry.status != "error" or entry.tool != asked.name:
+        answer = journal_answer(self.journal, turn, asked) if self.journal is not None else None
+        if answer is None or answer.status != "error":
             return None
         if self.asked is not None and self.asked.recorded(turn, asked.id) is not None:
             return None  # it passed before a person was asked (an edit's refusal is theirs)
-        return Outcome(status="error", content=entry.content, error=entry.content, ran=False)
+        return answer
 
     def _judged(self, call: Prepared) -> bool:
         """Whether the run's record shows the guards judged ``call`` before (the journal
