@@ -62,7 +62,6 @@ from runtime import (
 )
 from runtime.errors import did_you_mean
 from runtime.model import missing_key
-from runtime.secrets import masked
 from runtime.text import valid_text
 from workers import Approvals
 
@@ -634,10 +633,11 @@ def _of_another_run(store: RunStore, run_id: str, hive: Hive, task: str) -> str 
             f"not {hive.file}: show or continue it with {continues}, or give this run a new "
             "--run-id"
         )
-    if masked(stored.task) != masked(store.kept(task)):  # as the run compares them
+    other = store.another_task(stored.task, task)
+    if other is not None:
         return (
             f"run {run_id!r} in {store.where} was started with another task "
-            f"({masked(stored.task)[:60]!r}): show or continue it with {continues}, or give "
+            f"({other[:60]!r}): show or continue it with {continues}, or give "
             "this run a new --run-id"
         )
     return None

@@ -62,7 +62,6 @@ from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import HeldText
 from runtime.limits.cut import RunCut, run_cut
 from runtime.limits.retry_policy import wall_time_ends
-from runtime.secrets import masked
 from workers.guards import GuardKind, GuardRunner, Judge, Refusal, tripped
 
 if TYPE_CHECKING:
@@ -333,13 +332,11 @@ class Run:
 
         stored = await record.store.load(self.run_id) if resumable else None
         if stored is not None:
-            # Both as the store keeps them now: a secret learned since the run was
-            # stored is in its task in the clear there.
-            kept = masked(stored.task)
-            if kept != masked(record.store.kept(self.task)):
+            other = record.store.another_task(stored.task, self.task)
+            if other is not None:
                 raise ConfigError(
                     f"run {self.run_id!r} in {record.store.where} was started with another "
-                    f"task ({kept[:60]!r}); resume it with its own task, or use a new run_id"
+                    f"task ({other[:60]!r}); resume it with its own task, or use a new run_id"
                 )
             done = stored_result(stored)
             if done is not None:

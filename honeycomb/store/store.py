@@ -56,6 +56,7 @@ from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import ConfigError, StoreError
 from runtime.config.stores import url_schema
+from runtime.secrets import masked
 from runtime.tools.approvals import ApprovalEntry
 
 __all__ = [
@@ -141,6 +142,13 @@ class RunStore:
         """``text`` as the store keeps it, and gives it back: with lone surrogates
         replaced by U+FFFD, and on PostgreSQL, whose text holds no NUL, each NUL too."""
         return self._database.kept(text)
+
+    def another_task(self, stored: str, task: str) -> str | None:
+        """The task ``stored`` (a run's as this store keeps it), masked, when ``task`` is
+        another; None when it is the same. Both as the store keeps them now: a secret
+        learned since the run was stored is in its task in the clear there."""
+        kept = masked(stored)
+        return kept if kept != masked(self.kept(task)) else None
 
     @property
     def name(self) -> str:
