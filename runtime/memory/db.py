@@ -73,12 +73,12 @@ SCHEMA = (
         text, content='memories', content_rowid='seq',
         tokenize='porter unicode61 remove_diacritics 2'
     )""",
-    """CREATE TRIGGER IF NOT EXISTS memory_indexed AFTER INSERT ON memories BEGIN
-        INSERT INTO memory_text (rowid, text) VALUES (new.seq, honeycomb_indexed_text(new.text));
+    f"""CREATE TRIGGER IF NOT EXISTS memory_indexed AFTER INSERT ON memories BEGIN
+        INSERT INTO memory_text (rowid, text) VALUES (new.seq, {INDEXED}(new.text));
     END""",
-    """CREATE TRIGGER IF NOT EXISTS memory_unindexed AFTER DELETE ON memories BEGIN
+    f"""CREATE TRIGGER IF NOT EXISTS memory_unindexed AFTER DELETE ON memories BEGIN
         INSERT INTO memory_text (memory_text, rowid, text)
-            VALUES ('delete', old.seq, honeycomb_indexed_text(old.text));
+            VALUES ('delete', old.seq, {INDEXED}(old.text));
     END""",
     "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     f"PRAGMA application_id = {APPLICATION_ID}",
@@ -88,7 +88,7 @@ REINDEX = (
     "DROP TRIGGER memory_indexed",
     "DROP TRIGGER memory_unindexed",
     "INSERT INTO memory_text (memory_text) VALUES ('delete-all')",
-    "INSERT INTO memory_text (rowid, text) SELECT seq, honeycomb_indexed_text(text) FROM memories",
+    f"INSERT INTO memory_text (rowid, text) SELECT seq, {INDEXED}(text) FROM memories",
 )
 """What makes a file of schema 1 one of 2 (with :data:`SCHEMA` after it): its words
 indexed anew, as the triggers of 2 index them."""

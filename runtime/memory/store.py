@@ -189,8 +189,10 @@ def _terms(word: str, match: Literal["any", "all"]) -> list[str]:
         return [word]
     terms: list[str] = []
     for part in re.split(f"({_CJK}+)", word):
-        if not part or re.match(_CJK, part) is None:
-            terms += [part] if part else []
+        if not part:
+            continue
+        if re.match(_CJK, part) is None:
+            terms.append(part)
         elif match == "all" or len(part) == 1:
             terms += list(part)
         else:
