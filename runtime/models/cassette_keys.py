@@ -6,6 +6,7 @@ with a time of day, the folder the run worked in (:data:`CWD`), the run's id
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
@@ -112,10 +113,27 @@ def _cwd() -> bytes | None:
     return msgspec.json.encode(str(folder))[1:-1] if len(folder.parts) > 1 else None
 
 
+_NAME = rb"\w.~\-\x80-\xff"
+"""The bytes of a name in a path: what a folder is not followed nor preceded by, where
+it stands whole (UTF-8's of any script included)."""
+
+
+@functools.cache
+def _whole(folder: bytes) -> re.Pattern[bytes]:
+    """Where ``folder`` stands whole in JSON: not the start of a longer name (``/app``
+    in ``/apple``) nor the end of one (``/app`` in ``example.com/app``), though after
+    an escape (a line's end, ``\\n/app``)."""
+    before = rb"(?:(?<![" + _NAME + rb"])|(?<=\\[bfnrt]))"
+    return re.compile(before + re.escape(folder) + rb"(?![" + _NAME + rb"])")
+
+
 def here(encoded: bytes) -> bytes:
-    """JSON with the current folder written :data:`CWD`."""
+    """JSON with the current folder written :data:`CWD`, where it stands whole (a path
+    under it, or itself; not a longer name it begins, as ``/app`` begins ``/apple``)."""
     folder = _cwd()
-    return encoded.replace(folder, CWD) if folder is not None and folder in encoded else encoded
+    if folder is None or folder not in encoded:
+        return encoded
+    return _whole(folder).sub(CWD, encoded)
 
 
 def there(encoded: bytes) -> bytes:

@@ -314,3 +314,23 @@ async def test_an_embeddings_failure_a_cassette_kept_as_text_replays_as_before(
     )
     with pytest.raises(ModelError, match=r"^\(as recorded\) ModelTimeout: 5s$"):
         await ReplayEmbeddings(Cassette(tape), "e").embed(["down"])
+
+
+async def test_the_run_folder_is_written_as_cwd_only_where_it_stands_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "ci").mkdir()
+    tape, app = tmp_path / "t.jsonl", tmp_path / "app"
+    said = f"see {app}/notes.md,\n{app}/a.md and {app}, not {app}le/x nor example.com{app}/x"
+    monkeypatch.chdir(app)
+    await cassette(FunctionModel(lambda request: said), record=tape).complete(ask("where?"))
+    written = tape.read_text()
+    assert "see <cwd>/notes.md,\\n<cwd>/a.md and <cwd>, not " in written
+    assert f"not {app}le/x nor example.com{app}/x" in written
+    monkeypatch.chdir(tmp_path / "ci")  # replayed in another clone
+    replayed = await cassette(echo(), replay=tape).complete(ask("where?"))
+    ci = tmp_path / "ci"
+    assert replayed.message.content == (
+        f"see {ci}/notes.md,\n{ci}/a.md and {ci}, not {app}le/x nor example.com{app}/x"
+    )
