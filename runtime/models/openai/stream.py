@@ -25,7 +25,9 @@ The assembled answer is read by the parser of non-streamed completions, so a
 streamed answer is checked, and its tool calls given ids where the server sent none,
 exactly as a whole one is. A stream that ends before a ``finish_reason`` is an
 answer cut off, worth a retry (if nothing of it was shown: see
-:class:`~runtime.limits.retry.ShownText`).
+:class:`~runtime.limits.retry.ShownText`), unless it ends with ``[DONE]``: the server
+said it is over (some proxies in front of Gemini, and vLLM at times, send no reason),
+and it is taken whole, its reason ``tool_calls`` if it has calls, else ``stop``.
 
 Some servers and proxies ignore ``stream: true`` and answer with one JSON body, as to
 a one-shot call, and a proxy or web server may answer with an HTML page:
@@ -318,7 +320,10 @@ class CompletionStream:
             ModelResponseError: when the stream ended before the answer did (retryable),
                 or the answer is malformed.
         """
-        if self._finish is None:
+        finish = self._finish
+        if finish is None and self.done:  # [DONE] ends it whole, though no reason came
+            finish = "tool_calls" if self._calls else "stop"
+        if finish is None:
             raise ModelResponseError(
                 f"the stream of model {self.model!r} ended before its answer did (no "
                 f"finish_reason in {self._chunks} chunks)",
@@ -337,7 +342,7 @@ class CompletionStream:
             ],
         }
         body = {
-            "choices": [{"message": message, "finish_reason": self._finish}],
+            "choices": [{"message": message, "finish_reason": finish}],
             "usage": self._usage,
             "model": self._named,
         }

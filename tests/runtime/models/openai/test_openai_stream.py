@@ -476,3 +476,26 @@ async def test_a_call_cancelled_mid_stream_closes_its_stream(openai_server: Open
         assert await asyncio.to_thread(openai_server.left.wait, 10)
     finally:
         held.set()
+
+
+@pytest.mark.parametrize("calls", [False, True], ids=["text", "calls"])
+async def test_a_stream_that_ends_with_done_and_no_finish_reason_is_whole(
+    openai_server: OpenAIServer, calls: bool
+) -> None:
+    """Some proxies in front of Gemini (and vLLM at times) send no finish_reason, then
+    ``[DONE]``: the server said the answer is over, and it is the call's (not cut off:
+    its text was shown, which would fail every streamed call of such a server)."""
+    piece = {"index": 0, "id": "c1", "function": {"name": "look", "arguments": "{}"}}
+    delta = {"tool_calls": [piece]} if calls else {"content": "Oslo."}
+    chunks = [{"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}]
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    openai_server.enqueue(Raw(200, content=body.encode(), media_type="text/event-stream"))
+    shown: list[str] = []
+    response = await model(openai_server).stream(REQUEST, shown.append)
+    assert len(openai_server.requests) == 1
+    if calls:
+        assert [c.name for c in response.message.tool_calls] == ["look"]
+        assert response.finish_reason == "tool_calls"
+    else:
+        assert shown == ["Oslo."]
+        assert (response.message.content, response.finish_reason) == ("Oslo.", "stop")
