@@ -375,6 +375,9 @@ class Executor:
         built = None
         if "backend" not in options:  # backend: ray makes a pool (it starts with a worker)
             built = options["backend"] = hive.backend.build(hive.folder)
+        from honeycomb.hive.backend import imports_beside
+
+        imports_beside(options["backend"], hive)  # a pool given imports its tools too
         registry = hive.registry
         if hive.hives:  # the hives its roles call as tools, each an Executor of its own
             # One tool a file, however many references name it (``hive:x.yaml`` and

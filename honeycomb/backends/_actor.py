@@ -102,6 +102,11 @@ class Hive:
 
         return await self._there(_failure_of(install))
 
+    def imports_from(self, key: str, folders: Sequence[str]) -> None:
+        """Imports look in ``folders`` first, in that order (a hive's, whose tools sit
+        beside it), as in a process whose ``PYTHONPATH`` they lead; ``key`` names them."""
+        sys.path[:] = [*folders, *(p for p in sys.path if p not in folders)]
+
     async def install_model(self, key: str, recipe: bytes) -> str | ConfigError | None:
         """Make a model from what the driver sent of it (see
         ``honeycomb.backends.ray.recipe``); what went wrong, if anything did."""

@@ -164,7 +164,9 @@ class SetupFailed(Exception):
             )
         return ConfigError(
             f"role {role!r} could not be set up in a Ray actor ({self.why}): on Ray, "
-            "tools and output schemas are imported by path in each actor"
+            "tools and output schemas are imported by path in each actor: install their "
+            "modules on every node, or give the actors their folder "
+            "(RayBackend.imports_from(folder), runtime_env working_dir or py_modules)"
         )
 
 

@@ -26,6 +26,7 @@ import contextvars
 import itertools
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from honeycomb.backends._actor import Hive
@@ -155,6 +156,7 @@ class RayBackend:
         # A role's setup as sent, by its role, tools and settings (a run's workers each
         # have a setup of their own, equal but for a limit the run sets), with its key.
         self._setups: dict[tuple[int, int, LoopSettings], _SentSetup] = {}
+        self._folders: list[str] = []  # what the actors import from first (imports_from)
 
     def __repr__(self) -> str:
         return f"RayBackend(address={self.address or 'local'!r}, actors={self.actors})"
@@ -241,6 +243,17 @@ class RayBackend:
                 self._pool[i] = self._new_actor()
         choices = [a for a in self._pool if a is not avoid] or self._pool
         return min(choices, key=lambda a: a.running)
+
+    def imports_from(self, *folders: Path | str) -> None:
+        """Have the actors import modules from ``folders`` too, first (after those given
+        before): a hive's folder, whose tools sit beside it, as its own ``backend:
+        ray`` has them (``Executor.from_hive`` gives a pool the folders of its hive and
+        of the hives it calls as tools). A running actor takes them before its next
+        worker's role is installed there. Paths of this machine: on a cluster, ship
+        the modules with ``runtime_env`` (``working_dir``, ``py_modules``)."""
+        for folder in map(str, folders):
+            if folder not in self._folders:
+                self._folders.append(folder)
 
     def _key(self, thing: object, prefix: str) -> str:
         return _once(self._keys, thing, lambda: f"{prefix}{len(self._keys)}")
@@ -414,7 +427,11 @@ class RayBackend:
         made: tuple[bytes, bytes | None],
         sent: _SentSetup,
     ) -> tuple[str, str, str | None]:
-        """The keys of the worker's setup, model and summarizer, installed in ``actor``."""
+        """The keys of the worker's setup, model and summarizer, installed in ``actor``
+        (after the folders its modules may be in: :meth:`imports_from`)."""
+        if self._folders:
+            folders = list(self._folders)  # only grows: its length names it
+            await self._install(actor, f"folders{len(folders)}", "imports_from", folders)
         setup = sent.setup
         await self._install(
             actor, sent.key, "install_setup", setup.role, sent.tools, setup.settings

@@ -19,7 +19,7 @@ import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -29,6 +29,7 @@ from runtime.errors import kind_of
 
 if TYPE_CHECKING:
     from honeycomb.backends import RayBackend
+    from honeycomb.run.context import Backend
 
 __all__ = [
     "BACKENDS",
@@ -37,6 +38,7 @@ __all__ = [
     "RaySpec",
     "backend_problems",
     "backend_shorthand",
+    "imports_beside",
     "ray_missing",
 ]
 
@@ -150,6 +152,36 @@ class BackendSpec(BaseModel):
 
     def described(self) -> str:
         return "local" if self.ray is None else self.ray.described()
+
+
+class _Folded(Protocol):
+    """What :func:`imports_beside` reads of a hive: its folder, and the hives its roles
+    call as tools."""
+
+    @property
+    def folder(self) -> Path: ...
+    @property
+    def hives(self) -> Mapping[str, _Folded]: ...
+
+
+def imports_beside(backend: Backend | None, hive: _Folded) -> None:
+    """Have the Ray pool that runs ``hive``'s workers (the one it declares, or one
+    given: ``backend=``, ``--backend ray``) import the modules beside the hive, and
+    beside the hives its roles call as tools (whose workers it runs too)."""
+    if backend is None:
+        return
+    from honeycomb.backends import RayBackend  # a backend was made: its module is loaded
+
+    if isinstance(backend, RayBackend):
+        backend.imports_from(*_folders(hive))
+
+
+def _folders(hive: _Folded) -> list[Path]:
+    """The folders of ``hive`` and of the hives it calls as tools, its own first."""
+    found = [hive.folder]
+    for sub in hive.hives.values():
+        found += [f for f in _folders(sub) if f not in found]
+    return found
 
 
 def backend_shorthand(value: Any) -> Any:

@@ -936,6 +936,7 @@ async def test_a_tool_the_actors_cannot_import_fails_its_worker_naming_its_role(
         "role 'q' could not be set up in a Ray actor (ModuleNotFoundError: "
         "No module named 'tools_of_this_process_only')"
     )
+    assert "RayBackend.imports_from(folder)" in failed.error.message  # what to do
     assert done.ok
 
 

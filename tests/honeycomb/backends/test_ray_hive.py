@@ -143,3 +143,45 @@ async def test_an_actor_without_a_models_key_variable_fails_its_workers_naming_i
     )
     assert key not in failed.error.message
     assert not server.requests
+
+
+_TOOLS = """
+import os
+
+
+def {name}() -> str:
+    \"\"\"The process it runs in.\"\"\"
+    return str(os.getpid())
+"""
+
+
+async def test_a_pool_given_imports_the_tools_beside_the_hive_and_its_hive_tools(
+    ray_session: None, tmp_path: Path
+) -> None:
+    """A RayBackend given to from_yaml, its tools beside the hive file and beside a
+    hive its lead calls as a tool: their roles could not be set up in the actors (No
+    module named 'trip_tools_given'), as the hive's own backend: ray and --backend ray
+    had the hive's folder on the actors' PYTHONPATH, and a pool given did not (nor did
+    any pool have the folder of a hive called as a tool)."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "trip_tools_given.py").write_text(_TOOLS.format(name="trip_pid"))
+    (tmp_path / "sub" / "sub_tools_given.py").write_text(_TOOLS.format(name="sub_pid"))
+    (tmp_path / "sub" / "facts.yaml").write_text(
+        "name: facts\nmodels: {default: offline}\nroles:\n  planner: {description: Plans.}\n"
+        "  checker: {description: Checks facts., tools: ['sub_tools_given:sub_pid']}\n"
+        "aggregator: concat\n"
+    )
+    hive = _hive(
+        tmp_path,
+        "models: {default: offline}\nroles:\n  lead:\n    description: Leads.\n"
+        "    tools: ['trip_tools_given:trip_pid', 'hive:sub/facts.yaml']\naggregator: concat\n",
+    )
+    given = RayBackend(actors=1, actor_cpus=0)
+    try:
+        executor = Executor.from_yaml(hive, backend=given)
+        result = await executor.run("t", subtasks=[("lead", "check the facts about bees")])
+    finally:
+        given.stop()
+    assert result.status == "ok", result.subtasks["s1"].error
+    assert "could not be set up" not in result.subtasks["s1"].text
+    assert "Facts for" in result.subtasks["s1"].text  # the sub-run's answer
