@@ -20,6 +20,9 @@ __all__ = [
 OPTIONS = ("tools", "tool_choice", "parallel_tool_calls", "output", "max_output_tokens")
 """What a request's key holds besides its messages, as the differences name them."""
 
+_SHORT = 80
+"""The characters of a value a difference shows whole."""
+
 
 def common_messages(ours: list[Any], theirs: list[Any]) -> int:
     """How many messages two requests share from the first."""
@@ -39,7 +42,7 @@ def first_difference(recorded: dict[str, Any], asked: dict[str, Any]) -> str:
         if recorded[name] != asked[name]:
             if name == "tools":
                 return _tools_difference(recorded[name], asked[name])
-            return f"{name}: recorded {_short(recorded[name])}, asked {_short(asked[name])}"
+            return f"{name}: {_value_difference(recorded[name], asked[name])}"
     ours, theirs = asked["messages"], recorded["messages"]
     index = common_messages(ours, theirs)
     if index < len(ours) and index < len(theirs):
@@ -48,7 +51,7 @@ def first_difference(recorded: dict[str, Any], asked: dict[str, Any]) -> str:
             if mine.get(field) != other.get(field):
                 return (
                     f"message {index + 1} ({mine.get('role')}), {field}: "
-                    f"{_text_difference(other.get(field), mine.get(field))}"
+                    f"{_value_difference(other.get(field), mine.get(field))}"
                 )
     if len(ours) > len(theirs):
         extra = ours[len(theirs)]
@@ -88,18 +91,41 @@ def _tools_difference(recorded: list[Any], asked: list[Any]) -> str:
     for before, now in zip(recorded, asked, strict=True):
         if before != now:
             field = next(f for f in sorted(set(before) | set(now)) if before.get(f) != now.get(f))
-            return (
-                f"tool {now['name']!r}, {field}: recorded {_short(before.get(field))}, "
-                f"asked {_short(now.get(field))}"
-            )
+            difference = _value_difference(before.get(field), now.get(field))
+            return f"tool {now['name']!r}, {field}: {difference}"
     return "tools differ"
 
 
-def _text_difference(recorded: Any, asked: Any) -> str:
-    """Where two values first differ: for texts, a little of each around the first
-    character that differs."""
-    if not isinstance(recorded, str) or not isinstance(asked, str):
+def _value_difference(recorded: Any, asked: Any) -> str:
+    """Where two values first differ: a little of each around the first character
+    that differs, of their texts, or of their JSON (a schema, tool calls) when either
+    is too long to show whole."""
+    if isinstance(recorded, str) and isinstance(asked, str):
+        return _text_difference(recorded, asked)
+    if len(_json(recorded)) <= _SHORT and len(_json(asked)) <= _SHORT:
         return f"recorded {_short(recorded)}, asked {_short(asked)}"
+    ours, theirs = _json(recorded), _json(asked)
+    at = common_start(ours, theirs)
+    return (
+        f"at character {at + 1} of its JSON: recorded {_around(ours, at)}, "
+        f"asked {_around(theirs, at)}"
+    )
+
+
+def _around(text: str, at: int) -> str:
+    """A little of ``text`` around character ``at``, marked where it is cut."""
+    start = max(0, at - 30)
+    lead, trail = "..." if start else "", "..." if at + 40 < len(text) else ""
+    return f"{lead}{text[start : at + 40]}{trail}"
+
+
+def _json(value: Any) -> str:
+    return value if isinstance(value, str) else msgspec.json.encode(value).decode()
+
+
+def _text_difference(recorded: str, asked: str) -> str:
+    """Where two texts first differ: a little of each around the first character that
+    differs."""
     at = common_start(recorded, asked)
     start = max(0, at - 30)
     lead = "..." if start else ""
@@ -109,7 +135,7 @@ def _text_difference(recorded: Any, asked: Any) -> str:
     )
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+def _short(value: Any, limit: int = _SHORT) -> str:
+    text = _json(value)
     shown = text if len(text) <= limit else text[:limit] + "..."
     return repr(shown) if isinstance(value, str) else shown

@@ -137,6 +137,29 @@ async def test_a_request_not_recorded_names_the_worker_case_and_first_difference
     )
 
 
+def schema(day: str) -> ToolSchema:
+    """A tool whose argument schema is longer than a difference shows whole."""
+    properties = {
+        "city": {"type": "string", "description": "The name of the city to look up."},
+        "day": {"type": "string", "description": day},
+    }
+    return ToolSchema(name="weather", parameters={"type": "object", "properties": properties})
+
+
+async def test_a_long_value_that_differs_is_shown_where_it_does(tmp_path: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    asked = msgspec.structs.replace(ask("weather?"), tools=(schema("Which day of the weekend."),))
+    await cassette(echo(), record=tape).complete(asked)
+    changed = msgspec.structs.replace(asked, tools=(schema("Which day of the week."),))
+    with pytest.raises(CassetteMismatch) as raised:
+        await cassette(echo(), replay=tape).complete(changed)
+    assert raised.value.difference == (
+        "tool 'weather', parameters: at character 165 of its JSON: recorded ..."
+        'iption":"Which day of the weekend."}}}, asked ...iption":"Which day of the week."}}} '
+        "(recorded for worker 's1')"
+    )
+
+
 async def test_a_model_the_cassette_never_recorded_is_named(tmp_path: Path) -> None:
     tape = tmp_path / "t.jsonl"
     await cassette({"fast": echo()}, record=tape)["fast"].complete(ask("hi"))
