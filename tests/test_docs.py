@@ -50,8 +50,10 @@ from typing import Any
 import pytest
 import yaml
 
+from honeycomb import Role
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
+from honeycomb.hive.specs import HiveSpec
 from tests.support import ROOT
 from tests.support.api_page import public_modules
 
@@ -255,6 +257,30 @@ def test_each_yaml_block_parses_and_each_hive_loads(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-test")
     loaded = load_hive(hive)
     assert set(loaded.roles) >= set(data["roles"])
+
+
+PARTS = [
+    b
+    for b in YAML_BLOCKS
+    if isinstance(data := yaml.safe_load(b.code), dict)
+    and not whole_hive(data)
+    and (set(data) <= set(HiveSpec.model_fields) or set(data) <= set(Role.model_fields))
+]
+
+
+@pytest.mark.parametrize("block", PARTS, ids=str)
+def test_each_yaml_block_that_is_part_of_a_hive_is_valid_as_that_part(block: Block) -> None:
+    """A section of a hive (``roles:``, ``store:``, ``mcp_servers:``), or a role file,
+    shown alone: its fields and values are the ones a hive takes (only its references,
+    to models, tools and files, are left unchecked)."""
+    data = yaml.safe_load(block.code)
+    if set(data) <= set(HiveSpec.model_fields):
+        HiveSpec.model_validate(data)
+        roles = data.get("roles") or {}
+    else:
+        roles = {data["name"]: data}
+    for name, role in roles.items():
+        Role.model_validate({"name": name, **role})
 
 
 def test_the_hive_page_opens_with_a_whole_hive() -> None:
