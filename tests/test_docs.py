@@ -440,11 +440,13 @@ def test_an_example_run_twice_keeps_what_each_run_saved(
 ) -> None:
     """Its README says the note (the report) lands in a folder: the second run's took
     the name of the first's, a file named by the call's id, which the offline model
-    gives alike to a task's runs (and a local model numbers call_1 in every run)."""
+    gives alike to a task's runs (and a local model numbers call_1 in every run). The
+    second run replays the first's model calls: what the tool answers is the same to
+    a cassette (a name made unique by a digest of the run was not)."""
     shutil.copytree(ROOT / "examples" / example, folder / "here")
     os.chdir(folder / "here")
-    for _ in range(2):
-        assert main(["run", "hive.yaml", "--plain"]) == 0
+    for tape in ("--record", "--replay"):
+        assert main(["run", "hive.yaml", "--plain", tape, "calls.jsonl"]) == 0, capsys.readouterr()
     capsys.readouterr()
     assert len(list(Path(kept).glob("*.md"))) == 2
 

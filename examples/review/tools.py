@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +89,10 @@ async def save_report(title: str, body: str, ctx: ToolContext) -> str:
     """
     folder = anyio.Path(os.environ.get("HONEYCOMB_REPORTS", "reports"))
     await folder.mkdir(parents=True, exist_ok=True)
-    # Named by the call's idempotency key, not its id, which repeats from run to run
-    # (the offline model's for a task, a local model's call_1 ...): a report per call.
-    path = folder / f"review-{(ctx.idempotency_key or ctx.call_id)[-12:]}.md"
+    # A file per call, named by when it ran as well as by its id, which repeats from
+    # run to run (the offline model's for one task, a local model's call_1 ...).
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
+    call = re.sub(r"[^a-z0-9]+", "-", ctx.call_id.lower()).strip("-")[:40] or "call"
+    path = folder / f"{stamp}-review-{call}.md"
     await path.write_text(f"# {title.strip() or 'Review'}\n\n{body.strip()}\n", "utf-8")
     return str(await path.resolve())

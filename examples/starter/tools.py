@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -62,9 +63,13 @@ async def save_note(title: str, body: str, ctx: ToolContext) -> str:
     """
     folder = anyio.Path(os.environ.get("HONEYCOMB_NOTES", "notes"))
     await folder.mkdir(parents=True, exist_ok=True)
-    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40] or "note"
-    # Named by the call's idempotency key, not its id, which repeats from run to run
-    # (the offline model's for a task, a local model's call_1 ...): a note per call.
-    path = folder / f"{slug}-{(ctx.idempotency_key or ctx.call_id)[-12:]}.md"
+    # A file per call, named by when it ran as well as by its id, which repeats from
+    # run to run (the offline model's for one task, a local model's call_1 ...).
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
+    path = folder / f"{stamp}-{_slug(title, 'note')}-{_slug(ctx.call_id, 'call')}.md"
     await path.write_text(f"# {title.strip()}\n\n{body.strip()}\n", "utf-8")
     return str(await path.resolve())
+
+
+def _slug(text: str, empty: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40].strip("-") or empty
