@@ -321,9 +321,9 @@ class Hive:
             raise ConfigErrors([missing])
 
     def _planner_idle(self) -> ConfigError | None:
-        """The error of a hive whose planner has no role to give subtasks to, its
-        other roles all judges (the aggregator aside), as its runs' plans would fail;
-        None when it has one, or its ``planner:`` names them."""
+        """The error of a hive whose planner has no role to give subtasks to (its
+        other roles, the aggregator aside, all judges, or none), as its runs' plans
+        would fail; None when it has one, or its ``planner:`` names them."""
         spec = self.spec.planner
         if spec is not None and spec.roles is not None:
             return None
@@ -333,7 +333,7 @@ class Hive:
         judges = set(self.spec.guards.judges() if self.spec.guards is not None else ())
         for role in self.roles.values():
             judges.update(role.guards.judges() if role.guards is not None else ())
-        if not others or any(name not in judges for name in others):
+        if any(name not in judges for name in others):
             return None
         at = ("planner",) if spec is not None else ("roles",)
         merges = merger if merger in self.roles else None

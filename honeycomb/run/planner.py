@@ -468,18 +468,25 @@ def working_roles(
     others = [name for name in context.roles if name not in (planner, "aggregator", merger)]
     judges = judge_roles(context)
     found = [name for name in others if name not in judges]
-    if others and not found:  # the judges were all it had
+    if not found:  # the judges were all it had, or it had none: no plan could be made
         merges = merger if merger in context.roles else None
         raise PlanError([nobody_to_plan_for(planner, others, merges)])
     return found
 
 
 def nobody_to_plan_for(planner: str, judges: Sequence[str], aggregator: str | None) -> str:
-    """Why the planner ``planner``, its other roles ``judges`` (and ``aggregator``,
-    the role that merges, if one does), has no role to give subtasks to, and what to
-    do."""
+    """Why the planner ``planner``, its other roles ``judges`` (none: it has no
+    other role; and ``aggregator``, the role that merges, if one does), has no role to
+    give subtasks to, and what to do."""
     named = ", ".join(repr(j) for j in judges)
     merges = f"; {aggregator!r} merges the results" if aggregator else ""
+    if not judges:
+        other = (
+            f"the run's only other role, {aggregator!r}, merges the results"
+            if aggregator
+            else "the run has no other role"
+        )
+        return f"the planner {planner!r} has no role to give subtasks to ({other}): add one"
     return (
         f"the planner {planner!r} has no role to give subtasks to ({named}: named by a "
         f"guard as its judge, given no work unless named{merges}): add a role that works, "

@@ -431,7 +431,7 @@ def test_a_hive_without_a_planner_is_reported_by_validate_and_run_does_not_start
     assert not store.exists()  # nothing started, so nothing is kept
 
     named = tmp_path / "named.yaml"  # a planner: naming another role will do
-    named.write_text(hive.read_text() + "planner: w\n")
+    named.write_text(hive.read_text() + "  v: {description: Works too.}\nplanner: w\n")
     assert main(["validate", str(named)]) == 0
 
 

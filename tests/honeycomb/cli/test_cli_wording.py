@@ -133,8 +133,9 @@ models:
     settings: {temperature: 0.2, top_k: 40, min_p: 0.05, extra_body: {repetition_penalty: 1.1}}
   offline: offline
 roles:
+  lead: {model: local}
   researcher: {model: local}
-planner: researcher
+planner: lead
 """
 
 
@@ -148,7 +149,7 @@ def test_validate_says_which_settings_go_where(
 
     out = capsys.readouterr().out.splitlines()
     assert out == [
-        f"{hive}: OK (1 role, 2 models)",
+        f"{hive}: OK (2 roles, 2 models)",
         "  model local: temperature as SDK parameters; top_k, min_p, repetition_penalty in "
         "extra_body",
     ]

@@ -260,6 +260,7 @@ def test_a_run_over_its_budget_says_budget_exceeded_once(
         models: {default: {provider: offline, latency: 0}}
         roles:
           planner: {description: Plans.}
+          researcher: {description: Looks things up.}
           aggregator: {description: Merges.}
         policy: {budgets: {model_calls: 1}}
         """,

@@ -28,6 +28,8 @@ models:
 roles:
   planner:
     description: Plans.
+  writer:
+    description: Writes.
 """
 
 
@@ -190,7 +192,7 @@ def test_validate_says_ok_for_a_llama_hive(
 ) -> None:
     path = hive(tmp_path, "parallel: 2")
     assert main(["validate", str(path)]) == 0
-    assert f"{path}: OK (1 role, 1 model)" in capsys.readouterr().out
+    assert f"{path}: OK (2 roles, 1 model)" in capsys.readouterr().out
 
 
 def test_a_hive_called_as_a_tool_shares_its_callers_server(tmp_path: Path) -> None:

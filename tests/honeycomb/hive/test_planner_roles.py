@@ -72,3 +72,15 @@ def test_validate_refuses_a_hive_whose_planner_has_only_judges_to_plan_for(
     ]
     named = IDLE + "planner: {role: planner, roles: [writer]}\n"
     assert main(["validate", str(hive(tmp_path, named))]) == ExitStatus.OK
+
+
+def test_validate_refuses_a_hive_whose_planner_has_no_other_role(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = hive(tmp_path, "models:\n  default: offline\nroles:\n  planner: {}\n  aggregator: {}\n")
+    assert main(["validate", str(path)]) == ExitStatus.FAILED
+    assert capsys.readouterr().out.splitlines() == [
+        f"{path}: 1 error",
+        f"  {path}:3:1: roles: the planner 'planner' has no role to give subtasks to (the "
+        "run's only other role, 'aggregator', merges the results): add one",
+    ]

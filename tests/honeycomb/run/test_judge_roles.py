@@ -109,3 +109,28 @@ async def test_a_planner_left_no_role_that_works_says_so_before_asking_its_model
         "{role: ..., roles: [...]})",
     )
     assert asked == []  # no attempt spent on a plan no answer could make
+
+
+@pytest.mark.parametrize(
+    ("roles", "told"),
+    [
+        (["planner"], "the run has no other role"),
+        (["planner", "aggregator"], "the run's only other role, 'aggregator', merges the results"),
+    ],
+)
+async def test_a_planner_with_no_other_role_says_so_before_asking_its_model(
+    roles: list[str], told: str
+) -> None:
+    asked: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> str:
+        asked.append(request)
+        return "done"
+
+    executor = Executor([Role(name=name) for name in roles], FunctionModel(answer))
+    with pytest.raises(PlanError) as caught:
+        await executor.run("Go.")
+    assert caught.value.problems == (
+        f"the planner 'planner' has no role to give subtasks to ({told}): add one",
+    )
+    assert asked == []  # not three answers sent back for a plan none could make

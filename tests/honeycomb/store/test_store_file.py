@@ -126,9 +126,7 @@ def test_a_folder_is_refused_as_a_store_in_the_same_words_to_read_and_to_write(
     assert main(["runs", "--store", str(folder)]) == 2
     assert main(["demo", "--latency", "0", "--store", str(folder), "--plain"]) == 2
     hive = tmp_path / "hive.yaml"
-    hive.write_text(
-        "models: {default: offline}\nroles: {planner: {description: Plans.}}\nstore: adir\n"
-    )
+    hive.write_text("models: {default: offline}\nroles: {planner: {}, writer: {}}\nstore: adir\n")
     assert main(["run", str(hive), "task", "--plain"]) == 2
     err = capsys.readouterr().err
     assert err.count(said) == 3, err
