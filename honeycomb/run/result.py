@@ -237,6 +237,11 @@ class RunResult(BaseModel):
         clipped = answer if len(answer) <= _REPR_ANSWER else answer[: _REPR_ANSWER - 1] + "…"
         return f"RunResult(run_id={self.run_id!r}, {self.summary()}, answer_text={clipped!r})"
 
+    def __str__(self) -> str:
+        # pydantic's str writes every field: print(result), or an f-string of it in a
+        # log line, would write every worker's transcript.
+        return repr(self)
+
     def summary(self) -> str:
         """One line: status, subtasks (and how many at a time, if they ran in waves),
         wall time, critical path, speedup, usage."""

@@ -815,6 +815,7 @@ def test_a_results_repr_is_one_line_whatever_the_size_of_its_run() -> None:
     assert shown.startswith(f"RunResult(run_id={result.run_id!r}, ok: 200 subtasks, 8 at a time")
     assert len(shown) < 400
     assert repr(result.answer_text[:20])[1:-1] in shown
+    assert str(result) == shown  # print(result), f"{result}": the same line
 
 
 def test_a_runs_last_log_line_is_one_line_whatever_the_size_of_its_run() -> None:
