@@ -376,6 +376,39 @@ def test_the_cli_page_names_every_option_of_a_command_and_no_other(command: list
     assert documented - {"--help", "--peers"} == options(command) - {"--peers"}
 
 
+_SPAN = re.compile(r"`(honeycomb [^`]+)`")
+_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
+
+
+def commands_named(page: Path) -> Iterator[str]:
+    """Every ``honeycomb ...`` a page names: a line of a block, or a code span."""
+    text = page.read_text(encoding="utf-8")
+    for block in blocks(page):
+        if block.language in ("sh", "text"):
+            lines = (line.strip().removeprefix("$ ") for line in block.code.splitlines())
+            yield from (line for line in lines if line.startswith("honeycomb "))
+    yield from _SPAN.findall(re.sub(r"```.*?```", "", text, flags=re.S).replace("\n", " "))
+
+
+def command_of(named: str) -> list[str] | None:
+    """The command (``["memory", "list"]``) a ``honeycomb ...`` names, if any."""
+    words = [w.rstrip(":") for w in named.split()[1:3]]
+    return max((c for c in COMMANDS if words[: len(c)] == c), key=len, default=None)
+
+
+@pytest.mark.parametrize("page", [*PAGES, *sorted(ROOT.glob("examples/*/README.md"))], ids=str)
+def test_each_option_a_page_gives_a_command_is_one_of_that_command(page: Path) -> None:
+    """Not only in the CLI page's sections: docs/ray.md named ``honeycomb approve
+    --edit``, which ``approve`` does not take (``--arguments`` edits)."""
+    wrong = [
+        f"{named!r}: {option}"
+        for named in commands_named(page)
+        if (command := command_of(named)) is not None and command != ["bench"]
+        for option in set(_OPTION.findall(named.split("  #")[0])) - options(command) - {"--help"}
+    ]
+    assert wrong == []
+
+
 # --- the commands shown -------------------------------------------------------------
 
 EXAMPLE_PAGES = sorted(ROOT.glob("examples/*/README.md"))
