@@ -210,8 +210,9 @@ class RunRecord:
             self.store.save((_SAVE_SPANS, (self.run_id, text)), lease=self.lease)
 
     async def subtask_finished(self, outcome: SubtaskResult, *, again: bool = False) -> None:
-        """Keep a subtask's result; return once it is committed (or the store failed:
-        then it is written again with the end of the run). With ``again``, its worker
+        """Keep a subtask's result; return once it is committed (or the store failed,
+        or the run was cancelled meanwhile: then it is written again with the end of the
+        run). With ``again``, its worker
         failed as it started, for want of what it needs (its MCP tools): it has not
         finished, and a resumed run starts it again, as one the store failed."""
         name = outcome.subtask.id
@@ -228,6 +229,11 @@ class RunRecord:
             await self.store.commit((_SAVE_RESULT, row), lease=self.lease, urgent=False)
         except StoreError:
             self._unwritten.append((_SAVE_RESULT, row))
+        except asyncio.CancelledError:
+            # The run stops as it is written: kept with its end (again, if it was
+            # committed already), not lost to a resumed run that would redo its work.
+            self._unwritten.append((_SAVE_RESULT, row))
+            raise
 
     async def finished(
         self, status: str, result: RunResult | None, usage: Usage, error: str | None

@@ -471,25 +471,35 @@ class Scheduler:
             duration_s=duration,
         )
         if self.record is not None and not stored:
-            await self.record.subtask_finished(outcome, again=again)  # durable, then reported
-        ctx = self.context
-        if ctx.tracer.enabled:
-            ctx.tracer.emit(
-                WorkerFinished(
-                    worker=subtask.id,
-                    run_id=ctx.run_id,
-                    role=subtask.role,
-                    status=status,
-                    duration_s=duration,
-                    error=str(error) if error is not None else None,
-                )
-            )
+            try:
+                await self.record.subtask_finished(outcome, again=again)  # durable, then reported
+            except asyncio.CancelledError:
+                # The run stops as it is written: its record keeps it with the run's end,
+                # and its worker's end is told all the same.
+                self._reported(outcome)
+                raise
+        self._reported(outcome)
         lost = _lost(outcome)
         self._release(subtask.id, lost=lost)
         if lost:
             self._lost += 1
             self._apply_failure_policy(subtask, error)
         self._check_idle()
+
+    def _reported(self, outcome: SubtaskResult) -> None:
+        """Tell of a subtask's end (``worker.finished``)."""
+        ctx, subtask, error = self.context, outcome.subtask, outcome.error
+        if ctx.tracer.enabled:
+            ctx.tracer.emit(
+                WorkerFinished(
+                    worker=subtask.id,
+                    run_id=ctx.run_id,
+                    role=subtask.role,
+                    status=outcome.status,
+                    duration_s=outcome.duration_s,
+                    error=str(error) if error is not None else None,
+                )
+            )
 
     def _release(self, subtask_id: str, *, lost: bool) -> None:
         """Tell the subtasks waiting for ``subtask_id`` that it ended (``lost``: without
