@@ -16,7 +16,7 @@ stops over its budget (the worker fails past its time) as the recorded one did, 
 same calls under way. A worker that was between calls as the cut fell (running a
 tool) and asks, replayed, once all its recorded calls were given, asks past the cut:
 its call waits too. One that asks what was not recorded before then is a mismatch, as
-in any replay.
+in any replay, which fails it: its run's cut then waits for none of its calls.
 """
 
 from __future__ import annotations
@@ -82,16 +82,23 @@ class Pending:
             decided, before it, since the last cut of theirs.
         cut: The calls it cut off under way, and the asks it cut off waiting.
         waiting: How many of them (or calls past it) the replay is holding.
+        gone: The workers that a call not recorded failed, replayed, before it fell
+            (:meth:`Cuts.strayed`): it waits for no call of theirs.
         fell: Whether the replay's cut fell.
     """
 
-    __slots__ = ("before", "cut", "fell", "line", "order", "waiting")
+    __slots__ = ("before", "cut", "fell", "gone", "line", "order", "waiting")
 
     def __init__(self, line: Cut, order: int, before: list[Given]) -> None:
         self.line, self.order, self.before = line, order, before
         self.cut: list[Given] = []
         self.waiting = 0
+        self.gone: set[str] = set()
         self.fell = False
+
+    def awaited(self) -> int:
+        """How many calls it cut it waits for (not those of workers gone)."""
+        return sum(call.worker not in self.gone for call in self.cut)
 
 
 class Cuts:
@@ -108,6 +115,7 @@ class Cuts:
         self._taken: set[int] = set()  # those whose answer was taken (their call ended)
         self._ended: dict[str | None, set[str]] = {}  # by case, the workers that ended
         # (as the replayed run's events tell, when its Executor has them told: ran)
+        self._strayed: set[tuple[str | None, str]] = set()  # (case, worker): a mismatch
         since: dict[tuple[str | None, str | None], list[Given]] = {}
         for order, line in enumerate(lines):
             if isinstance(line, Cut):
@@ -192,9 +200,21 @@ class Cuts:
         running = self._ended.setdefault(case, set())
         if not ended:
             running.discard(worker)
+            self._strayed.discard((case, worker))  # a later run's, of the same name
             return
         running.add(worker)
+        pending = next((p for p in self._by_scope.get((case, None), ()) if not p.fell), None)
+        if pending is not None and (case, worker) in self._strayed:
+            pending.gone.add(worker)  # its calls the cut waits on will never come
         self.check(case, None, cuts)
+
+    def strayed(self, worker: str | None, case: str | None) -> None:
+        """``worker`` (of ``case``) asked what was not recorded, which fails it: as it
+        ends, the next cut of its run waits no more for its calls recorded before it
+        and those it caught, which it will never ask, but falls as the others come to
+        it, rather than when the replay's own time runs out."""
+        if worker is not None:
+            self._strayed.add((case, worker))
 
     def check(self, case: str | None, worker: str | None, cuts: Cutting) -> None:
         """Cut off the run (``cuts``' first) or ``worker`` (their second) where the
@@ -202,12 +222,12 @@ class Cuts:
         call it cut is waiting and (the run's) every worker that had ended, ended."""
         for scope, cut in zip(_scopes(case, worker), cuts, strict=False):
             pending = next((p for p in self._by_scope.get(scope, ()) if not p.fell), None)
-            if pending is None or cut is None or pending.waiting < len(pending.cut):
+            if pending is None or cut is None or pending.waiting < pending.awaited():
                 continue
             ended = self._ended.get(case)  # (None: not told of the run's workers)
             if ended is not None and not ended.issuperset(pending.line.ended):
                 continue
-            if all(id(call) in self._taken for call in pending.before):
+            if all(id(c) in self._taken or c.worker in pending.gone for c in pending.before):
                 pending.fell = True
                 cut.now(pending.line.used)
 

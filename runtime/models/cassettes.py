@@ -289,6 +289,7 @@ class Cassette:
             found = self.decision(worker, tool, arguments, asked=asked, case=case)
         except CassetteMismatch:
             if not (self._cuts and self._cuts.past(worker, case)):
+                self._cuts.strayed(worker, case)
                 raise
             await self.cut_off(tool, None, worker=worker, case=case, kind="decision")
         if found.cut:
@@ -315,6 +316,7 @@ class Cassette:
             return self.answer(model, request, worker=worker, case=case)
         except CassetteMismatch as exc:
             if not (self._cuts and self._cuts.past(worker, case)):
+                self._cuts.strayed(worker, case)
                 raise self._after_first(exc, run_of(request)) from None
         return await self.cut_off(model, None, worker=worker, case=case)
 

@@ -46,29 +46,31 @@ async def note(text: str, context: ToolContext) -> str:
     return f"noted {text}"
 
 
-def noting() -> FunctionModel:
-    """Each worker notes its instruction, then answers; s2's answer never comes (the
-    run's wall time cuts it off)."""
+def noting(stuck: tuple[str, ...] = ("s2",)) -> FunctionModel:
+    """Each worker notes its instruction, then answers; the answers of those ``stuck``
+    never come (the run's wall time cuts them off)."""
 
     async def answer(request: ModelRequest) -> object:
         last = request.messages[-1]
         if not isinstance(last, ToolMessage):
             return call("note", {"text": request.messages[1].content or ""})
-        if (request.conversation or "").endswith("/s2"):
+        if (request.conversation or "").rpartition("/")[2] in stuck:
             await asyncio.Event().wait()
         return f"done: {last.content}"
 
     return FunctionModel(answer)
 
 
-async def cut_off(models: Model, never: set[str]) -> tuple[BudgetExceeded, float]:
+async def cut_off(
+    models: Model, never: set[str], second: str = "two"
+) -> tuple[BudgetExceeded, float]:
     NEVER.clear()
     NEVER.update(never)
     policy = Policy(budgets=Budgets(wall_time_s=WALL_S))
     executor = Executor([Role(name="writer", tools=("note",))], models, tools=[note], policy=policy)
     started = time.monotonic()
     with pytest.raises(BudgetExceeded) as caught:
-        await executor.run("notes", subtasks=[("writer", "one"), ("writer", "two")])
+        await executor.run("notes", subtasks=[("writer", "one"), ("writer", second)])
     return caught.value, time.monotonic() - started
 
 
@@ -97,6 +99,21 @@ async def test_a_run_cut_by_its_wall_time_is_cut_alike_replayed_at_once(tmp_path
     replayed, took = await cut_off(cassette(noting(), replay=tape), never=set())
     assert took < WALL_S  # cut where the recording was, not by its own clock
     assert alike(replayed) == alike(recorded)
+
+
+async def test_a_replay_whose_worker_asked_what_was_not_recorded_is_cut_at_once(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "cut.cassette.jsonl"
+    await cut_off(cassette(noting(stuck=("s1", "s2")), record=tape), never=set())
+    # s2's instruction changed since: its first call fails it, so its call the cut
+    # caught never comes; the cut falls as s1's waits, not when the replay's time is up.
+    replayed, took = await cut_off(cassette(noting(), replay=tape), set(), second="three")
+    assert took < WALL_S
+    assert [c.who for c in replayed.in_flight] == ["s1"]
+    partial = replayed.partial
+    assert partial is not None
+    assert "CassetteMismatch" in str(partial.subtasks["s2"].error)
 
 
 async def test_a_worker_between_calls_as_the_cut_fell_is_held_past_it_replayed(
