@@ -179,6 +179,9 @@ class RolePlanner:
         role: The planner role's name.
         rounds: Planning rounds at most (1: plan once).
         roles: The roles its subtasks may use (None: those that work).
+
+    Raises:
+        ValueError: when ``rounds`` is below 1, or ``roles`` names none.
     """
 
     def __init__(
@@ -186,6 +189,10 @@ class RolePlanner:
     ) -> None:
         if rounds < 1:
             raise ValueError(f"rounds must be 1 or more, not {rounds}")
+        if roles is not None and not roles:  # no plan could be made: not asked for one
+            raise ValueError(
+                "roles must name a role to give subtasks to (None: every role that works)"
+            )
         self.role = role
         self.rounds = rounds
         self.roles = tuple(roles) if roles is not None else None

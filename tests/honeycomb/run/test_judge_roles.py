@@ -134,3 +134,10 @@ async def test_a_planner_with_no_other_role_says_so_before_asking_its_model(
         f"the planner 'planner' has no role to give subtasks to ({told}): add one",
     )
     assert asked == []  # not three answers sent back for a plan none could make
+
+
+def test_a_planner_given_no_roles_to_plan_for_is_refused_as_it_is_made() -> None:
+    # It was asked for a plan three times, each answer sent back ('subtasks: Tuple
+    # should have at least 1 item'): no plan could name a role.
+    with pytest.raises(ValueError, match="roles must name a role to give subtasks to"):
+        RolePlanner("planner", roles=[])
