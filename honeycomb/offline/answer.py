@@ -99,7 +99,9 @@ def worker_answer(
     sentences = _lead_sentences(instruction, observed)
     if inputs:
         names = _listed([name.split(" (")[0] for name, _ in inputs])
-        if any(rules.mentions(s.tool.replace("_", " "), rules.SEND_WORDS) for s in observed):
+        if any(
+            s.ok and rules.mentions(s.tool.replace("_", " "), rules.SEND_WORDS) for s in observed
+        ):
             sentences.append(f"It holds the results of {names}.")  # what it sent on
         elif not observed:
             sentences.append(f"From {names}:")
@@ -183,7 +185,7 @@ def _lead_sentences(instruction: str, observed: Sequence[Seen]) -> list[str]:
         first = failed[0]
         sentences.append(
             f"{len(failed)} of {_count(len(observed), 'tool call')} did not succeed; "
-            f"{first.tool} for {_shown(first.arguments)} failed: {first.value}."
+            f"{first.tool} for {_shown(first.arguments)} failed: {_ended(str(first.value))}"
         )
     return sentences
 
@@ -345,4 +347,9 @@ def _loads_dict(arguments: str) -> dict[str, Any]:
 def _error_text(message: ToolMessage) -> str:
     text = " ".join(message.content.split()).removeprefix("Error: ")
     found = _RAISED.search(text)
-    return (text[found.end() :] if found else text)[:160].rstrip(".")
+    return rules.shorten(text[found.end() :] if found else text, 160).rstrip(".")
+
+
+def _ended(sentence: str) -> str:
+    """A sentence with its full stop (none after the "…" of one cut short)."""
+    return sentence if sentence.endswith("…") else f"{sentence}."

@@ -11,10 +11,17 @@ from typing import Any
 from honeycomb import Executor, OfflineModel
 from honeycomb.cli.main import demo_hive_path
 from honeycomb.hive import load_hive
-from honeycomb.offline.answer import Seen, lead, worker_answer
+from honeycomb.offline.answer import Seen, lead, seen, worker_answer
 from honeycomb.offline.model import respond
 from honeycomb.run.prompts import ResultEntry, aggregator_task
-from runtime import ModelRequest, SystemMessage, UserMessage
+from runtime import (
+    AssistantMessage,
+    ModelRequest,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 
 PREFIX = "[offline simulation] "
 
@@ -110,3 +117,31 @@ def test_a_lead_said_twice_is_said_once_and_a_synthesis_stands_for_its_inputs() 
     assert text.count("Same words.") == 1
     assert text.count("Other.") == 1
     assert "From a-1: Other. Fine." in text
+
+
+def test_a_send_that_failed_is_not_said_to_hold_what_it_would_have_sent() -> None:
+    """The demo's courier, resumed after Ctrl-C stopped its send, said the summary
+    "holds the results of s1, s2 and s3" after its send failed, and the error, cut
+    at 160 characters, ended mid-word ("It was not run again. Chec.")."""
+    unknown = (
+        "Error: Outcome unknown: the run stopped while 'send_to_outbox' was running (call "
+        "call_1), so it may or may not have taken effect. It was not run again. Check "
+        "whether it took effect before calling it again."
+    )
+    call = ToolCall(id="call_1", name="send_to_outbox", arguments='{"subject": "Summary"}')
+    request = ModelRequest(
+        messages=(
+            SystemMessage(content="You send."),
+            UserMessage(content="Send the summary."),
+            AssistantMessage(tool_calls=(call,)),
+            ToolMessage(
+                tool_call_id="call_1", name="send_to_outbox", content=unknown, status="error"
+            ),
+        )
+    )
+    inputs = [("s1 (meteorologist)", "Sunny."), ("s2 (guide)", "Trams.")]
+    answer = worker_answer("Send the summary.", inputs, seen(request))
+    assert "holds the results" not in answer
+    assert "may or may not have taken effect" in answer
+    assert answer.endswith("…"), answer  # cut short, after a whole word
+    assert answer.removesuffix("…").split()[-1] in unknown.split()
