@@ -52,6 +52,7 @@ import yaml
 
 from honeycomb import Role
 from honeycomb.cli.main import main
+from honeycomb.evals.spec import CasesSpec
 from honeycomb.hive import load_hive
 from honeycomb.hive.specs import HiveSpec
 from tests.support import ROOT
@@ -281,6 +282,15 @@ def test_each_yaml_block_that_is_part_of_a_hive_is_valid_as_that_part(block: Blo
         roles = {data["name"]: data}
     for name, role in roles.items():
         Role.model_validate({"name": name, **role})
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in YAML_BLOCKS if "cases" in (yaml.safe_load(b.code) or {})], ids=str
+)
+def test_each_cases_file_a_page_shows_is_valid(block: Block) -> None:
+    """Its fields and checks are those a cases file takes (the files it names, of
+    more cases and of judges, are left unread)."""
+    CasesSpec.model_validate(yaml.safe_load(block.code))
 
 
 def test_the_hive_page_opens_with_a_whole_hive() -> None:
