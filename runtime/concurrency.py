@@ -214,8 +214,14 @@ class _Deadlines:
             self._arm(loop, when)
 
     def end(self, limit: float, block: within) -> None:
-        """Forget a block (whose deadline may have passed)."""
-        self._calls[limit].pop(block, None)
+        """Forget a block (whose deadline may have passed), and its limit once no block
+        has it: a limit worked out per block (an approval's time left) is seldom met
+        again, and a long-lived loop would keep each."""
+        calls = self._calls.get(limit)
+        if calls is not None:
+            calls.pop(block, None)
+            if not calls:
+                del self._calls[limit]
 
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         armed = self._timer() if self._timer is not None else None
@@ -227,7 +233,7 @@ class _Deadlines:
     def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer, self._armed_for = None, math.inf
         now, earliest = loop.time(), math.inf
-        for calls in self._calls.values():
+        for calls in list(self._calls.values()):  # a limit left with no block goes
             while calls:
                 block, when = next(iter(calls.items()))
                 if when > now:

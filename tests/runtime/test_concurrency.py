@@ -94,6 +94,30 @@ async def test_nested_limits_each_time_out_their_own_block() -> None:
     assert (outer.expired, inner.expired) == (False, True)
 
 
+async def test_a_limit_of_each_block_s_own_is_forgotten_as_its_block_ends() -> None:
+    """A limit worked out per block (an approval's time left, ``deadline - now``) is
+    seldom met again: a long-lived event loop (a service's) keeps none of them once
+    their blocks have ended, in time, past their limit, or cancelled."""
+    table = concurrency._table(asyncio.get_running_loop())
+    before = set(table._calls)
+    for i in range(200):
+        with within(3600.0 - i / 1000):
+            await asyncio.sleep(0)
+    with pytest.raises(TimedOut), within(0.01 + 1e-9):
+        await asyncio.sleep(10)
+
+    async def cancelled() -> None:
+        with within(7.5 + 1e-9):
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(cancelled())
+    await asyncio.sleep(0)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert set(table._calls) - before == set()
+
+
 async def test_a_limit_in_a_task_that_swallowed_a_cancellation_still_times_out() -> None:
     """As ``asyncio.timeout``: a cancellation the task caught before the block is not
     one that wins over the block's own (cleanup code that goes on after a cancel)."""
