@@ -27,7 +27,6 @@ from runtime.value import Value
 
 __all__ = ["follow_up_for", "last_answer", "plan_for", "task_text"]
 
-_RESERVED_ROLES = frozenset({"planner", "aggregator"})
 _REJECTED = re.compile(r"invalid plan|the plan is invalid", re.I)
 # The limits as the planner's prompt and its checks say them, not as a task may ("in
 # at most 2 sentences"): the prompt's own line, the problems of a plan sent back.
@@ -68,7 +67,7 @@ def plan_for(request: ModelRequest) -> Plan:
     if _round_of(catalog_text) is not None:  # a lead planning a later round
         return follow_up_for(catalog_text, ids)
     task, catalog = parse_catalog(catalog_text)
-    roles = [e for e in catalog if e.role.lower() not in _RESERVED_ROLES]
+    roles = list(catalog)  # the roles the run gives work to: a role named planner too
     # The prompt's line is the last of its kind: after the task and the conversation.
     limits = _LIMIT.findall(catalog_text)
     found = [int(limits[-1])] if limits else []

@@ -144,15 +144,19 @@ async def test_plan_uses_the_right_roles_and_the_sender_waits_for_the_rest(
     assert response.finish_reason == "stop"
 
 
-async def test_plan_never_uses_planner_or_aggregator(trip: ModuleType, model: OfflineModel) -> None:
-    entries = [
-        CatalogEntry(role="planner", description="Plans the weather, the guide and the outbox."),
-        CatalogEntry(role="aggregator", description="Summarises and reports the weather."),
-        *catalog(trip),
+async def test_plan_gives_work_to_a_role_named_planner_when_another_plans() -> None:
+    # The catalog lists the roles the run gives work to: a trip "planner" under a lead
+    # was left out, and a run with no other role to plan for failed its three attempts.
+    roles = [
+        Role(name="lead", description="Leads."),
+        Role(name="planner", description="Plans trips to cities."),
+        Role(name="aggregator", description="Merges."),
     ]
-    response = await model.complete(plan_request(TASK, entries))
-    plan = Plan.model_validate_json(response.message.content or "")
-    assert {s.role for s in plan.subtasks} == {"weather", "guide", "budget", "courier"}
+    executor = Executor(roles, OfflineModel(latency=0), planner="lead")
+    result = await executor.run("Plan a trip to Lisbon.")
+    assert [(s.role, s.instruction) for s in result.plan.subtasks] == [
+        ("planner", "Plan a trip to Lisbon.")
+    ]
 
 
 async def test_plan_attaches_unmatched_clauses_to_the_best_role(
