@@ -208,15 +208,24 @@ class Cassette:
             return msgspec.convert(value, type=Recorded)
         return chosen if CWD not in encoded else msgspec.json.decode(there(encoded), type=Recorded)
 
-    def embedding(self, embeddings: str, texts: Sequence[str], *, case: str | None) -> Embedded:
-        """The recorded call of ``embeddings`` that answers ``texts``: each given once,
-        the case's first, in file order (once all were given, again in that order).
+    def embedding(
+        self,
+        embeddings: str,
+        texts: Sequence[str],
+        *,
+        case: str | None,
+        worker: str | None = None,
+    ) -> Embedded:
+        """The recorded call of ``embeddings`` that answers ``texts`` (for ``worker``'s
+        memory): each given once, the case's first, in file order (once all were given,
+        again in that order).
 
         Raises:
             CassetteMismatch: when no recorded call of those embeddings has those texts.
         """
         found = self._by_texts.get((embeddings, texts_key(texts)))
         if not found:
+            self._cuts.strayed(worker, case)  # which fails the worker
             difference = self._texts_difference(embeddings, texts, case)
             raise CassetteMismatch(
                 str(self.path), embeddings, difference, case=case, kind="embeddings"

@@ -151,7 +151,8 @@ class ReplayEmbeddings:
         who = payer()
         if who is not None:
             who.check()
-        recorded = self.cassette.embedding(self._name, texts, case=current_case())
+        worker = _asking()[1]
+        recorded = self.cassette.embedding(self._name, texts, case=current_case(), worker=worker)
         for at, attempt in enumerate(recorded.spent):
             if who is not None:
                 if at:

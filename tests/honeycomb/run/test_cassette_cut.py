@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -21,7 +22,9 @@ from honeycomb import (
     Executor,
     Policy,
     Role,
+    RoleMemory,
     RunResult,
+    SQLiteMemory,
     ToolContext,
     tool,
 )
@@ -244,3 +247,37 @@ async def test_a_replay_in_a_model_of_ones_own_is_cut_alike_replayed_at_once(
     replayed, took = await cut_off(WrapperModel(cassette(noting(), replay=tape)), never=set())
     assert took < WALL_S
     assert alike(replayed) == alike(recorded)
+
+
+class Lengths:
+    """Embeddings of a text's length."""
+
+    name = "lengths"
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, float(len(text))] for text in texts]
+
+
+async def test_a_replay_whose_worker_recalled_what_was_not_recorded_is_cut_at_once(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "cut.cassette.jsonl"
+    recalling = Role(name="writer", tools=("note",), memory=RoleMemory(recall=1))
+
+    async def one(models: Model, second: str, folder: str) -> tuple[BudgetExceeded, float]:
+        memory = SQLiteMemory(tmp_path / folder / "memory.db", embeddings=Lengths())
+        policy = Policy(budgets=Budgets(wall_time_s=WALL_S))
+        executor = Executor([recalling], models, tools=[note], policy=policy, memory=memory)
+        started = time.monotonic()
+        with pytest.raises(BudgetExceeded) as caught:
+            await executor.run("notes", subtasks=[("writer", "one"), ("writer", second)])
+        return caught.value, time.monotonic() - started
+
+    NEVER.clear()
+    await one(cassette(noting(stuck=("s1", "s2")), record=tape), "two", "recorded")
+    # s2's recall embeds what was not recorded, which fails it: s1's cut call waits on.
+    replayed, took = await one(cassette(noting(), replay=tape), "three", "replayed")
+    assert took < WALL_S
+    partial = replayed.partial
+    assert partial is not None
+    assert "embeddings 'lengths'" in str(partial.subtasks["s2"].error)
