@@ -82,11 +82,15 @@ class Usage(Value, frozen=True, gc=False, kw_only=True):
 
 # benchmark B: made every model turn or tool call, never walked by the GC
 class ToolCall(Value, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
-    """One call the model asked for. ``arguments`` is the raw JSON text the model wrote."""
+    """One call the model asked for. ``arguments`` is the raw JSON text the model wrote.
+    ``extra_content`` is what the endpoint sent with the call to have back with it, as
+    JSON text (Gemini's thought signature, in its OpenAI-compatible API's
+    ``extra_content``); None: nothing."""
 
     id: str
     name: str
     arguments: str = "{}"
+    extra_content: str | None = None
 
 
 class ReasoningItem(Value, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -189,9 +193,7 @@ def with_distinct_ids(message: AssistantMessage, earlier: Messages, turn: int) -
                 new_id = f"{base}_{n}"
             renamed = True
         taken.add(new_id)
-        fresh.append(
-            ToolCall(id=new_id, name=c.name, arguments=c.arguments) if new_id != c.id else c
-        )
+        fresh.append(msgspec.structs.replace(c, id=new_id) if new_id != c.id else c)
     if not renamed:
         return message
     return msgspec.structs.replace(message, tool_calls=tuple(fresh))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +93,7 @@ def canonical(request: ModelRequest) -> dict[str, Any]:
     for message in masked(request.messages):
         value = msgspec.to_builtins(message)
         if isinstance(message, AssistantMessage) and message.tool_calls:
-            value["tool_calls"] = [
-                {**call, "id": renumbered(call["id"])} for call in value["tool_calls"]
-            ]
+            value["tool_calls"] = [_call_key(call, renumbered) for call in value["tool_calls"]]
         elif isinstance(message, ToolMessage):
             value["tool_call_id"] = renumbered(message.tool_call_id)
         messages.append(value)
@@ -104,6 +102,14 @@ def canonical(request: ModelRequest) -> dict[str, Any]:
     found: dict[str, Any] = msgspec.json.decode(_TIMES.sub(b"<time>", here(encoded)))
     run = run_of(request)
     return found if run is None else renamed(found, run, RUN)
+
+
+def _call_key(call: dict[str, Any], renumbered: Callable[[str], str]) -> dict[str, Any]:
+    """A tool call as its request's key holds it: its id renumbered, and no
+    ``extra_content`` when it has none (as calls were keyed before they had one, so
+    that the cassettes recorded then still match)."""
+    kept = {k: v for k, v in call.items() if k != "extra_content" or v is not None}
+    return {**kept, "id": renumbered(call["id"])}
 
 
 def _cwd() -> bytes | None:

@@ -127,7 +127,9 @@ def test_messages_round_trip_through_dicts_and_json_as_one_array() -> None:
     assert json.loads(text)[2] == {
         "role": "assistant",
         "content": "thinking",
-        "tool_calls": [{"id": "c1", "name": "lookup", "arguments": '{"key": "a"}'}],
+        "tool_calls": [
+            {"id": "c1", "name": "lookup", "arguments": '{"key": "a"}', "extra_content": None}
+        ],
         "reasoning": None,
         "reasoning_items": [],
     }
@@ -147,6 +149,16 @@ def test_an_assistant_messages_reasoning_round_trips_and_old_transcripts_still_l
     stored = '[{"role": "assistant", "content": "42", "tool_calls": []}]'
     assert validate_messages(stored) == (AssistantMessage(content="42"),)
     assert validate_messages(stored)[0].reasoning is None  # type: ignore[union-attr]
+
+
+def test_a_calls_extra_content_round_trips_and_transcripts_without_it_still_load() -> None:
+    signed = ToolCall(id="c1", name="look", extra_content='{"google": {"thought_signature": "x"}}')
+    message = AssistantMessage(tool_calls=(signed,))
+    assert validate_messages(dump_messages_json([message])) == (message,)
+    # Written before tool calls had an extra_content field:
+    stored = '[{"role": "assistant", "tool_calls": [{"id": "c1", "name": "look"}]}]'
+    (old,) = validate_messages(stored)
+    assert old == AssistantMessage(tool_calls=(ToolCall(id="c1", name="look"),))
 
 
 def test_reasoning_items_round_trip_and_transcripts_without_them_still_load() -> None:

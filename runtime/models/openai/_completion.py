@@ -21,6 +21,8 @@ import json
 import os
 from typing import Any
 
+import msgspec
+
 from runtime.errors import ModelError, ModelHTTPError, ModelResponseError
 from runtime.messages import AssistantMessage, ToolCall, Usage
 from runtime.model import ModelRequest, ModelResponse
@@ -234,7 +236,7 @@ def _tool_calls(items: list[Any], where: str) -> tuple[ToolCall, ...]:
             continue
         call = _tool_call(item, f"{where}.tool_calls[{index}]")
         if not call.id or call.id in seen:
-            call = ToolCall(id=new_call_id(), name=call.name, arguments=call.arguments)
+            call = msgspec.structs.replace(call, id=new_call_id())
         seen.add(call.id)
         calls.append(call)
     return tuple(calls)
@@ -246,10 +248,13 @@ def _tool_call(item: Any, where: str) -> ToolCall:
     arguments = function.get("arguments")
     if isinstance(arguments, dict):  # some servers send the object itself
         arguments = json.dumps(arguments)
+    # Gemini's thought signature: its next request wants it back with the call.
+    extra = call.get("extra_content")
     return ToolCall(
         id=_text(call.get("id"), f"{where}.id") or "",
         name=_required(function.get("name"), f"{where}.function.name"),
         arguments=_text(arguments, f"{where}.function.arguments") or "",
+        extra_content=json.dumps(extra) if extra is not None else None,
     )
 
 

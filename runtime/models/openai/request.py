@@ -19,7 +19,14 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from runtime.errors import ConfigError, ConfigErrors, kind_of
-from runtime.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from runtime.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from runtime.model import OutputSchema
 from runtime.text import valid_text
 
@@ -313,19 +320,26 @@ def _assistant_out(message: AssistantMessage) -> dict[str, Any]:
         "content": valid_text(content) if content is not None else None,
     }
     if message.tool_calls:
-        out["tool_calls"] = [
-            {
-                "id": valid_text(c.id),
-                "type": "function",
-                "function": {
-                    "name": valid_text(c.name),
-                    "arguments": valid_text(wire_arguments(c.arguments)),
-                },
-            }
-            for c in message.tool_calls
-        ]
+        out["tool_calls"] = [_call_out(c) for c in message.tool_calls]
     if message.reasoning is not None:
         out["reasoning_content"] = valid_text(message.reasoning)
+    return out
+
+
+def _call_out(call: ToolCall) -> dict[str, Any]:
+    """A call as the wire wants it, with what its endpoint sent with it to have back
+    (its ``extra_content``: Gemini's thought signature, which it refuses the next turn
+    without)."""
+    out: dict[str, Any] = {
+        "id": valid_text(call.id),
+        "type": "function",
+        "function": {
+            "name": valid_text(call.name),
+            "arguments": valid_text(wire_arguments(call.arguments)),
+        },
+    }
+    if call.extra_content is not None:
+        out["extra_content"] = json.loads(call.extra_content)
     return out
 
 

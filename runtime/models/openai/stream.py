@@ -159,6 +159,7 @@ class _Call:
         self.id = ""
         self.name = ""
         self.arguments: list[str] = []
+        self.extra: Any = None  # its extra_content (Gemini's thought signature)
 
 
 def _whole(call: _Call) -> bool:
@@ -283,6 +284,8 @@ class CompletionStream:
         if given:
             call.id = given
         call.name = name or call.name
+        if piece.get("extra_content") is not None:
+            call.extra = piece["extra_content"]
         arguments = function.get("arguments")
         if isinstance(arguments, dict):  # some servers send the object itself, whole
             call.arguments = [json.dumps(arguments)]
@@ -337,6 +340,7 @@ class CompletionStream:
                     "id": call.id,
                     "type": "function",
                     "function": {"name": call.name, "arguments": "".join(call.arguments)},
+                    "extra_content": call.extra,
                 }
                 for call in self._calls
             ],
