@@ -421,8 +421,7 @@ def test_each_option_a_page_gives_a_command_is_one_of_that_command(page: Path) -
 
 # --- the commands shown -------------------------------------------------------------
 
-EXAMPLE_PAGES = sorted(ROOT.glob("examples/*/README.md"))
-HIVES = sorted(ROOT.glob("examples/*/hive.yaml"))
+TEMPLATES = sorted(p.parent.name for p in ROOT.glob("examples/*/hive.yaml"))
 _NEEDS_NETWORK = ("--base-url", "bench")
 _COMMAND = re.compile(r'honeycomb(?: (?:[^\s"]+|"[^"]*"))+')
 
@@ -446,35 +445,60 @@ def shown_commands(page: Path) -> list[list[str]]:
     return found
 
 
-SHOWN = [p for p in [*PAGES, *EXAMPLE_PAGES, *HIVES] if shown_commands(p)]
+SHOWN = [p for p in PAGES if shown_commands(p)]
+
+
+def template_pages(folder: Path) -> list[Path]:
+    """The pages of a template that show commands: its README, and the header
+    comments of its hives (``hive.yaml``, ``rounds.yaml`` ...)."""
+    hives = (p for p in sorted(folder.glob("*.yaml")) if whole_hive(yaml.safe_load(p.read_text())))
+    return [p for p in [folder / "README.md", *hives] if shown_commands(p)]
 
 
 def test_the_pages_show_commands_to_run() -> None:
     shown = {p.relative_to(ROOT).as_posix() for p in SHOWN}
-    assert {"README.md", "docs/first-steps.md", "examples/starter/README.md"} <= shown
-    assert {f"examples/{e}/hive.yaml" for e in ("research", "review", "triage")} <= shown
+    assert {"README.md", "docs/first-steps.md"} <= shown
+    for template in TEMPLATES:
+        pages = template_pages(ROOT / "examples" / template)
+        assert ROOT / "examples" / template / "README.md" in pages, template
+    assert len(template_pages(ROOT / "examples" / "research")) == 3  # its README, both hives
 
 
-@pytest.mark.parametrize("page", SHOWN, ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_commands_a_page_shows_run(
-    page: Path, folder: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def run_shown(page: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run the commands a page shows, in order, each to succeed."""
     from honeycomb.store import RunStore
 
-    if any("hive.yaml" in argv for argv in shown_commands(page)):
-        # An example's README and hive speak from its folder ("honeycomb run hive.yaml").
-        shutil.copytree(page.parent, folder / "here")
-        os.chdir(folder / "here")
     for argv in shown_commands(page):
         if "RUN_ID" in argv:
             (last,) = RunStore(Path(".honeycomb/runs.db")).runs(limit=1)
             argv = [last.run_id if a == "RUN_ID" else a for a in argv]
         code = main(argv)
         out = capsys.readouterr()
-        assert code == 0, f"{page.relative_to(ROOT)}: honeycomb {shlex.join(argv)}\n{out}"
+        assert code == 0, f"{page}: honeycomb {shlex.join(argv)}\n{out}"
         if argv[0] in ("run", "demo"):
             assert "[offline simulation]" in out.out
             assert "did not succeed" not in out.out, out.out
+
+
+@pytest.mark.parametrize("page", SHOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_commands_a_page_shows_run(
+    page: Path, folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_shown(page, capsys)
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_the_commands_a_template_shows_run_in_the_folder_init_makes(
+    template: str, folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its README and its hives' comments speak from that folder, where a user of
+    ``honeycomb init`` reads them: the hives' comments said ``honeycomb run
+    examples/research/hive.yaml``, a file the folder does not have."""
+    assert main(["init", "here", "--template", template]) == 0
+    capsys.readouterr()
+    os.chdir("here")
+    for page in template_pages(Path.cwd()):
+        run_shown(page, capsys)
 
 
 @pytest.mark.parametrize(("example", "kept"), [("starter", "notes"), ("review", "reports")])
