@@ -181,8 +181,9 @@ def parse_answer(body: bytes, count: int, model: str) -> tuple[list[list[float]]
         raise answered_error(error, model, "answered with an error")
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list):
-        raise ModelResponseError(
-            f"the embeddings of model {model!r}: data is {kind_of(items)}, not a list"
+        raise ModelResponseError(  # with what came instead: {"detail": ...}
+            f"the embeddings of model {model!r}: data is {kind_of(items)}, not a list, in "
+            f"{masked(shown(data))}"
         )
     found: list[tuple[int, list[float]]] = []
     for at, item in enumerate(items):

@@ -58,6 +58,7 @@ async def test_an_answer_worth_a_retry_is_retried(
     ("body", "named"),
     [
         ({"object": "list"}, "data is null, not a list"),
+        ({"detail": "Model is loading"}, "not a list, in {'detail': 'Model is loading'}"),
         ({"data": [{"index": 0, "embedding": ["x"]}]}, "data[0].embedding is a list"),
         ({"data": ["x"]}, "data[0] is not an embedding with an index"),
         ({"data": []}, "answered 0 vectors of sizes [] for 1 texts"),
