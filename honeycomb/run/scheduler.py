@@ -237,6 +237,9 @@ class Scheduler:
         except BaseException as exc:  # no result: KeyboardInterrupt, SystemExit ... stop all
             if self._fatal is None:
                 self._fatal = exc
+            started = self._began.get(subtask.id)
+            if started is not None:  # its end is the run's, which it stops
+                self._stopped_now(subtask, started, raised=_raised(exc))
             self._cancel()
             # Raised by run(), in the run's own task: out of a task of its own, asyncio
             # would let a KeyboardInterrupt or SystemExit escape its event loop.
@@ -299,13 +302,16 @@ class Scheduler:
             return self.stopped
         return self._caller.reason
 
-    def _stopped_now(self, subtask: Subtask, started: float) -> None:
-        """A started subtask's worker cut off by the end of its run, reported as an
-        event: every ``worker.started`` has its ``worker.finished``."""
+    def _stopped_now(
+        self, subtask: Subtask, started: float, *, raised: BaseException | None = None
+    ) -> None:
+        """A started subtask's worker cut off by the end of its run (or ending it, with
+        what it ``raised``: a KeyboardInterrupt, a SystemExit), reported as an event:
+        every ``worker.started`` has its ``worker.finished``."""
         ctx = self.context
         if ctx.tracer.enabled:
             reason = self.reason
-            why = stopped_error(reason)
+            why = stopped_error(reason if raised is None else raised)
             ctx.tracer.emit(
                 WorkerFinished(
                     worker=subtask.id,
@@ -585,6 +591,14 @@ async def _nested(running: Awaitable[WorkerResult]) -> WorkerResult:
     and beside its caller's other work against their time limits."""
     async with nested_work():
         return await running
+
+
+def _raised(exc: BaseException) -> BaseException:
+    """What was raised, out of the exception groups of the tasks it went through (a
+    parallel tool call's, a guard's)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _lost(outcome: SubtaskResult) -> bool:

@@ -63,8 +63,15 @@ async def test_an_own_base_exception_is_raised_as_itself_not_in_a_group(
 ) -> None:
     db = tmp_path / "runs.db"
     executor = fatal.executor(db, fatal.Abort, where)
+    events: list[Event] = []
     with pytest.raises(fatal.Abort, match="raised by the"):
-        await executor.run("the task", subtasks=fatal.PLAN, run_id="r1")
+        await executor.run("the task", subtasks=fatal.PLAN, run_id="r1", on_event=[events.append])
+    # Every worker.started has its worker.finished, the worker that raised it included.
+    started = [e.worker for e in events if e.kind == "worker.started"]
+    ended = {e.worker: e for e in events if isinstance(e, WorkerFinished)}
+    assert sorted(started) == sorted(ended) == ["w0", "w1", "w2"]
+    assert ended["w1"].status == "cancelled"
+    assert "Abort: the run stopped: raised by the" in str(ended["w1"].error)
     status, finished = run_status(db)
     assert status == "interrupted"
     assert finished == {"w0": "ok"}
