@@ -29,7 +29,14 @@ from honeycomb.cli.cassettes import cassette_memory_of, cassette_models
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.options import user_path
-from honeycomb.cli.running import DEFAULT_STORE, hive_store, missing_keys, model_of, store_of
+from honeycomb.cli.running import (
+    DEFAULT_STORE,
+    hive_store,
+    missing_keys,
+    model_of,
+    refused_as_made,
+    store_of,
+)
 from honeycomb.cli.sessions import new_session_note, print_turn, short
 from honeycomb.cli.typed import Typed
 from honeycomb.cli.view import JsonView, LiveView, View, found, live, summary
@@ -122,7 +129,7 @@ async def _talk(
             executor = Executor.from_hive(hive, models=models, store=store, backend=pool, **own)
             chat = Chat(hive, executor, args.session, shown)
         except ConfigError as exc:  # as `honeycomb run` tells them
-            print(str(exc), file=sys.stderr)
+            print(refused_as_made(exc, args), file=sys.stderr)
             return ExitStatus.UNUSABLE
         if pool is None:
             return await chat.talk(sys.stdin, out, console, events=events)

@@ -545,9 +545,7 @@ async def _run(
             task, run_id=run_id, steal=getattr(args, "force", False), text_deltas=True
         )
     except ConfigError as exc:  # validate refuses these first; never a traceback
-        # What validate cannot see: the models that --model puts in the hive's place.
-        instead = f" (--model {args.model} stands in for the hive's models)" if args.model else ""
-        print(f"{exc}{instead}", file=sys.stderr)
+        print(refused_as_made(exc, args), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if store is not None and not args.json:  # said before it starts: a killed run is
         # resumed by its id (said once the run can start: no run is kept of one that cannot)
@@ -590,6 +588,14 @@ async def _run(
     if unasked is not None and not args.json:
         print(unasked, file=sys.stderr)
     return _reported(result, error, ended, args, out, store)
+
+
+def refused_as_made(error: ConfigError, args: argparse.Namespace) -> str:
+    """What a command says of the Executor its hive could not make: ``error``, and what
+    ``honeycomb validate`` cannot see, that ``--model`` stands in for the hive's models
+    (a budget in dollars with an unpriced one, say)."""
+    instead = f" (--model {args.model} stands in for the hive's models)" if args.model else ""
+    return f"{error}{instead}"
 
 
 async def _say_stopped(

@@ -196,7 +196,9 @@ def test_a_hive_its_model_given_cannot_run_exits_2_in_one_line(
     )  # priced as written; the offline model stands in for it, and has no price
     assert chat(monkeypatch, hive, ["Hello."], "--model", "offline") == 2  # as `run` exits
     out, err = capsys.readouterr()
-    assert err.startswith("policy.budgets.cost: a budget in dollars counts the models' prices")
+    line = hive.read_text().splitlines().index("  budgets: {cost: 1}") + 1
+    assert err.startswith(f"{hive}:{line}:13: policy.budgets.cost: a budget in dollars counts")
+    assert err.rstrip().endswith("(--model offline stands in for the hive's models)")
     assert len(err.strip().splitlines()) == 1  # no traceback
     assert "you>" not in out
 
