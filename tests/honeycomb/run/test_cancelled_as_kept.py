@@ -19,18 +19,19 @@ from runtime import Event, ModelRequest
 
 ROLES = [Role(name="w")]
 PLAN = [("w", "quick"), ("w", "slow")]
+RESULT = "INSERT INTO workers (run_id, worker, status, result,"  # a worker's result kept
 
 
 class HeldResults(RunStore):
-    """A store whose first commit of a worker's result waits until it is cancelled."""
+    """A store whose commit of s1's result waits until it is cancelled."""
 
     def __init__(self, where: Path) -> None:
         super().__init__(where)
         self.writing = asyncio.Event()
 
     async def commit(self, *statements: Any, **options: Any) -> None:
-        results = any(sql.startswith("INSERT INTO workers") for sql, _ in statements)
-        if results and not options.get("urgent", True) and not self.writing.is_set():
+        s1 = any(sql.startswith(RESULT) and row[1] == "s1" for sql, row in statements)
+        if s1 and not options.get("urgent", True) and not self.writing.is_set():
             self.writing.set()
             await asyncio.Event().wait()
         await super().commit(*statements, **options)
