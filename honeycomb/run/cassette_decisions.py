@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from honeycomb.run.events import RunFinished, WorkerFinished, WorkerStarted
+from runtime.errors import CassetteError
 from runtime.events import ApprovalDecided, ApprovalRequested, EventHandler
 from runtime.model import Model
 from runtime.models.cassettes import Cassette, CassetteWriter, Decided
@@ -134,7 +135,8 @@ class CassetteApprover:
         """The recorded decision on the call.
 
         Raises:
-            LeftWaiting: when the recorded run left the call waiting in its store.
+            LeftWaiting: when the recorded run left the call waiting in its store (a run
+                with no store fails the worker with a ``CassetteError`` saying so).
             CassetteMismatch: when the cassette holds no decision on such a call.
         """
         found = await self.cassette.decided(
@@ -145,10 +147,25 @@ class CassetteApprover:
             case=current_case(),
         )
         if found.waited:
-            raise LeftWaiting(f"call {request.call_id!r} was left waiting when recorded")
+            raise LeftWaiting(
+                f"call {request.call_id!r} was left waiting when recorded",
+                cannot_wait=self._nowhere_to_wait(request),
+            )
         return Decision(
             approve=found.approve, reason=found.reason, arguments=found.edited, by=found.by
         )
+
+    def _nowhere_to_wait(self, request: ApprovalRequest) -> CassetteError:
+        """What fails the worker of a call the recorded run left waiting in its store,
+        replayed by a run with no store to wait in (denied, it would go otherwise)."""
+        call = f"call {request.call_id!r} of tool {request.tool!r}"
+        how = (
+            f"could not wait as recorded: the recorded run left {call} waiting in its run "
+            "store, and this replay has none to wait in: replay it with a run store (not "
+            "--no-store)"
+        )
+        self.cassette.went_otherwise(request.worker or "", current_case(), request.run_id, how)
+        return CassetteError(f"worker {request.worker!r} {how}", file=str(self.cassette.path))
 
 
 def cassette_approvals(

@@ -73,6 +73,7 @@ from runtime.model import ModelRequest
 from runtime.models.cassette_cuts import Cuts, cutting
 from runtime.models.cassette_keys import (
     CWD,
+    MIN_RUN_ID,
     RUN,
     canonical,
     canonical_arguments,
@@ -154,7 +155,8 @@ class Cassette:
         self.decisions: list[Decided] = []
         self._by_call: dict[tuple[str, str], list[Decided]] = {}
         self._given: set[int] = set()
-        self._first: dict[tuple[str | None, str | None], CassetteMismatch] = {}
+        # By case and run: the worker that went otherwise first, and how.
+        self._first: dict[tuple[str | None, str | None], tuple[str | None, str]] = {}
         lines = list(read_lines(self.path))
         self._cuts = Cuts(lines)
         for line in lines:
@@ -333,16 +335,21 @@ class Cassette:
         """``mismatch``, naming the first call of its run (its case) that the cassette
         did not record, when another worker asked it: a call that differs only for
         what came of that one (an aggregator told a worker failed) names its cause."""
-        first = self._first.setdefault((mismatch.case, run), mismatch)
-        if first.worker == mismatch.worker:
+        said = f"asked first what it did not record: {mismatch.difference}"
+        worker, first = self._first.setdefault((mismatch.case, run), (mismatch.worker, said))
+        if worker == mismatch.worker:
             return mismatch
-        difference = (
-            f"worker {first.worker!r} asked first what it did not record: "
-            f"{first.difference}; and this call then: {mismatch.difference}"
-        )
+        difference = f"worker {worker!r} {first}; and this call then: {mismatch.difference}"
         return CassetteMismatch(
             mismatch.file, mismatch.model, difference, worker=mismatch.worker, case=mismatch.case
         )
+
+    def went_otherwise(self, worker: str, case: str | None, run: str | None, how: str) -> None:
+        """``worker`` of run ``run`` (of ``case``) failed as its recording did not
+        (``how``): a call that then differs only for what came of it names it first
+        (:meth:`answered`), as a call not recorded is."""
+        kept = run if run is not None and len(run) >= MIN_RUN_ID else None  # as run_of
+        self._first.setdefault((case, kept), (worker, how))
 
     def ran(self, worker: str, case: str | None, *, ended: bool) -> None:
         """A replayed run's ``worker`` (of ``case``) started, or ``ended``: a cut of

@@ -176,7 +176,9 @@ class ApprovalGate:
                 await self.log.record(ApprovalEntry(pending=pending))
             try:
                 first = await self._asked(pending)
-            except LeftWaiting:  # the approver decides nothing: it waits, as with none
+            except LeftWaiting as left:  # the approver decides nothing: it waits, as with none
+                if self.log is None and left.cannot_wait is not None:
+                    raise left.cannot_wait from None
                 if self.log is None:
                     return Decision.denied(_CANNOT_WAIT)
                 return None

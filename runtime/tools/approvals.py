@@ -154,7 +154,13 @@ class LeftWaiting(Exception):
     """Raised by an approver that decides nothing about the call: it waits in the run
     store, as if no approver were attached (a replay's approver, for a call that its
     recorded run left waiting: the run ends waiting as it did). Where it cannot wait
-    (a run with no store), it is denied saying so."""
+    (a run with no store), it is denied saying so; or, given ``cannot_wait``, that
+    error fails its worker (a replay, which a denial would take elsewhere than its
+    recording went)."""
+
+    def __init__(self, message: str, *, cannot_wait: Exception | None = None) -> None:
+        super().__init__(message)
+        self.cannot_wait = cannot_wait
 
 
 Approver = Callable[[ApprovalRequest], Awaitable[Decision]]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from honeycomb import Decision, Executor, Role, RunResult, tool
-from honeycomb.errors import CassetteMismatch
+from honeycomb.errors import CassetteMismatch, RunFailed
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel, call
 from runtime import ApprovalDecided, ApprovalRequest, Event, ModelRequest, ToolMessage
@@ -213,3 +213,25 @@ async def test_a_run_that_ended_waiting_replays_waiting(tmp_path: Path) -> None:
     assert replayed.status == "waiting"
     assert replayed_pending == recorded_pending
     assert replayed.usage == recorded.usage
+
+
+async def test_a_run_that_ended_waiting_replayed_with_no_store_says_it_needs_one(
+    tmp_path: Path,
+) -> None:
+    # With no store to wait in, its calls were denied ('no approver is attached and the
+    # run has no store to wait in'), and each worker then asked what was never recorded:
+    # a CassetteMismatch that said to record it again, though nothing had changed.
+    tape = tmp_path / "waited.cassette.jsonl"
+    executor = Executor(
+        [PAYER], cassette(paying(), record=tape), tools=[pay], store=tmp_path / "a.db"
+    )
+    assert (await executor.run("pay", subtasks=PLAN[:1])).status == "waiting"
+    replaying = Executor([PAYER], cassette(paying(), replay=tape), tools=[pay])
+    with pytest.raises(RunFailed) as failed:
+        await replaying.run("pay", subtasks=PLAN[:1])
+    said = (
+        f"(s1: CassetteError: {tape}: worker 's1' could not wait as recorded: the recorded "
+        "run left call 'CALL' of tool 'pay' waiting in its run store, and this replay has "
+        "none to wait in: replay it with a run store (not --no-store))"
+    )
+    assert re.sub(r"'call_\d+'", "'CALL'", str(failed.value)).endswith(said)
