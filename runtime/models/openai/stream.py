@@ -13,7 +13,9 @@ call's id and name come with its first piece, its arguments in any number of the
 A piece that names its function with an id or a name other than those of the call its
 index holds, once that call's arguments are whole, starts a new call (Ollama numbers
 every call of a turn ``0``), so that no call is merged into another; arguments sent
-whole again, once they came in pieces, are not added twice.
+whole again, once they came in pieces, are not added twice, and an empty object sent
+before a call's arguments (a gateway's passing on of Anthropic's empty ``input``) is
+not added to them.
 Only the first choice is read, as a whole answer's is (a request for several, ``n``,
 has theirs interleaved, each at its ``index``).
 Usage comes in a last chunk without choices (``stream_options.include_usage``); a
@@ -291,9 +293,14 @@ class CompletionStream:
             call.arguments = [json.dumps(arguments)]
         elif arguments:
             text = _text(arguments, f"{where}.function.arguments") or ""
+            so_far = "".join(call.arguments)
+            if so_far.strip() == "{}" and text.lstrip().startswith("{"):
+                # A proxy's "{}" before the arguments came (Anthropic's tool_use block
+                # starts with an empty input, which some gateways pass on): not theirs.
+                call.arguments = [text]
             # Some servers and proxies (LiteLLM's last chunk) send a call's arguments
             # whole again once they have come in pieces: the same text, not more of it.
-            if not (call.arguments and _whole(call) and "".join(call.arguments) == text):
+            elif not (call.arguments and _whole(call) and so_far == text):
                 call.arguments.append(text)
 
     def _call_of(self, index: int | None, given: str | None, name: str | None) -> _Call:

@@ -115,6 +115,19 @@ def test_arguments_sent_whole_again_at_the_end_are_not_added_twice() -> None:
     assert (only.id, only.name, only.arguments) == ("a", "look", '{"q": "x"}')
 
 
+def test_an_empty_object_sent_before_the_arguments_is_not_added_to_them() -> None:
+    """Gateways in front of Anthropic's API pass on the empty input its tool_use block
+    starts with as the call's first arguments, '{}', then the arguments in pieces:
+    '{}{"q": "x"}' is no JSON, and the call would be refused."""
+    stream = CompletionStream("m")
+    stream.add(chunk(piece("{}", index=0, id="a", f={"name": "look"})))
+    stream.add(chunk(piece('{"q":', index=0)))
+    stream.add(chunk(piece(' "x"}', index=0)))
+    stream.add(chunk({}, "tool_calls"))
+    [only] = stream.response().message.tool_calls
+    assert (only.id, only.name, only.arguments) == ("a", "look", '{"q": "x"}')
+
+
 def test_a_piece_naming_another_function_at_the_same_index_and_id_is_another_call() -> None:
     """Some of OpenRouter's providers send every call of a turn at one index, with one
     id: each call that names its function is one, none merged into another."""
