@@ -65,6 +65,8 @@ from runtime.limits.retry_policy import wall_time_ends
 from workers.guards import GuardKind, GuardRunner, Judge, Refusal, tripped
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
     from honeycomb.run.session import Converse
@@ -327,6 +329,15 @@ class Run:
             await record.release()
         return done
 
+    def _answer_type(self) -> type[BaseModel] | None:
+        """The type of the run's answer: the Executor's ``output_type``, else the
+        ``output_schema`` of the role that merges, if it has one."""
+        phases, crew = self.shared.phases, self.shared.crew
+        role = crew.roles.get(aggregator_role(phases.aggregator) or "")
+        if phases.output_type is not None or role is None:
+            return phases.output_type
+        return crew.setup_for(role, None).settings.output_type
+
     async def _pick_up(self, record: RunRecord, resumable: bool) -> RunResult | None:
         from honeycomb.run.restore import restore, retyped, stored_result
 
@@ -340,7 +351,7 @@ class Run:
                 )
             done = stored_result(stored)
             if done is not None:
-                return retyped(done, "answer", self.shared.phases.output_type)
+                return retyped(done, "answer", self._answer_type())
             self.resumed = restore(stored)
             # What the earlier lives took, for the figures of every life (run_timings).
             self.earlier_spans = await asyncio.to_thread(record.store.spans, self.run_id)
