@@ -33,6 +33,7 @@ from runtime.models.tokens import estimated_tokens
 __all__ = [
     "answered_error",
     "completion_response",
+    "content_parts",
     "error_in",
     "estimated_usage",
     "parse_completion",
@@ -167,7 +168,7 @@ def _response(data: Any, model: str) -> ModelResponse:
         raise _failed(choice.get("error"), finish, model)
     raw = _object(choice.get("message"), "choices[0].message")
     where = "choices[0].message"
-    content = _text(raw.get("content"), f"{where}.content")
+    content, thinking = content_parts(raw.get("content"), f"{where}.content")
     # A refusal (OpenAI's, under structured output) comes in its own field, with no
     # content: its words are the answer's text, as the Responses API's are.
     content = content or _text(raw.get("refusal"), f"{where}.refusal") or content
@@ -176,6 +177,7 @@ def _response(data: Any, model: str) -> ModelResponse:
     reasoning = _text(raw.get("reasoning_content"), f"{where}.reasoning_content")
     if reasoning is None and isinstance(raw.get("reasoning"), str):
         reasoning = raw["reasoning"]
+    reasoning = thinking if reasoning is None else reasoning
     calls = _tool_calls(_list(raw.get("tool_calls") or [], f"{where}.tool_calls"), where)
     usage = _object(body.get("usage") or {}, "usage")
     details_at = "usage.completion_tokens_details"
@@ -213,6 +215,35 @@ def _failed(error: Any, finish: str, model: str) -> ModelError:
         f"model {model!r} ended its answer unfinished (finish_reason {finish!r})",
         retryable=True,
     )
+
+
+def content_parts(value: Any, where: str) -> tuple[str | None, str | None]:
+    """The text and the thinking of a message's ``content`` (or a streamed delta's):
+    text, or a list of typed parts, as Mistral's reasoning models send it (a
+    ``thinking`` part, its ``thinking`` a list of text parts, then a ``text`` part);
+    parts of other types are left out."""
+    if not isinstance(value, list):
+        return _text(value, where), None
+    texts: list[str] = []
+    thoughts: list[str] = []
+    for index, raw in enumerate(value):
+        at = f"{where}[{index}]"
+        part = _object(raw, at)
+        if part.get("type") == "text":
+            texts.append(_text(part.get("text"), f"{at}.text") or "")
+        elif part.get("type") == "thinking":
+            thoughts += _thoughts(part.get("thinking"), f"{at}.thinking")
+    return ("".join(texts) if texts else None), ("".join(thoughts) if thoughts else None)
+
+
+def _thoughts(value: Any, where: str) -> list[str]:
+    """The texts of a ``thinking`` part: text, or a list of text parts."""
+    if not isinstance(value, list):
+        return [_text(value, where) or ""]
+    return [
+        _text(_object(raw, f"{where}[{i}]").get("text"), f"{where}[{i}].text") or ""
+        for i, raw in enumerate(value)
+    ]
 
 
 def _cached(usage: dict[str, Any]) -> int:

@@ -53,6 +53,7 @@ from runtime.models.openai._completion import (
     _text,
     answered_error,
     completion_response,
+    content_parts,
     error_in,
 )
 
@@ -243,16 +244,19 @@ class CompletionStream:
         at, choice = found
         self._finish = _text(choice.get("finish_reason"), f"{at}.finish_reason") or self._finish
         delta = _object(choice.get("delta") or {}, f"{at}.delta")
+        # Text, or typed parts (Mistral's reasoning models: see content_parts).
+        said, thinking = content_parts(delta.get("content"), f"{at}.delta.content")
         reasoning = _text(delta.get("reasoning_content"), f"{at}.delta.reasoning_content")
         if reasoning is None and isinstance(delta.get("reasoning"), str):
             reasoning = delta["reasoning"]  # newer vLLM's name (see parse_completion)
+        reasoning = thinking if reasoning is None else reasoning
         if reasoning is not None:  # "" too: sent back as a whole answer's is (DeepSeek's)
             self._reasoning.append(reasoning)
         for index, item in enumerate(
             _list(delta.get("tool_calls") or [], f"{at}.delta.tool_calls")
         ):
             self._call_piece(item, f"{at}.delta.tool_calls[{index}]")
-        text = _text(delta.get("content"), f"{at}.delta.content") or ""
+        text = said or ""
         # A refusal's words come as their own pieces: the answer's text (see parse_completion).
         text += _text(delta.get("refusal"), f"{at}.delta.refusal") or ""
         if text:

@@ -161,7 +161,7 @@ CALL = (*MESSAGE, "tool_calls", 0)
         (Raw(200, body=at(*MESSAGE)), "choices[0].message is missing"),
         (Raw(200, body=at(*MESSAGE, value="hi")), "choices[0].message is a str"),
         (Raw(200, body=at(*MESSAGE, "content", value=5)), "message.content is an int"),
-        (Raw(200, body=at(*MESSAGE, "content", value=[{"type": "text"}])), "content is a list"),
+        (Raw(200, body=at(*MESSAGE, "content", value=[5])), "message.content[0] is an int"),
         (Raw(200, body=at(*MESSAGE, "tool_calls", value="x")), "message.tool_calls is a str"),
         (Raw(200, body=at(*MESSAGE, "tool_calls", value=[None])), "tool_calls[0] is missing"),
         (Raw(200, body=at(*CALL, "function")), "tool_calls[0].function is missing"),
