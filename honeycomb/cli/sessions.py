@@ -167,7 +167,7 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
     missing = [sid for sid in args.session_ids if sid not in known]
     if missing:
         named = ", ".join(f"{sid!r}{_close_to(stored, sid)}" for sid in missing)
-        print(f"{stored.store.where}: no session {named}", file=sys.stderr)
+        print(f"{stored.store.where}: no session {named}; none forgotten", file=sys.stderr)
         return ExitStatus.UNUSABLE
 
     async def forget() -> list[str]:

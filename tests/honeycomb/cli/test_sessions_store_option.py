@@ -65,4 +65,14 @@ def test_a_session_id_misspelt_is_told_the_one_kept_close_to_it(
         capsys.readouterr().err
     )
     assert main(["sessions", "forget", "anne", "zed", "--store", str(kept)]) == 2
-    assert capsys.readouterr().err.endswith("no session 'anne' (did you mean 'ann'?), 'zed'\n")
+    assert "no session 'anne' (did you mean 'ann'?), 'zed'" in capsys.readouterr().err
+
+
+def test_forgetting_sessions_one_of_which_is_not_kept_forgets_none_and_says_so(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said "no session 'zed'" alone: whether ann, named beside it, was forgotten
+    was left to guess (it was not)."""
+    assert main(["sessions", "forget", "ann", "zed", "--store", str(kept)]) == 2
+    assert capsys.readouterr().err.endswith("no session 'zed'; none forgotten\n")
+    assert main(["sessions", "show", "ann", "--store", str(kept)]) == 0
