@@ -101,7 +101,10 @@ class OpenAIModel(OpenAIEndpoint):
             instruction = output_instruction(output)
         params = self._base_params(request)
         params["messages"] = messages_out(
-            request.messages, instruction, alternating=self.alternating
+            request.messages,
+            instruction,
+            alternating=self.alternating,
+            reasoning=self.sends_reasoning,
         )
         self._limit_output(params, self._limit_key, request)
         if request.tools:

@@ -59,6 +59,7 @@ from runtime.models.openai._completion import estimated_usage
 from runtime.models.openai.refusals import (
     MAX_TOKENS,
     QUOTA_SPENT,
+    REASONING_CONTENT,
     STREAM_OPTIONS,
     about_model,
     all_text,
@@ -193,6 +194,10 @@ class OpenAIEndpoint(abc.ABC):
         self.stream_usage = True
         """Whether streamed calls ask for their usage (``stream_options``, the chat
         API only): unset once the endpoint refuses that parameter."""
+        self.sends_reasoning = True
+        """Whether an assistant message goes back with its reasoning
+        (``reasoning_content``, the chat API only): unset once the endpoint refuses
+        that field (Mistral's: 422 ``extra_forbidden``)."""
         client_key = client.api_key if client is not None else None
         add_secret(self._key_read() or client_key, _KEY, owner=self)
         # http://user:PASSWORD@host/v1, given or in the URL of the client given.
@@ -298,7 +303,7 @@ class OpenAIEndpoint(abc.ABC):
         turns that do not alternate, ``stream_options``)."""
         while True:
             mode, alternating, usage = self.output_mode, self.alternating, self.stream_usage
-            renamed = self.limit_name
+            renamed, reasoning = self.limit_name, self.sends_reasoning
             try:
                 return await self._retried(request, mode, shown)
             except ModelHTTPError as exc:
@@ -306,6 +311,8 @@ class OpenAIEndpoint(abc.ABC):
                     self._alternate(exc)
                 elif usage and refuses(exc, STREAM_OPTIONS):
                     self._unask_stream_usage(exc)
+                elif reasoning and refuses(exc, REASONING_CONTENT):
+                    self._unsend_reasoning(exc)
                 elif renamed is None and self._refuses_limit_name(exc, request):
                     self._rename_limit(exc)
                 elif request.output is None or mode not in _FALLBACK or not refuses_format(exc):
@@ -349,6 +356,12 @@ class OpenAIEndpoint(abc.ABC):
         every later one (a stream then counts the usage the server sends unasked)."""
         now, self.stream_usage = self.stream_usage, False
         self._switched("model_call.stream_usage_refused", exc, now=now)
+
+    def _unsend_reasoning(self, exc: ModelHTTPError) -> None:
+        """The endpoint refused ``reasoning_content`` in an assistant message: send
+        none, in this call and every later one."""
+        now, self.sends_reasoning = self.sends_reasoning, False
+        self._switched("model_call.reasoning_refused", exc, now=now)
 
     def _refuses_limit_name(self, exc: ModelHTTPError, request: ModelRequest) -> bool:
         """Whether ``exc`` refuses ``max_tokens``, the name Honeycomb chose for the

@@ -18,6 +18,7 @@ from runtime.models.openai.request import KEY_VARIABLE
 __all__ = [
     "MAX_TOKENS",
     "QUOTA_SPENT",
+    "REASONING_CONTENT",
     "STREAM_OPTIONS",
     "about_model",
     "all_text",
@@ -140,6 +141,17 @@ STREAM_OPTIONS = re.compile(r"stream_options")
 """What a refusal of ``stream_options`` names: gateways and older APIs that do not know
 it ("Unknown parameter: 'stream_options'", Azure's "Unrecognized request argument
 supplied: stream_options")."""
+
+
+REASONING_CONTENT = re.compile(
+    r"reasoning_content.{0,200}(extra|not permitted|unrecognized|unknown|unexpected)"
+    r"|(extra|not permitted|unrecognized|unknown|unexpected).{0,200}reasoning_content",
+    re.I | re.S,
+)
+"""What a refusal of ``reasoning_content`` in an assistant message says (Mistral's
+422: ``extra_forbidden``, "Extra inputs are not permitted", at
+``["body", "messages", 3, "assistant", "reasoning_content"]``); not DeepSeek's
+"Missing reasoning_content field", which wants it."""
 
 
 MAX_TOKENS = re.compile(r"max_tokens\b.*\bmax_completion_tokens", re.S)

@@ -274,15 +274,21 @@ def output_instruction(output: OutputSchema) -> str:
 
 
 def messages_out(
-    messages: Sequence[Message], instruction: str | None, *, alternating: bool = False
+    messages: Sequence[Message],
+    instruction: str | None,
+    *,
+    alternating: bool = False,
+    reasoning: bool = True,
 ) -> list[dict[str, Any]]:
     """``messages`` as the wire wants them, with ``instruction`` added to the leading
     system message (some chat templates take only one system message, and only first);
     ``alternating``: consecutive user messages as one (some templates want user and
-    assistant in turn)."""
+    assistant in turn); ``reasoning``: assistant messages with their reasoning."""
     out: list[dict[str, Any]] = []
     for message in messages:
         sent = _message_out(message)
+        if not reasoning:
+            sent.pop("reasoning_content", None)
         last = out[-1] if out else None
         if alternating and last is not None and last["role"] == sent["role"] == "user":
             out[-1] = {"role": "user", "content": f"{last['content']}\n\n{sent['content']}"}
