@@ -72,7 +72,8 @@ def test_the_installed_package_is_the_wheel_and_its_command_works(
 ) -> None:
     assert _package(installed, tmp_path).is_relative_to(installed.parent)
     (tmp_path / "hive.yaml").write_text(
-        "models: {default: offline}\nroles:\n  writer: {description: Writes.}\nplanner: writer\n"
+        "models: {default: offline}\nroles:\n  lead: {description: Plans.}\n"
+        "  writer: {description: Writes.}\nplanner: lead\n"
     )
     done = _command(installed, "honeycomb", "validate", "hive.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
