@@ -59,7 +59,7 @@ from runtime import (
     Tracer,
 )
 from runtime.concurrency import TimedOut, shielded, within
-from runtime.events import HeldText
+from runtime.events import HeldText, event_time
 from runtime.limits.cut import RunCut, run_cut
 from runtime.limits.retry_policy import wall_time_ends
 from workers.guards import GuardKind, GuardRunner, Judge, Refusal, tripped
@@ -128,8 +128,13 @@ class Run:
         if reporting.trace and within is None:  # spans (and their module) only if recorded
             from honeycomb.trace.spans import SpanRecorder
 
-            # The span recorder takes every event last, after the callers' handlers.
-            spans = SpanRecorder(self.record.span if self.record is not None else None)
+            # The span recorder takes every event last, after the callers' handlers. A
+            # backend's workers' events come later than they happened (a Ray actor's,
+            # in batches): they are timed by when they did; here, now is when (the
+            # clock a call fewer an event: benchmark F).
+            clock = event_time if shared.backend is not None else time.time
+            kept = self.record.span if self.record is not None else None
+            spans = SpanRecorder(kept, clock=clock)
             every.append(spans)
         self.tracer = Tracer(*every, log=reporting.log_events, text=text)
         base = shared.services
