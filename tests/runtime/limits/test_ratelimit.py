@@ -191,11 +191,16 @@ async def test_calls_in_flight_never_pass_the_limit() -> None:
     assert (model.flight.peak, model.flight.total) == (4, 12)
 
 
+CALLS_EACH = 24
+"""Calls each of the test's 16 callers makes, one after another."""
+
+
 async def test_concurrency_drops_after_429s_and_recovers() -> None:
     # Calls 30 to 37 answer 429; 16 callers keep the limiter busy throughout. After the
     # burst, attempts are paced at what it taught, growing 1% of it a success, and let
     # go at twice it: 110 successes on, whatever the machine's load. The run goes on
-    # long past that, so that its last calls judge the limit alone.
+    # long past that (with 14 calls a caller, not 24, a loaded CI once had its last 24
+    # calls start at 4 or fewer), so that its last calls judge the limit alone.
     burst_calls = range(30, 38)
     model = InFlight(
         lambda n: ModelHTTPError(429, retry_after=0) if n in burst_calls else "ok", latency=L / 4
@@ -214,7 +219,7 @@ async def test_concurrency_drops_after_429s_and_recovers() -> None:
     model.complete = traced  # type: ignore[method-assign]
 
     async def caller() -> None:
-        for _ in range(14):
+        for _ in range(CALLS_EACH):
             await retrying.complete(REQUEST)
 
     async with anyio.create_task_group() as tg:
@@ -230,7 +235,7 @@ async def test_concurrency_drops_after_429s_and_recovers() -> None:
     assert limiter.pace is None, "the pace learnt from the burst was not let go"
     assert max(in_flight_at_start[-24:]) == 8, "concurrency did not recover"
     assert limiter.limit == 8
-    assert model.calls == 16 * 14 + len(burst_calls)
+    assert model.calls == 16 * CALLS_EACH + len(burst_calls)
 
 
 # --- cool-downs and paces, in virtual time: judged exactly ---------------------------------
