@@ -286,10 +286,11 @@ async def _end_session(http: httpx2.AsyncClient, bound: _Bounded, session: Sessi
     its origin, such as a trailing ``/`` taken away): within :data:`_END_S` (a hung
     server never answers), and quietly (the SDK's own end of it logs its failures as
     warnings, which a program that configures no logging prints)."""
-    if bound.session is None or bound.endpoint is None or session.ended:
+    if bound.session is None or session.ended:
         return
+    endpoint, headers = bound.session
     with suppress(httpx2.HTTPError, TimedOut), within(_END_S):
-        await http.delete(bound.endpoint, headers=bound.session)
+        await http.delete(endpoint, headers=headers)
 
 
 def _refused(exc: RuntimeError) -> str:
@@ -528,18 +529,16 @@ class _Bounded:
         self.limit = limit
         self.too_long = too_long
         self.broken: str | None = None
-        self.session: dict[str, str] | None = None  # the headers that name its session
-        self.endpoint: httpx2.URL | None = None  # where its messages went (redirected)
+        # Where its session's messages went (redirected), and the headers naming it.
+        self.session: tuple[httpx2.URL, dict[str, str]] | None = None
 
     async def saw(self, request: httpx2.Request) -> None:
         """The request hook: the session a message goes in, its protocol version, and
         where it was sent (each request a redirect is followed by comes here too)."""
         if request.method == "POST" and _SESSION in request.headers:
             named = (_SESSION, "mcp-protocol-version")
-            self.session = {
-                name: request.headers[name] for name in named if name in request.headers
-            }
-            self.endpoint = request.url
+            headers = {name: request.headers[name] for name in named if name in request.headers}
+            self.session = (request.url, headers)
 
     async def hold(self, response: httpx2.Response) -> None:
         """The response hook: its body is read within the limit."""
