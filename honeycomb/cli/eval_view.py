@@ -23,7 +23,7 @@ from rich.table import Table
 from honeycomb.cli.stores import DEFAULT_STORE
 from honeycomb.evals import Attempt, EvalReport
 from honeycomb.evals.compare import Comparison, dollars_delta, over, run_over
-from honeycomb.trace.format import printable
+from honeycomb.trace.format import counted, printable
 
 __all__ = ["EvalProgress", "print_comparison", "print_report"]
 
@@ -75,7 +75,7 @@ class EvalProgress:
                 self._task, completed=done, description=f"{said} · last: {_shown(case)}"
             )
         elif self.lines is not None and done * 10 // total > (done - 1) * 10 // total:
-            print(f"eval: {done} of {total} runs · {said}", file=self.lines, flush=True)
+            print(f"eval: {done} of {counted(total, 'run')} · {said}", file=self.lines, flush=True)
 
 
 def print_report(out: TextIO, report: EvalReport, store: Path | str | None) -> None:
@@ -106,11 +106,11 @@ def print_report(out: TextIO, report: EvalReport, store: Path | str | None) -> N
     console.print(table)
     t = report.totals()
     console.print(
-        f"{t['passed']} of {t['cases']} cases passed ({report.pass_rate:.0%})"
+        f"{t['passed']} of {counted(int(t['cases']), 'case')} passed ({report.pass_rate:.0%})"
         + (f", {t['flaky']} flaky" if t["flaky"] else "")
-        + f" · {t['runs']} runs in {report.wall_s:.2f}s · cost ${report.cost:.4f}"
+        + f" · {counted(int(t['runs']), 'run')} in {report.wall_s:.2f}s · cost ${report.cost:.4f}"
         + (
-            f" (+ judges ${report.judge_cost:.4f}, {t['judge_tokens']} tokens)"
+            f" (+ judges ${report.judge_cost:.4f}, {counted(int(t['judge_tokens']), 'token')})"
             if t["judge_model_calls"]
             else ""
         )

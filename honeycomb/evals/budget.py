@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from honeycomb.trace.format import counted
 from runtime import ConfigError, Usage
 from runtime.value import Value
 
@@ -44,10 +45,10 @@ class EvalBudget(Value, frozen=True, kw_only=True):
             return _spent(f"${self.cost:g}", f"${usage.cost:.4f}", part)
         if self.tokens is not None and usage.total_tokens >= self.tokens:
             part = f"{judges.total_tokens} of them" if judges.total_tokens else None
-            return _spent(f"{self.tokens} tokens", str(usage.total_tokens), part)
+            return _spent(counted(self.tokens, "token"), str(usage.total_tokens), part)
         if self.model_calls is not None and usage.model_calls >= self.model_calls:
             part = f"{judges.model_calls} of them" if judges.model_calls else None
-            return _spent(f"{self.model_calls} model calls", str(usage.model_calls), part)
+            return _spent(counted(self.model_calls, "model call"), str(usage.model_calls), part)
         return None
 
     def short_of(self, spent: Usage, runs: int, most: Usage) -> str | None:
@@ -59,14 +60,16 @@ class EvalBudget(Value, frozen=True, kw_only=True):
         tokens = spent.total_tokens + runs * most.total_tokens
         if self.tokens is not None and tokens > self.tokens:
             return _short(
-                f"{self.tokens} tokens", str(spent.total_tokens), f"{most.total_tokens} tokens"
+                counted(self.tokens, "token"),
+                str(spent.total_tokens),
+                counted(most.total_tokens, "token"),
             )
         calls = spent.model_calls + runs * most.model_calls
         if self.model_calls is not None and calls > self.model_calls:
             return _short(
-                f"{self.model_calls} model calls",
+                counted(self.model_calls, "model call"),
                 str(spent.model_calls),
-                f"{most.model_calls} model calls",
+                counted(most.model_calls, "model call"),
             )
         return None
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from honeycomb.evals.record import CaseRun, ToolUse
 from honeycomb.evals.spec import Amount, CheckSpec, Count, JsonSpec, Texts, ToolCalled
+from honeycomb.trace.format import counted
 from runtime.concurrency import TimedOut, within
 from runtime.secrets import masked
 from runtime.value import Value
@@ -140,7 +141,7 @@ def _at_most(text: str, most: int) -> str:
     text = masked(text)
     if len(text) <= most:
         return text
-    return f"{text[:most]}… ({len(text) - most} more characters)"
+    return f"{text[:most]}… ({counted(len(text) - most, 'more character')})"
 
 
 class _NoScore(Exception):
@@ -526,7 +527,7 @@ def _tool_called(spec: ToolCalled) -> CheckFn:
         wanted = f"at least {spec.at_least}" + (f", at most {most}" if most is not None else "")
         called = sorted({use.tool for use in run.tool_calls})
         seen = f"; the run called: {', '.join(called)}" if called else "; the run called no tool"
-        return f"called {count} times, wanted {wanted}{seen}"
+        return f"called {counted(count, 'time')}, wanted {wanted}{seen}"
 
     return tool_called
 
@@ -541,16 +542,24 @@ def _side_effects(spec: Count) -> CheckFn:
         bound = low if wanted == "at least" or wanted == "exactly" else high
         if low is not None and high is not None and low != high:
             wanted, bound = f"between {low} and", high
-        return f"{count} side-effecting calls, wanted {wanted} {bound}"
+        return f"{counted(count, 'side-effecting call')}, wanted {wanted} {bound}"
 
     return side_effects
 
 
-_AMOUNTS: dict[str, tuple[str, Callable[[CaseRun], float]]] = {
-    "cost": ("cost ${:.4f}", lambda run: run.usage.cost),
-    "tokens": ("{:.0f} tokens", lambda run: float(run.usage.total_tokens)),
-    "model_calls": ("{:.0f} model calls", lambda run: float(run.usage.model_calls)),
+_AMOUNTS: dict[str, tuple[Callable[[float], str], Callable[[CaseRun], float]]] = {
+    "cost": (lambda value: f"cost ${value:.4f}", lambda run: run.usage.cost),
+    "tokens": (lambda value: counted(int(value), "token"), lambda run: run.usage.total_tokens),
+    "model_calls": (
+        lambda value: counted(int(value), "model call"),
+        lambda run: run.usage.model_calls,
+    ),
 }
+
+
+def _seconds(measured: str) -> Callable[[float], str]:
+    """How an amount of seconds is said: ``wall time 1.25s``."""
+    return lambda value: f"{measured} {value:.2f}s"
 
 
 def _amount(kind: str, spec: CheckSpec) -> CheckFn:
@@ -558,7 +567,7 @@ def _amount(kind: str, spec: CheckSpec) -> CheckFn:
     assert isinstance(bound, Amount)
     if kind == "latency":
         of = getattr(bound, "of", "wall")
-        label = "critical path {:.2f}s" if of == "critical_path" else "wall time {:.2f}s"
+        label = _seconds("critical path" if of == "critical_path" else "wall time")
         measure: Callable[[CaseRun], float] = (
             (lambda run: run.critical_path_s) if of == "critical_path" else (lambda run: run.wall_s)
         )
@@ -568,9 +577,9 @@ def _amount(kind: str, spec: CheckSpec) -> CheckFn:
     def amount(answer: Any, run: CaseRun) -> str | None:
         value = measure(run)
         if bound.at_most is not None and value > bound.at_most:
-            return f"{label.format(value)}, above {bound.at_most:g}"
+            return f"{label(value)}, above {bound.at_most:g}"
         if bound.at_least is not None and value < bound.at_least:
-            return f"{label.format(value)}, below {bound.at_least:g}"
+            return f"{label(value)}, below {bound.at_least:g}"
         return None
 
     amount.__name__ = kind

@@ -13,6 +13,7 @@ from html import escape
 
 from honeycomb.evals.compare import CaseChange, Comparison, dollars_delta, over, run_over
 from honeycomb.evals.report import CaseReport, EvalReport, well_formed
+from honeycomb.trace.format import counted
 
 __all__ = ["comparison_table", "report_body", "report_page"]
 
@@ -56,12 +57,12 @@ def report_body(report: EvalReport, run_link: RunLink) -> str:
     head = (
         f"<h1>eval {_e(report.eval_id)} · {_e(report.name)}</h1>"
         f'<p class="muted">{_e(report.hive)} · {_e(when)} · '
-        f"{t['runs']} runs ({report.repeat} a case, {report.concurrency} at once) in "
-        f"{report.wall_s:.2f}s</p>"
+        f"{counted(int(t['runs']), 'run')} ({report.repeat} a case, "
+        f"{report.concurrency} at once) in {report.wall_s:.2f}s</p>"
         f'<p><span class="status {"ok" if report.passed else "failed"}">{verdict}</span>: '
-        f"{t['passed']} of {t['cases']} cases passed ({report.pass_rate:.0%})"
+        f"{t['passed']} of {counted(int(t['cases']), 'case')} passed ({report.pass_rate:.0%})"
         f"{_flaky(int(t['flaky']))} · cost ${report.cost:.4f} (judges ${report.judge_cost:.4f}) "
-        f"· {t['tokens']} tokens (judges {t['judge_tokens']}) "
+        f"· {counted(int(t['tokens']), 'token')} (judges {t['judge_tokens']}) "
         f"· p50 {report.latency(0.5):.2f}s · p95 {report.latency(0.95):.2f}s</p>"
     )
     if report.stopped:

@@ -38,6 +38,7 @@ from honeycomb.evals.undecided import deny_undecided
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive
 from honeycomb.run.result import RunResult
+from honeycomb.trace.format import counted
 from runtime import Model, StoreError, Usage
 from runtime.concurrency import run_together, shielded
 from runtime.models.layers.cassette import cassette_case
@@ -293,7 +294,7 @@ class _Session:
         secret (its attempts are masked as they are scored)."""
         stopped = self.starts.stopped
         if interrupted:
-            stopped = f"the eval was interrupted ({self.done} of {self.total} runs made)"
+            stopped = f"the eval was interrupted ({self.done} of {counted(self.total, 'run')} made)"
         made = [(c, self.attempts(c.id)) for c in cases]
         return masked(
             msgspec.structs.replace(

@@ -85,6 +85,22 @@ def test_a_passing_eval_prints_its_table_and_totals_and_exits_0(
     assert f"run {run_id[1]} · ok" in capsys.readouterr().out
 
 
+def test_an_eval_of_one_run_counts_it_in_the_singular(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _eval(capsys, "--case", "oslo", "--html", "r.html")
+    assert code == ExitStatus.OK
+    assert err.splitlines()[-1] == "eval: 1 of 1 run · 1 passed, 0 failed"
+    assert "1 of 1 case passed (100%) · 1 run in" in out
+    page = (folder / "r.html").read_text()
+    assert "1 run (1 a case, 8 at once)" in page
+    assert "1 of 1 case passed" in page
+    # A budget of one model call, spent by the first run, is said so too.
+    code, out, _ = _eval(capsys, "--max-model-calls", "1", "--concurrency", "1")
+    assert code == ExitStatus.CASES_FAILED
+    assert "the eval's budget of 1 model call is spent" in " ".join(out.split())
+
+
 def test_a_failing_case_exits_4_naming_its_check_and_reason(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -95,6 +95,12 @@ KINDS: dict[str, tuple[str, dict[str, Any], dict[str, Any], str]] = {
         {"tool_calls": CALLS},
         "called 2 times, wanted at least 0, at most 1",
     ),
+    "tool_called once": (
+        "tool_called: {name: get_weather, at_least: 2}",
+        {"tool_calls": CALLS},
+        {"tool_calls": CALLS[1:]},
+        "called 1 time, wanted at least 2; the run called: get_weather, send",
+    ),
     "side_effects": (
         "side_effects: 1",
         {"tool_calls": CALLS},
@@ -105,7 +111,7 @@ KINDS: dict[str, tuple[str, dict[str, Any], dict[str, Any], str]] = {
         "side_effects: {at_most: 0}",
         {},
         {"tool_calls": CALLS},
-        "1 side-effecting calls, wanted at most 0",
+        "1 side-effecting call, wanted at most 0",
     ),
     "cost": (
         "cost: 0.01",
@@ -123,7 +129,7 @@ KINDS: dict[str, tuple[str, dict[str, Any], dict[str, Any], str]] = {
         "model_calls: {at_least: 2, at_most: 5}",
         {"usage": Usage(model_calls=2)},
         {"usage": Usage(model_calls=1)},
-        "1 model calls, below 2",
+        "1 model call, below 2",
     ),
     "latency": ("latency: 1.5", {"wall_s": 1.0}, {"wall_s": 2.0}, "wall time 2.00s, above 1.5"),
     "latency critical path": (

@@ -61,7 +61,7 @@ def test_an_eval_page_shows_its_report_with_its_runs_linked_and_escaped(
     assert page.status_code == 200
     assert EVIL not in page.text
     assert "&lt;script&gt;x&lt;/script&gt;" in page.text
-    assert "0 of 1 cases passed" in page.text
+    assert "0 of 1 case passed" in page.text
     (run,) = [r.run_id for r in RunStore(store).runs() if r.run_id in page.text][:1]
     assert f'<a href="/runs/{run}">{run}</a>' in page.text
     assert client.get(f"/runs/{run}").status_code == 200
