@@ -8,6 +8,10 @@ Run it with the demo hive on the offline model::
     curl -s localhost:8000/run -d '{"task": "Compare the weather in Rome and Paris this weekend."}'
     curl -sN localhost:8000/stream -d '{"task": "Compare the weather in Rome and Paris."}'
 
+A body's optional ``"run_id"`` names the run: with a run store, one it keeps goes on
+(or answers as it ended) when sent with its own task, and one of another task gets
+409, naming the run and its task.
+
 ``/stream`` sends every event of the run as it happens (``event:`` its kind, ``data:``
 its fields as JSON), the answers' text as it is written among them
 (``model_call.text``), then ``result`` (what ``/run`` answers) or ``error``. The text
@@ -54,7 +58,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from honeycomb import Event, Executor, HoneycombError, RunResult, RunStream, Turn
-from honeycomb.errors import ConfigError, GuardrailTripped, SessionError
+from honeycomb.errors import ConfigError, GuardrailTripped, SessionError, StoreError
 from honeycomb.events import RunFinished
 from honeycomb.messages import dump_value
 
@@ -72,7 +76,12 @@ def create_app(executor: Executor) -> Starlette:
         if asked is None:
             return JSONResponse({"error": _EXPECTED}, status_code=422)
         task, run_id = asked
-        return await _answered(request, active, lambda: executor.run(task, run_id=run_id or None))
+        return await _answered(
+            request,
+            active,
+            lambda: executor.run(task, run_id=run_id or None),
+            lambda error: _of_another_task(executor, error, run_id, task),
+        )
 
     async def stream(request: Request) -> Response:
         asked = await _asked(request)
@@ -122,8 +131,16 @@ def create_app(executor: Executor) -> Starlette:
     )
 
 
+Refusal = Callable[[HoneycombError], Awaitable[Response | None]]
+"""The response to a request whose run raised this error as the client's mistake (None:
+not the client's)."""
+
+
 async def _answered(
-    request: Request, active: _Counter, answer: Callable[[], Awaitable[RunResult]]
+    request: Request,
+    active: _Counter,
+    answer: Callable[[], Awaitable[RunResult]],
+    refusal: Refusal | None = None,
 ) -> Response:
     """The JSON response to a request whose answer is a run's result."""
     result: RunResult | None = None
@@ -142,6 +159,9 @@ async def _answered(
             tg.cancel_scope.cancel()
     if result is not None:
         return JSONResponse(_payload(result))
+    mistaken = await refusal(error) if refusal is not None and error is not None else None
+    if mistaken is not None:
+        return mistaken
     if error is not None:
         # A session answering another message (or whose last one did not finish) is
         # busy: the client may send again; a task the run's input guards refused is the
@@ -150,6 +170,29 @@ async def _answered(
         status = 409 if isinstance(error, SessionError) else 422 if refused else 500
         return JSONResponse({"error": f"{type(error).__name__}: {error}"}, status_code=status)
     return Response(status_code=499)  # the client went away
+
+
+async def _of_another_task(
+    executor: Executor, error: HoneycombError, run_id: str | None, task: str
+) -> Response | None:
+    """409 naming run ``run_id`` and its task, when the run refused (``error``) is one
+    the store keeps of another task than ``task``: the client's mistake (the run goes on
+    only with its own task), not the service's; None for any other error."""
+    store = executor.store
+    if not run_id or not isinstance(error, ConfigError):
+        return None
+    try:
+        found = await store.summary(run_id) if store is not None else None
+    except StoreError:  # not known: the error is told as it is
+        return None
+    other = store.another_task(found.task, task) if store is not None and found else None
+    if other is None:
+        return None
+    said = (
+        f"run {run_id!r} is a run of another task ({other!r}): send that task to go on "
+        "with it, or a new run_id for this one"
+    )
+    return JSONResponse({"error": said, "run_id": run_id, "task": other}, status_code=409)
 
 
 def _streamed(

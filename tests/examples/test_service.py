@@ -119,6 +119,28 @@ async def test_a_run_id_that_is_not_a_string_gets_422(demo_service: str) -> None
     assert "run_id" in response.json()["error"]
 
 
+async def test_a_run_id_of_another_task_gets_409_naming_the_run_and_its_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
+    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path))
+    hive = load_hive(HIVE)
+    executor = Executor.from_hive(hive, model=OfflineModel(latency=0), store=tmp_path / "runs.db")
+    with ThreadedServer(create_app(executor), name="service") as server:
+        async with httpx.AsyncClient(timeout=30) as client:
+            first = {"task": "Weather in Rome?", "run_id": "r1"}
+            assert (await client.post(f"{server.url}/run", json=first)).status_code == 200
+            other = {"task": "Weather in Oslo?", "run_id": "r1"}
+            response = await client.post(f"{server.url}/run", json=other)
+            again = await client.post(f"{server.url}/run", json=first)
+    assert response.status_code == 409
+    told = response.json()
+    assert (told["run_id"], told["task"]) == ("r1", "Weather in Rome?")
+    assert "run 'r1' is a run of another task ('Weather in Rome?')" in told["error"]
+    assert str(tmp_path) not in told["error"]  # the service's files are not the client's
+    assert (again.status_code, again.json()["status"]) == (200, "ok")  # its own task: kept
+
+
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
     """The (event, data) pairs of a server-sent event stream, as they come."""
     kind, data = "", ""
