@@ -560,6 +560,7 @@ async def _run(
     ended: RunFinished | None = None  # the run's last event, once it has ended
     stopped_by: list[signal.Signals] = []
     result: RunResult | None = None
+    unrecorded: list[str] = []  # what the run's stop could not record (its store away)
     try:
         # Ctrl-C and SIGTERM cancel the run: the store records it as interrupted and
         # keeps every finished turn, so ``honeycomb resume`` continues it.
@@ -574,15 +575,16 @@ async def _run(
             result = events.result
             if result is not None and ended is None:  # it had ended: its stored result
                 view.handle(_stored_finish(result))
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
         if not stopped_by:
             raise
+        unrecorded = getattr(exc, "__notes__", [])
     if result is None and error is None and ended is not None and ended.status != "interrupted":
         # A signal came after the run had ended, as it stopped its MCP servers: that
         # only cut the stopping short, and the run ends as its last event says.
         result = ended.result if ended.error is None else None
     elif stopped_by and result is None:  # cut off before it ended: resume continues it
-        await _say_stopped(stopped_by[0], run_id, store, args)
+        await _say_stopped(stopped_by[0], run_id, store, args, unrecorded)
         return STOPPED_BY[stopped_by[0]]
     unasked = _unasked(hive, result) if getattr(args, "approve", False) and result else None
     if unasked is not None and not args.json:
@@ -599,11 +601,17 @@ def refused_as_made(error: ConfigError, args: argparse.Namespace) -> str:
 
 
 async def _say_stopped(
-    by: signal.Signals, run_id: str, store: RunStore | None, args: argparse.Namespace
+    by: signal.Signals,
+    run_id: str,
+    store: RunStore | None,
+    args: argparse.Namespace,
+    unrecorded: list[str],
 ) -> None:
     """Say that a signal stopped run ``run_id``, and the command that continues it from
     ``store``: when the store keeps it. One stopped before its first write (as it
-    began) is kept nowhere, and is said so: ``resume`` would find no such run."""
+    began) is kept nowhere, and is said so: ``resume`` would find no such run. One
+    whose store could not record that it was interrupted (``unrecorded``: why, as the
+    run noted it) is said so, and when ``resume`` can continue it."""
     try:
         kept = store is not None and await store.summary(run_id) is not None
     except StoreError:  # it cannot be read now: say what would continue it
@@ -616,9 +624,20 @@ async def _say_stopped(
         )
         return
     print(f"\n{by.name}: run {run_id} stopped.", file=sys.stderr)
+    if store is not None and unrecorded:
+        print(f"{' '.join(unrecorded)}\n{NOT_RECORDED}", file=sys.stderr)
     if store is not None:
         print(f"Continue it with: {resume_hint(run_id, store.where, args)}", file=sys.stderr)
         _say_note(args, sys.stderr)
+
+
+NOT_RECORDED = (
+    "The store keeps the run as it was before the signal: running, with every turn it had "
+    "written. Once the store can be written again, it is listed interrupted and the command "
+    "below continues it from those turns (from another host, with --force once its lease "
+    "has run out)."
+)
+"""What a stopped run whose store could not record its interruption is told."""
 
 
 def _of_another_run(store: RunStore, run_id: str, hive: Hive, task: str) -> str | None:

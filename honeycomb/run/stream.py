@@ -215,11 +215,13 @@ async def _run_in_block(
     # Executor's run streamed too, is reported as Executor.stream).
     require_asyncio("Executor.stream")
     stream = RunStream()
+    stopping: list[str] = []  # what the run's stop could not do (record its end)
 
     async def produce() -> None:
         try:
             stream.result = await run(stream)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
+            stopping.extend(getattr(exc, "__notes__", ()))
             raise  # the block left early: nobody reads on
         except BaseException as exc:
             # Whatever the run raised, as Executor.run raises it: a Honeycomb error, an
@@ -231,21 +233,29 @@ async def _run_in_block(
             stream.close()
 
     body_error: Exception | None = None
-    async with asyncio.TaskGroup() as group:
-        running = group.create_task(produce())
-        try:
-            yield stream
-        except Exception as exc:
-            # Raised by the caller's block: re-raise it as itself, not wrapped in the
-            # task group's ExceptionGroup.
-            body_error = exc
-        finally:
-            if stream.ended:
-                # Left at the run's last event: the run is recording its end (its store
-                # row, its lease, a session's turn), which it finishes, and its result
-                # is kept; unless it goes on, in a new life (a call decided as it ended).
-                stream.on_more = running.cancel
-            else:
-                running.cancel()  # the run has ended by now, unless the block left early
+    try:
+        async with asyncio.TaskGroup() as group:
+            running = group.create_task(produce())
+            try:
+                yield stream
+            except Exception as exc:
+                # Raised by the caller's block: re-raise it as itself, not wrapped in the
+                # task group's ExceptionGroup.
+                body_error = exc
+            finally:
+                if stream.ended:
+                    # Left at the run's last event: the run is recording its end (its
+                    # store row, its lease, a session's turn), which it finishes, and its
+                    # result is kept; unless it goes on, in a new life (a call decided as
+                    # it ended).
+                    stream.on_more = running.cancel
+                else:
+                    running.cancel()  # the run has ended by now, unless the block left early
+    except asyncio.CancelledError as exc:
+        # The block's own cancellation says what the run's said, as run() raises it: a
+        # run stopped with the block whose store could not record it as interrupted.
+        for note in stopping:
+            exc.add_note(note)
+        raise
     if body_error is not None:
         raise body_error

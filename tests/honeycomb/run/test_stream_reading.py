@@ -14,6 +14,8 @@ import pytest
 from honeycomb import Executor, Role, RunStream
 from honeycomb.errors import RunFailed, StreamBusy
 from honeycomb.events import Event, RunFinished, RunStarted
+from honeycomb.run.result import RunResult
+from honeycomb.run.stream import streamed
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
 
@@ -333,3 +335,34 @@ async def test_the_stream_of_a_run_that_ended_has_no_event_and_its_kept_result(
     assert events.result is not None
     assert events.result.answer_text == first.answer_text
     assert gate.calls == 1  # nothing ran again
+
+
+async def test_a_block_cancelled_says_what_the_runs_stop_could_not_record() -> None:
+    """A run cancelled with its block, whose store could not record it as interrupted,
+    notes so on its cancellation (as ``run()`` raises it); the block's own cancellation,
+    which is what leaves it, said nothing of it, and ``honeycomb run`` stopped by Ctrl-C
+    said the run was kept as interrupted."""
+    started = asyncio.Event()
+
+    async def run(put: Callable[[Event], object]) -> RunResult:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError as exc:
+            exc.add_note("Honeycomb could not record the run as interrupted: the store is away")
+            raise
+        raise AssertionError("unreachable")
+
+    async def read() -> None:
+        async with streamed(run) as events:
+            async for _ in events:
+                pass
+
+    reading = asyncio.create_task(read())
+    await started.wait()
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError) as stopped:
+        await reading
+    assert getattr(stopped.value, "__notes__", []) == [
+        "Honeycomb could not record the run as interrupted: the store is away"
+    ]

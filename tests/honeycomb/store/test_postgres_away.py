@@ -324,8 +324,9 @@ def test_ctrl_c_on_a_run_whose_server_went_away_ends_the_command_in_a_moment(
     """``honeycomb run`` stopped by Ctrl-C once its PostgreSQL server went away waited
     the writer's half minute of tries to record the interruption, another to flush
     before it said where the run was kept, and the pool's ten seconds to read it. It
-    ends in a moment, says how to continue the run, and prints nothing of psycopg's;
-    once the server is back, ``honeycomb resume`` finishes the run."""
+    ends in a moment, says that the run could not be recorded as interrupted and how to
+    continue it, and prints nothing of psycopg's; once the server is back, ``honeycomb
+    resume`` finishes the run."""
     url = postgres.url()
     mine = role_of(url, "ctrl_c")
     env = {**os.environ, "HONEYCOMB_DEMO_TOOL_LATENCY": "0.3", "PYTHONUNBUFFERED": "1"}
@@ -346,7 +347,10 @@ def test_ctrl_c_on_a_run_whose_server_went_away_ends_the_command_in_a_moment(
     assert child.returncode == 130, err
     assert took < writer.RECONNECT_S / 3, took
     assert "Traceback" not in err
-    assert "SIGINT: run stopped stopped." in err
+    # Told that the run was not recorded as interrupted (it said it stopped, as if it had).
+    stopped = "SIGINT: run stopped stopped.\nHoneycomb could not record the run as interrupted: "
+    assert stopped in err
+    assert "The store keeps the run as it was before the signal: running" in err
     assert "honeycomb resume stopped --store" in err
     assert "psycopg" not in err
     assert "error connecting" not in err
