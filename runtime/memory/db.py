@@ -32,7 +32,7 @@ from runtime.memory._sqlite import (
     is_read_only_folder,
     use_wal,
 )
-from runtime.memory.store import indexed_text
+from runtime.memory.store import WORD_CHARACTERS, indexed_text
 
 __all__ = [
     "APPLICATION_ID",
@@ -50,10 +50,11 @@ __all__ = [
 ]
 
 APPLICATION_ID = 0x4859434D  # "HYCM" (the run store's is "HYCB")
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """1: the word index took a run of Chinese, Japanese or Korean letters for one word;
-2: it indexes each (:func:`~runtime.memory.store.indexed_text`), and a file of 1 is
-indexed anew as it is first opened."""
+2: it indexes each (:func:`~runtime.memory.store.indexed_text`); 3: each Thai, Lao,
+Burmese or Khmer letter too, with its marks (its tokenizer keeps them in a word). A
+file of an earlier version is indexed anew as it is first opened."""
 INDEXED = "honeycomb_indexed_text"
 """The SQL function the triggers index a text through, made on each connection."""
 SCHEMA = (
@@ -69,9 +70,9 @@ SCHEMA = (
         created_at REAL NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS memories_of_namespace ON memories (namespace, created_at)",
-    """CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(
+    f"""CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(
         text, content='memories', content_rowid='seq',
-        tokenize='porter unicode61 remove_diacritics 2'
+        tokenize="porter unicode61 remove_diacritics 2 tokenchars '{WORD_CHARACTERS}'"
     )""",
     f"""CREATE TRIGGER IF NOT EXISTS memory_indexed AFTER INSERT ON memories BEGIN
         INSERT INTO memory_text (rowid, text) VALUES (new.seq, {INDEXED}(new.text));
@@ -84,14 +85,15 @@ SCHEMA = (
     f"PRAGMA application_id = {APPLICATION_ID}",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
-REINDEX = (
+UNINDEX = (
     "DROP TRIGGER memory_indexed",
     "DROP TRIGGER memory_unindexed",
-    "INSERT INTO memory_text (memory_text) VALUES ('delete-all')",
-    f"INSERT INTO memory_text (rowid, text) SELECT seq, {INDEXED}(text) FROM memories",
+    "DROP TABLE memory_text",
 )
-"""What makes a file of schema 1 one of 2 (with :data:`SCHEMA` after it): its words
-indexed anew, as the triggers of 2 index them."""
+"""What a file of an earlier schema loses before :data:`SCHEMA` makes it one of this
+(and :data:`REINDEX` indexes its words anew): its word index, whose tokenizer and
+triggers split words otherwise."""
+REINDEX = f"INSERT INTO memory_text (rowid, text) SELECT seq, {INDEXED}(text) FROM memories"
 _COLUMNS = "m.id, m.namespace, m.text, m.kind, m.run_id, m.role, m.worker, m.created_at"
 Row = tuple[Any, ...]
 """A memory's columns, in the order of :data:`_COLUMNS` (then a score, for hits)."""
@@ -318,7 +320,7 @@ def _create(module: ModuleType, db: Any, path: Path, version: int = 0) -> None:
         with _transaction(db):
             found = _checked(module, db, path)
             if found < SCHEMA_VERSION:
-                for statement in (*(REINDEX if found else ()), *SCHEMA):
+                for statement in (*UNINDEX, *SCHEMA, REINDEX) if found else SCHEMA:
                     db.execute(statement)
     except module.OperationalError as exc:
         if not (version and is_read_only(exc)):

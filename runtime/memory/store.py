@@ -135,7 +135,6 @@ def memory_id(namespace: str, text: str) -> str:
 
 # --- queries -----------------------------------------------------------------------
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _COMMON = frozenset(
     re.findall(
         r"\w+",
@@ -158,23 +157,68 @@ them for one word: each is indexed as a word of its own (:func:`indexed_text`).
 Compiled by re's cache on the first text that is not ASCII, not at import: compiling
 its ranges takes 2 ms (benchmark I: import time)."""
 
+_SEA_LETTERS = (
+    *((0x0E01, 0x0E30), (0x0E32, 0x0E33), (0x0E40, 0x0E46)),  # Thai
+    *((0x0E81, 0x0EB0), (0x0EB2, 0x0EB3), (0x0EBD, 0x0EC6), (0x0EDC, 0x0EDF)),  # Lao
+    *((0x1000, 0x102A), (0x103F, 0x103F), (0x1050, 0x1055), (0x105A, 0x105D)),  # Burmese
+    *((0x1061, 0x1061), (0x1065, 0x1066), (0x106E, 0x1070), (0x1075, 0x1081)),
+    *((0x108E, 0x108E), (0xA9E0, 0xA9E4), (0xA9E6, 0xA9EF), (0xA9FA, 0xA9FE)),
+    *((0xAA60, 0xAA76), (0xAA7A, 0xAA7A), (0xAA7E, 0xAA7F)),
+    *((0x1780, 0x17B3), (0x17D7, 0x17D7), (0x17DC, 0x17DC)),  # Khmer
+)
+_SEA_MARKS = (
+    *((0x0E31, 0x0E31), (0x0E34, 0x0E3A), (0x0E47, 0x0E4E)),  # Thai
+    *((0x0EB1, 0x0EB1), (0x0EB4, 0x0EBC), (0x0EC8, 0x0ECE)),  # Lao
+    *((0x102B, 0x103E), (0x1056, 0x1059), (0x105E, 0x1060), (0x1062, 0x1064)),  # Burmese
+    *((0x1067, 0x106D), (0x1071, 0x1074), (0x1082, 0x108D), (0x108F, 0x108F)),
+    *((0x109A, 0x109D), (0xA9E5, 0xA9E5), (0xAA7B, 0xAA7D)),
+    *((0x17B4, 0x17D3), (0x17DD, 0x17DD)),  # Khmer
+)
+"""The letters and the marks (vowel signs, tone marks ...) of Thai, Lao, Burmese and
+Khmer, which write no space between words either, as ranges of code points."""
+
+
+def _class(spans: tuple[tuple[int, int], ...]) -> str:
+    """A character class of ``spans`` (without its brackets)."""
+    return "".join(f"{chr(first)}-{chr(last)}" for first, last in spans)
+
+
+_ONE_SEA_LETTER = f"[{_class(_SEA_LETTERS)}]"
+_LETTER = f"{_CJK}|{_ONE_SEA_LETTER}(?:[\u17d2\u1039]{_ONE_SEA_LETTER}|[{_class(_SEA_MARKS)}])*"
+"""A letter of a script that writes no space between words, as the word index takes
+it: a Chinese, Japanese or Korean letter, or a Thai, Lao, Burmese or Khmer one with its
+marks, and a letter a Khmer coeng or a Burmese virama stacks under it (``รุ``,
+``မြို့``, ``ភ្នំ``)."""
+WORD_CHARACTERS = "".join(
+    "".join(map(chr, range(first, last + 1))) for first, last in (*_SEA_LETTERS, *_SEA_MARKS)
+)
+"""What the word index must keep inside a word, as its tokenizer's ``tokenchars``: the
+marks of Thai, Lao, Burmese and Khmer (to SQLite's Unicode 6.1 tables, separators) and
+their letters (some of which those tables do not know)."""
+_WORD = f"(?:[^\\W_]|[{_class(_SEA_MARKS)}])+"
+"""A word of a query: letters and digits, with the marks of the scripts above.
+Compiled by re's cache on the first query, as :data:`_CJK` is."""
+
 
 def indexed_text(text: str) -> str:
-    """``text`` as the word index reads it: each Chinese, Japanese or Korean letter a
-    word, so that a search finds a word inside a run of them (``東京`` in
-    ``東京の天気``), not only the whole run."""
-    return text if text.isascii() else re.sub(_CJK, r" \g<0> ", text)
+    """``text`` as the word index reads it: each letter of a script that writes no
+    space between words (:data:`_LETTER`) a word, so that a search finds a word inside
+    a run of them (``東京`` in ``東京の天気``, ``เชียงใหม่`` in ``ไปเชียงใหม่``), not
+    only the whole run."""
+    return text if text.isascii() else re.sub(_LETTER, r" \g<0> ", text)
 
 
 def fts_query(text: str, *, match: Literal["any", "all"] = "any") -> str | None:
     """An FTS5 query for the words of ``text``: each quoted, so nothing in the text is
     FTS5 syntax; joined by ``OR`` (``any``: ranked by how well they match) or ``AND``.
     Common English words are left out, unless there are no others. A run of Chinese,
-    Japanese or Korean letters is its pairs of neighbours, each a phrase (``any``), or
-    its letters (``all``: each must be there): it has no spaces to tell its words by.
+    Japanese, Korean, Thai, Lao, Burmese or Khmer letters is its pairs of neighbours,
+    each a phrase (``any``), or its letters (``all``: each must be there): it has no
+    spaces to tell its words by.
     None when the text has no words.
     """
-    words = list(dict.fromkeys(t for w in _WORD.findall(text) for t in _terms(w.lower(), match)))
+    found = re.findall(_WORD, text)
+    words = list(dict.fromkeys(t for w in found for t in _terms(w.lower(), match)))
     telling = [w for w in words if w not in _COMMON] or words
     if not telling:
         return None
@@ -182,19 +226,19 @@ def fts_query(text: str, *, match: Literal["any", "all"] = "any") -> str | None:
 
 
 def _terms(word: str, match: Literal["any", "all"]) -> list[str]:
-    """The terms a query searches for ``word``: itself, or, for the runs of Chinese,
-    Japanese or Korean letters in it, their pairs of neighbours as phrases (``東 京``,
-    ``京 の`` ...; a lone letter alone), or each letter (``all``)."""
-    if word.isascii() or re.search(_CJK, word) is None:
+    """The terms a query searches for ``word``: itself, or, for the runs of letters of
+    scripts that write no space between words in it (:data:`_LETTER`), their pairs of
+    neighbours as phrases (``東 京``, ``京 の`` ...; a lone letter alone), or each letter
+    (``all``)."""
+    if word.isascii() or re.search(_LETTER, word) is None:
         return [word]
     terms: list[str] = []
-    for part in re.split(f"({_CJK}+)", word):
-        if not part:
-            continue
-        if re.match(_CJK, part) is None:
-            terms.append(part)
-        elif match == "all" or len(part) == 1:
-            terms += list(part)
+    for part in re.split(f"((?:{_LETTER})+)", word):
+        letters = re.findall(_LETTER, part)
+        if not letters:
+            terms += [part] if part else []
+        elif match == "all" or len(letters) == 1:
+            terms += letters
         else:
-            terms += [f"{a} {b}" for a, b in pairwise(part)]
+            terms += [f"{a} {b}" for a, b in pairwise(letters)]
     return terms
