@@ -4,7 +4,6 @@ and the checks ``honeycomb validate`` and ``run`` make of it beyond its file
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -19,9 +18,11 @@ from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, wit
 from honeycomb.hive.paths import beside, folder_of
 from honeycomb.hive.specs import (
     DEFAULT_MEMORY,
+    EmbeddingsSpec,
     HiveSpec,
     MemorySpec,
     ModelSpec,
+    key_given,
 )
 from honeycomb.hive.usage import (
     models_built,
@@ -175,11 +176,10 @@ class Hive:
 
             e = declared.embeddings
             key_env = self._doc.variables.get(_EMBEDDINGS_KEY)  # read as each call is made
-            key = e.api_key.get_secret_value() if e.api_key is not None else None
             embeddings = OpenAIEmbeddings(
                 e.model,
                 base_url=e.base_url or None,
-                api_key=(key or None) if key_env is None else None,
+                api_key=key_given(e.api_key, key_env),
                 api_key_env=key_env,
                 dimensions=e.dimensions,
                 timeout=e.timeout,
@@ -248,30 +248,23 @@ class Hive:
         ``honeycomb validate`` warns of them, and a run does not start without."""
         found: list[ConfigError] = []
         for name in self.models_used():
-            missing = self.spec.models[name].missing_key(self._key_env(name))
-            if missing is not None:
-                found.append(self._doc.error(("models", name), missing.message))
-        missing = self._embeddings_key_missing()
-        if missing is not None:
-            found.append(missing)
+            found += self._key_missing(("models", name), self.spec.models[name])
+        declared = self.spec.memory
+        if declared is not None and declared.embeddings is not None:
+            found += self._key_missing(("memory", "embeddings"), declared.embeddings)
         for sub in self.hives.values():
             found += sub.missing_keys()
         return found
 
-    def _embeddings_key_missing(self) -> ConfigError | None:
-        """The error of the memory's embeddings when their ``api_key: ${NAME}`` names a
-        variable not set (None: none is missing), at that line."""
-        declared = self.spec.memory
-        key_env = self._doc.variables.get(_EMBEDDINGS_KEY)
-        if declared is None or declared.embeddings is None or key_env is None:
-            return None
-        if os.environ.get(key_env):
-            return None
-        return self._doc.error(
-            _EMBEDDINGS_KEY,
-            f"the memory's embeddings {declared.embeddings.model!r} read their API key from "
-            f"the environment variable {key_env}, which is not set",
-        )
+    def _key_missing(self, at: YamlPath, spec: ModelSpec | EmbeddingsSpec) -> list[ConfigError]:
+        """The error of the model or embeddings declared at ``at`` whose calls need an
+        API key they lack: at its ``api_key: ${NAME}`` line when it names a variable
+        not set, else at its declaration."""
+        key_env = self._doc.variables.get((*at, "api_key"))
+        missing = spec.missing_key(key_env)
+        if missing is None:
+            return []
+        return [self._doc.error((*at, "api_key") if key_env is not None else at, missing)]
 
     def small_budgets(self) -> list[ConfigError]:
         """A warning for each compacting role (its own, and those of the hives they

@@ -4,7 +4,6 @@ against (:func:`honeycomb.hive.load_hive` adds the checks across fields and file
 from __future__ import annotations
 
 import abc
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -25,11 +24,10 @@ from honeycomb.hive.mcp import as_written
 from honeycomb.hive.paths import beside, home_known
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
-from runtime import ConfigError, JsonToolModel, Model, Price, PricedModel, TextToolModel
+from runtime import JsonToolModel, Model, Price, PricedModel, TextToolModel
 from runtime.config.stores import is_url, store_problem
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.openai.request import (
-    KEY_VARIABLE,
     base_url_problem,
     key_missing,
     split_settings,
@@ -96,6 +94,29 @@ def _url_secrets(url: str | None) -> dict[str, str]:
     return dict.fromkeys(url_secrets(url or ""), "password")
 
 
+def _key_as_sent(cls: type[BaseModel], key: SecretStr | None) -> SecretStr | None:
+    """An ``api_key`` as an HTTP client sends it: one with a space or a line break at
+    an end (a line of a file, or of a Windows .env, read whole) is no header value,
+    and every call would fail, told as 'cannot reach the model endpoint: Illegal
+    header value'."""
+    value = key.get_secret_value() if key is not None else ""
+    if value != value.strip():
+        raise ValueError(
+            "the key begins or ends with a space or a line break (read with the end of "
+            "its line?): remove it"
+        )
+    return key
+
+
+def key_given(key: SecretStr | None, key_env: str | None) -> str | None:
+    """The ``api_key`` of a model or embeddings as the adapter is given it: as written
+    (``""``: written empty, which is no key); None when there is none, or when it is
+    read from ``key_env`` (``api_key: ${NAME}``) where the adapter is made."""
+    if key is None or key_env is not None:
+        return None
+    return key.get_secret_value()
+
+
 class ModelSpec(_HidesSecrets):
     """One model of the hive: an OpenAI-compatible endpoint, a GGUF model llama.cpp
     runs in this process (``provider: llama``), or the offline model.
@@ -158,19 +179,7 @@ class ModelSpec(_HidesSecrets):
     def _an_http_base_url(cls, url: str | None) -> str | None:
         return _http_url(url)
 
-    @field_validator("api_key")
-    @classmethod
-    def _a_key_as_sent(cls, key: SecretStr | None) -> SecretStr | None:
-        """A key with a space or a line break at an end (a line of a file, or of a
-        Windows .env, read whole) is no header an HTTP client sends: every call would
-        fail, told as 'cannot reach the model endpoint: Illegal header value'."""
-        value = key.get_secret_value() if key is not None else ""
-        if value != value.strip():
-            raise ValueError(
-                "the key begins or ends with a space or a line break (read with the end of "
-                "its line?): remove it"
-            )
-        return key
+    _a_key_as_sent = field_validator("api_key")(_key_as_sent)
 
     def _secrets(self) -> dict[str, str]:
         """Those of its ``base_url``, its ``extra_headers`` and its ``extra_query``."""
@@ -187,21 +196,16 @@ class ModelSpec(_HidesSecrets):
         extra_body fields)``, as the installed ``openai`` names its parameters."""
         return split_settings(self.settings, self.api)
 
-    def missing_key(self, key_env: str | None = None) -> ConfigError | None:
-        """The error its calls would fail with for want of an API key (read from the
-        environment now: from ``key_env``, the variable of ``api_key: ${NAME}``), if
-        they would."""
+    def missing_key(self, key_env: str | None = None) -> str | None:
+        """Why its calls would fail for want of an API key, if they would
+        (:func:`~runtime.models.openai.request.key_missing`, read from the environment
+        now: from ``key_env``, the variable of ``api_key: ${NAME}``)."""
         if self.provider != "openai":
             return None
-        if key_env is not None:
-            if os.environ.get(key_env):
-                return None
-            return ConfigError(
-                f"model {self.model!r} reads its API key from the environment variable "
-                f"{key_env}, which is not set"
-            )
-        key = self.api_key.get_secret_value() if self.api_key is not None else None
-        return key_missing(self.model or "", key, self.base_url)
+        key = key_given(self.api_key, key_env)
+        return key_missing(
+            f"model {self.model!r}", api_key=key, api_key_env=key_env, base_url=self.base_url
+        )
 
     @model_validator(mode="before")
     @classmethod
@@ -279,18 +283,11 @@ class ModelSpec(_HidesSecrets):
         from runtime.models.openai.chat import OpenAIModel
         from runtime.models.openai.responses import OpenAIResponsesModel
 
-        key = None
-        if self.api_key is not None and key_env is None:  # else read where it is made
-            key = self.api_key.get_secret_value()
-        if key == "" and self.base_url and os.environ.get(KEY_VARIABLE):
-            # Written empty (api_key: ${OTHER_KEY:-}, OTHER_KEY unset): no key, where the
-            # model's client would else send OPENAI_API_KEY to the endpoint of base_url.
-            key = NO_KEY
         adapter = OpenAIResponsesModel if self.api == "responses" else OpenAIModel
         return adapter(
             self.model or "",
             base_url=self.base_url or None,
-            api_key=key or None,
+            api_key=key_given(self.api_key, key_env),
             api_key_env=key_env,
             timeout=self.timeout,
             settings=self.settings,
@@ -301,10 +298,6 @@ class ModelSpec(_HidesSecrets):
 
 
 _LLAMA_FIELDS = frozenset({"path", "parallel", "context", "threads", "seed"})
-
-NO_KEY = "none"
-"""The key sent for a model whose hive writes its ``api_key`` empty: a placeholder,
-which a server that takes any key takes (and one that needs a key refuses)."""
 
 
 def _http_url(url: str | None) -> str | None:
@@ -344,9 +337,18 @@ class EmbeddingsSpec(_HidesSecrets):
     max_concurrency: int | None = Field(default=8, ge=1)
     price: Annotated[Price | None, BeforeValidator(_input_priced)] = None
 
+    _a_key_as_sent = field_validator("api_key")(_key_as_sent)
+
     def _secrets(self) -> dict[str, str]:
         """Those of its ``base_url``."""
         return _url_secrets(self.base_url)
+
+    def missing_key(self, key_env: str | None = None) -> str | None:
+        """Why its calls would fail for want of an API key, if they would, as a
+        model's (:meth:`ModelSpec.missing_key`)."""
+        key = key_given(self.api_key, key_env)
+        what = f"the memory's embeddings model {self.model!r}"
+        return key_missing(what, api_key=key, api_key_env=key_env, base_url=self.base_url)
 
 
 class MemorySpec(BaseModel):

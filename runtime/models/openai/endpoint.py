@@ -73,10 +73,13 @@ from runtime.models.openai.refusals import (
     with_cause,
 )
 from runtime.models.openai.request import (
+    KEY_VARIABLE,
+    NO_KEY,
     Api,
     base_url_problem,
     key_missing,
     key_source,
+    reads_key_variable,
     split_settings,
     without_query,
 )
@@ -162,7 +165,8 @@ class OpenAIEndpoint(abc.ABC):
         serves the model (None: not said). Said, a run fits to it what it hands the
         model (dependency results, an aggregator's inputs, a session's conversation)
         and checks a compaction budget against it (:func:`runtime.model.context_of`)."""
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._base_url = base_url or None  # as given: an empty key is none for it alone
+        self.base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
         if api_key is not None and api_key_env is not None:
             raise ConfigError(f"model {model!r}: give api_key or api_key_env, not both")
         self._api_key = api_key
@@ -254,13 +258,13 @@ class OpenAIEndpoint(abc.ABC):
         (an Executor asks before a run starts)."""
         if self._given is not None:
             return None
-        key = self._key_read()
-        if self.api_key_env is not None and key is None:
-            return ConfigError(
-                f"model {self.model!r} reads its API key from the environment variable "
-                f"{self.api_key_env}, which is not set"
-            )
-        return key_missing(self.model, key, self.base_url)
+        missing = key_missing(
+            f"model {self.model!r}",
+            api_key=self._api_key,
+            api_key_env=self.api_key_env,
+            base_url=self._base_url,
+        )
+        return None if missing is None else ConfigError(missing)
 
     def _key_read(self) -> str | None:
         """The key given, or read now from the variable named (None: neither)."""
@@ -272,8 +276,10 @@ class OpenAIEndpoint(abc.ABC):
         missing = self.missing_key()
         if missing is not None:
             raise missing
-        # Local servers (Ollama, vLLM, llama.cpp) ignore the key.
-        key = self._key_read() or os.environ.get("OPENAI_API_KEY") or "unused"
+        key = self._key_read()
+        if reads_key_variable(key, self._base_url):
+            key = os.environ.get(KEY_VARIABLE)
+        key = key or NO_KEY  # local servers (Ollama, vLLM, llama.cpp) ignore it
         add_secret(key, _KEY, owner=self)  # from the environment, or given
         self._key = key
         base_url, query = without_query(self.base_url) if self.base_url else (None, {})
@@ -577,7 +583,8 @@ class OpenAIEndpoint(abc.ABC):
         if status == 400:
             return context_hint(body, self.context_tokens)
         if status in (401, 403):
-            source = key_source(self.api_key_env, self._api_key, given=self._given is not None)
+            given = self._given is not None
+            source = key_source(self.api_key_env, self._api_key, self._base_url, given=given)
             return masked(key_refused(status, source, self._endpoint()))
         if status == 429 and quota_spent(body):
             return QUOTA_SPENT

@@ -31,6 +31,7 @@ from runtime.model import OutputSchema
 from runtime.text import valid_text
 
 __all__ = [
+    "NO_KEY",
     "RESERVED_RESPONSES_SETTINGS",
     "RESERVED_SETTINGS",
     "Api",
@@ -40,6 +41,7 @@ __all__ = [
     "key_source",
     "messages_out",
     "output_instruction",
+    "reads_key_variable",
     "sdk_parameters",
     "settings_problems",
     "split_settings",
@@ -364,33 +366,65 @@ def wire_arguments(arguments: str) -> str:
 KEY_VARIABLE = "OPENAI_API_KEY"
 """Where an OpenAI-compatible model finds its API key when it is given none."""
 
+NO_KEY = "unused"
+"""The key sent where there is none: a placeholder, which a local server that takes
+any key takes (one that wants a key refuses it, told as wanting one)."""
 
-def key_missing(model: str, api_key: str | None, base_url: str | None) -> ConfigError | None:
-    """The error for a model whose calls need an API key that nothing gives: OpenAI's
-    own endpoint (no ``base_url``, nor ``OPENAI_BASE_URL``, or one that names it, as
-    ``https://api.openai.com/v1``) needs one, from ``api_key`` or :data:`KEY_VARIABLE`;
-    a local server takes any. None when it has what it needs (read now: the
-    environment may change)."""
+
+def reads_key_variable(api_key: str | None, base_url: str | None) -> bool:
+    """Whether a model given ``api_key`` (None: none; ``""``: one written empty, as a
+    hive's ``${NAME:-}`` of a variable not set) and ``base_url`` (as given, not
+    ``OPENAI_BASE_URL``) sends :data:`KEY_VARIABLE`'s key: when it is given none, or
+    one empty for OpenAI's endpoint. An empty key for an endpoint of its own is no
+    key: the key of another endpoint never goes there in its place."""
+    return not api_key and (api_key is None or not base_url)
+
+
+def key_missing(
+    what: str,
+    *,
+    api_key: str | None = None,
+    api_key_env: str | None = None,
+    base_url: str | None = None,
+) -> str | None:
+    """Why the calls of ``what`` (``model 'gpt-4o'``, ``the memory's embeddings
+    'e'``) would fail for want of an API key, or None when they have what they need
+    (read now: the environment may change). Given ``api_key_env``, the variable named
+    must be set. Else OpenAI's own endpoint (no ``base_url``, nor ``OPENAI_BASE_URL``,
+    or one that names it, as ``https://api.openai.com/v1``) needs a key, from
+    ``api_key`` or :data:`KEY_VARIABLE` (:func:`reads_key_variable`); a local server
+    takes any. The one check of a hive's models and embeddings and of an endpoint's."""
+    if api_key_env is not None:
+        if os.environ.get(api_key_env):
+            return None
+        return (
+            f"{what} reads its API key from the environment variable {api_key_env}, "
+            "which is not set"
+        )
     endpoint = base_url or os.environ.get("OPENAI_BASE_URL")
-    if api_key or os.environ.get(KEY_VARIABLE) or not _openais(endpoint):
+    from_variable = reads_key_variable(api_key, base_url) and os.environ.get(KEY_VARIABLE)
+    if api_key or from_variable or not _openais(endpoint):
         return None
-    return ConfigError(
-        f"model {model!r} needs an API key: set {KEY_VARIABLE} (or give the model an "
-        "api_key, or the base_url of a local endpoint)"
+    return (
+        f"{what} needs an API key: set {KEY_VARIABLE} (or give the model an api_key, or "
+        "the base_url of a local endpoint)"
     )
 
 
-def key_source(api_key_env: str | None, api_key: str | None, *, given: bool) -> str | None:
+def key_source(
+    api_key_env: str | None, api_key: str | None, base_url: str | None, *, given: bool
+) -> str | None:
     """Where the key a model's calls send comes from, in words, by what the model was
-    given (a client of its own, the variable to read, a key); None: nothing gave one,
-    and a placeholder went (a local server takes any)."""
+    given (a client of its own, the variable to read, a key, its ``base_url``); None:
+    nothing gave one, and :data:`NO_KEY` went (a local server takes any)."""
     if given:
         return "of the client given"
     if api_key_env is not None:
         return f"read from {api_key_env}"
-    if api_key:  # an empty one gives none: the environment's, or a placeholder, goes
+    if api_key:
         return "given as the model's api_key"
-    return f"read from {KEY_VARIABLE}" if os.environ.get(KEY_VARIABLE) else None
+    sent = reads_key_variable(api_key, base_url) and os.environ.get(KEY_VARIABLE)
+    return f"read from {KEY_VARIABLE}" if sent else None
 
 
 def _openais(url: str | None) -> bool:

@@ -90,7 +90,7 @@ def test_a_hive_whose_embeddings_key_is_not_set_lists_its_memory_and_names_the_v
     said = "reads its API key from the environment variable HC_EMBED_KEY, which is not set"
     assert said in capsys.readouterr().err
     assert main(["validate", str(path)]) == ExitStatus.OK
-    warned = "memory.embeddings.api_key: the memory's embeddings 'embed-small' read their API"
+    warned = "memory.embeddings.api_key: the memory's embeddings model 'embed-small' reads its API"
     assert warned in capsys.readouterr().out
     assert main(["run", str(path), "Lisbon?", "--plain"]) == ExitStatus.UNUSABLE
     assert "HC_EMBED_KEY, which is not set" in capsys.readouterr().err

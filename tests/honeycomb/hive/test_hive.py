@@ -355,9 +355,9 @@ def test_a_key_whose_variable_is_not_set_is_asked_for_by_the_models_a_run_calls(
     path = hive(tmp_path, keyed)
     told = "model 'gpt-4o-mini' reads its API key from the environment variable HIVE_TEST_KEY"
     [missing] = load_hive(path).missing_keys()
-    assert str(missing) == f"{path}:4:3: models.gpt: {told}, which is not set"
+    assert str(missing) == f"{path}:6:5: models.gpt.api_key: {told}, which is not set"
     assert main(["validate", str(path)]) == 0
-    assert f"warning: {path}:4:3: models.gpt: {told}" in capsys.readouterr().out
+    assert f"warning: {path}:6:5: models.gpt.api_key: {told}" in capsys.readouterr().out
     assert main(["run", str(path), "Count.", "--no-store"]) == 2
     assert told in capsys.readouterr().err
     assert main(["run", str(path), "Count.", "--no-store", "--model", "offline"]) != 2
@@ -373,6 +373,41 @@ def test_a_key_whose_variable_is_not_set_is_asked_for_by_the_models_a_run_calls(
     key = load_hive(path).spec.models["gpt"].api_key
     assert key is not None
     assert key.get_secret_value() == "sk-test"
+    assert load_hive(path).missing_keys() == []
+
+
+def test_a_key_none_gives_is_told_one_way_by_models_embeddings_and_endpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hive's models, its memory's embeddings and an endpoint made in Python are
+    checked by one check, told in one way at the line to fix: the embeddings said it
+    in words of their own, and on OpenAI's endpoint with no key at all they were not
+    checked (validate said OK, and every search of a run failed)."""
+    for name in ("HIVE_TEST_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    memory = "memory:\n  embeddings:\n    model: embed-small\n"
+    keyed = GOOD.replace("base_url: http://127.0.0.1:9/v1", "api_key: ${HIVE_TEST_KEY}")
+    path = hive(tmp_path, keyed + memory + "    api_key: ${HIVE_TEST_KEY}\n")
+    unset = "reads its API key from the environment variable HIVE_TEST_KEY, which is not set"
+    assert [str(error) for error in load_hive(path).missing_keys()] == [
+        f"{path}:6:5: models.gpt.api_key: model 'gpt-4o-mini' {unset}",
+        f"{path}:24:5: memory.embeddings.api_key: the memory's embeddings model 'embed-small' "
+        + unset,
+    ]
+    endpoint = OpenAIModel("gpt-4o-mini", api_key_env="HIVE_TEST_KEY").missing_key()
+    assert endpoint is not None
+    assert endpoint.message == f"model 'gpt-4o-mini' {unset}"
+    (tmp_path / "openai").mkdir()
+    unkeyed = GOOD.replace("    base_url: http://127.0.0.1:9/v1\n", "") + memory
+    path = hive(tmp_path / "openai", unkeyed)
+    needs = "needs an API key: set OPENAI_API_KEY (or give the model an api_key, or the base_url"
+    told = [str(error) for error in load_hive(path).missing_keys()]
+    assert told[0].startswith(f"{path}:4:3: models.gpt: model 'gpt-4o-mini' {needs}")
+    assert told[1].startswith(
+        f"{path}:21:3: memory.embeddings: the memory's embeddings model 'embed-small' {needs}"
+    )
+    assert len(told) == 2
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-of-openai")
     assert load_hive(path).missing_keys() == []
 
 

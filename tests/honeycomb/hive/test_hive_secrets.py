@@ -260,7 +260,7 @@ def test_a_hives_spec_shows_no_secret_in_its_repr(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("api_key", "sent"), [("${HIVE_TEST_KEY:-}", "Bearer none"), ("", "Bearer ENV")]
+    ("api_key", "sent"), [("${HIVE_TEST_KEY:-}", "Bearer unused"), ("", "Bearer ENV")]
 )
 async def test_a_key_written_empty_sends_no_other_key_to_the_hives_endpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_key: str, sent: str
@@ -286,3 +286,60 @@ async def test_a_key_written_empty_sends_no_other_key_to_the_hives_endpoint(
         await executor.run("Work.", subtasks=[("w", "work")])
         [request] = server.requests
     assert request.headers["authorization"] == sent.replace("ENV", env_key)
+
+
+EMBEDDED = """\
+models:
+  default: offline
+memory:
+  path: memory.db
+  embeddings:
+    model: embed-small
+    base_url: {url}
+{key}roles:
+  planner: {{description: Plans.}}
+  writer: {{description: Writes.}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("api_key", "sent"), [("${HIVE_TEST_KEY:-}", "Bearer unused"), ("", "Bearer ENV")]
+)
+async def test_an_embeddings_key_written_empty_sends_no_other_key_to_their_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_key: str, sent: str
+) -> None:
+    """As a model's: the memory's embeddings whose api_key comes out empty have no key.
+    OPENAI_API_KEY, the key of another endpoint, was sent in its place to their
+    base_url (a model's was not)."""
+    from tests.support.openai_server import OpenAIServer
+
+    env_key = "sk-ENVFAKE8kL2mN4pQ6rS"
+    monkeypatch.setenv("OPENAI_API_KEY", env_key)
+    monkeypatch.delenv("HIVE_TEST_KEY", raising=False)
+    with OpenAIServer() as server:
+        line = f"    api_key: {api_key}\n" if api_key else ""
+        path = tmp_path / "hive.yaml"
+        path.write_text(EMBEDDED.format(url=server.base_url, key=line))
+        memory = load_hive(path).memory()
+        assert memory is not None
+        assert memory.embeddings is not None
+        await memory.embeddings.embed(["Lisbon trams"])
+        [request] = server.requests
+    assert request.headers["authorization"] == sent.replace("ENV", env_key)
+
+
+def test_an_embeddings_key_read_with_the_end_of_its_line_is_told_at_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a model's key: every search failed as 'Illegal header value'.
+    monkeypatch.setenv("HIVE_TEST_KEY", KEY + "\r")
+    path = tmp_path / "hive.yaml"
+    key = "    api_key: ${HIVE_TEST_KEY}\n"
+    path.write_text(EMBEDDED.format(url="http://127.0.0.1:9/v1", key=key))
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    [error] = caught.value.errors
+    assert (error.line, error.field) == (8, "memory.embeddings.api_key")
+    assert error.message.startswith("the key begins or ends with a space or a line break")
+    for each in chain(caught.value):
+        assert_hidden(str(each))

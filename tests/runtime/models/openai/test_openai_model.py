@@ -746,6 +746,22 @@ async def test_no_api_key_for_openai_itself_is_a_config_error(
     assert no_real_network == []  # it failed before trying to connect
 
 
+async def test_a_key_given_empty_sends_the_placeholder_not_another_endpoints_key(
+    openai_server: OpenAIServer, make_model: MakeModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty key for an endpoint of its own is no key (a hive's ``${NAME:-}`` of a
+    variable not set gives one): OPENAI_API_KEY, another endpoint's, does not go
+    there in its place, and a refusal says that no key was given."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    model = make_model(api_key="")
+    assert model.missing_key() is None
+    await model.complete(ask())
+    assert openai_server.requests[0].headers["authorization"] == "Bearer unused"
+    openai_server.enqueue(error(401, "no key"))
+    with pytest.raises(ModelHTTPError, match="wants an API key and none was given"):
+        await model.complete(ask())
+
+
 NOT_FOUND = (
     'model "llama3" not found, try pulling it first with `ollama pull llama3`; none of the '
     "EMPTY slots match"
