@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TextIO
@@ -26,7 +27,7 @@ from rich.console import Console
 from honeycomb.cli.approve import print_pending, print_waiting
 from honeycomb.cli.backend import chosen_backend, pool_running
 from honeycomb.cli.cassettes import cassette_memory_of, cassette_models
-from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.exits import STOPPED_BY, ExitStatus, stopped_by_signals
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.options import user_path
 from honeycomb.cli.running import (
@@ -103,10 +104,38 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
         return ExitStatus.UNUSABLE
     console = Console()
     try:
-        return run_on_loop(_talk(hive, models, store, backend, args, console))
+        return run_on_loop(_stoppable(_talk(hive, models, store, backend, args, console)))
     finally:
         if store is not None:
             store.close()
+
+
+async def _stoppable(talk: Awaitable[ExitStatus]) -> ExitStatus:
+    """The chat, ``talk``, which Ctrl-C or SIGTERM stops cleanly, at the prompt or
+    during a turn (kept interrupted: the next message of the session continues it
+    first), the chat's models and servers stopped and its store closed: said
+    ``cancelled``, with what the turn's stop could not record (its store away)."""
+    stopped_by: list[signal.Signals] = []
+    try:
+        with stopped_by_signals(stopped_by):
+            return await talk
+    except asyncio.CancelledError as exc:
+        if not stopped_by:
+            raise
+        unrecorded = getattr(exc, "__notes__", [])
+    print("cancelled", file=sys.stderr)
+    if unrecorded:
+        print(f"{' '.join(unrecorded)}\n{NOT_RECORDED}", file=sys.stderr)
+    return STOPPED_BY[stopped_by[0]]
+
+
+NOT_RECORDED = (
+    "The store keeps the message's run as it was before the signal: running, with every "
+    "turn it had written. Once the store can be written again, the next message of the "
+    "session continues it first."
+)
+"""What a chat stopped during a turn whose store could not record its interruption
+says."""
 
 
 async def _talk(

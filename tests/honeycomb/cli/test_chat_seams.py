@@ -19,11 +19,16 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from honeycomb.cli.chat import NOT_RECORDED
 from honeycomb.cli.main import main
+from honeycomb.errors import StoreError
 from honeycomb.offline import OfflineModel
+from honeycomb.run.record import RunRecord
+from honeycomb.store import RunStore
 from runtime import Model, ModelRequest, ModelResponse, ModelResponseError, WrapperModel
 from tests.support import ROOT
 from tests.support.hives import CHATTY
@@ -61,13 +66,14 @@ class Offline(OfflineModel):
     terminal sends it) as it is called with it, and one that says ``fail`` fails."""
 
     stops = True
+    sends = signal.SIGINT
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         said = str(request.messages[-1].content)
         if "fail" in said:
             raise ModelResponseError("the model said nothing of use")
         if self.stops and "stop" in said:
-            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(self.sends)
             await asyncio.Event().wait()
         return await super().complete(request)
 
@@ -149,6 +155,52 @@ def test_a_turn_cut_off_by_ctrl_c_is_answered_and_shown_before_the_next_message(
     assert out.index("tokens", first) < second
     assert f"; {sum(tables)} tokens in this chat" in out
     assert "#1          -  ok" in out[resumed:]
+
+
+def test_a_turn_cut_off_that_its_store_could_not_record_is_said_so(
+    hive: Path,
+    served: Served,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Ctrl-C during a turn whose store cannot be written: the chat said ``cancelled``
+    alone, as if the turn were kept interrupted."""
+    recorded = RunRecord.finished
+
+    async def away(record: RunRecord, status: str, *rest: Any) -> None:
+        if status == "interrupted":
+            raise StoreError("cannot write the run store: disk I/O error", path="runs.db")
+        await recorded(record, status, *rest)
+
+    monkeypatch.setattr(RunRecord, "finished", away)
+    assert chat(monkeypatch, hive, "Find the weather in Rome, then stop.\n") == 130
+    err = capsys.readouterr().err
+    assert err.endswith(
+        "cancelled\nHoneycomb could not record the run as interrupted: runs.db: cannot write "
+        f"the run store: disk I/O error\n{NOT_RECORDED}\n"
+    )
+
+
+def test_sigterm_during_a_turn_stops_the_chat_as_ctrl_c_does(
+    hive: Path, served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM (a service manager's stop, ``timeout``) killed the chat where it was:
+    its turn's run not recorded as interrupted, its store left with its ``-wal``."""
+    assert isinstance(served.inner, Offline)
+    served.inner.sends = signal.SIGTERM
+
+    def killed(*_: object) -> None:  # (as the process would be: not the test's)
+        raise AssertionError("SIGTERM was not handled")
+
+    before = signal.signal(signal.SIGTERM, killed)
+    try:
+        status = chat(monkeypatch, hive, "Find the weather in Rome, then stop.\n")
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert status == 143
+    assert sorted(p.name for p in hive.parent.joinpath(".honeycomb").iterdir()) == ["runs.db"]
+    [kept] = RunStore(hive.parent / ".honeycomb" / "runs.db").runs()
+    assert kept.status == "interrupted"
 
 
 def test_lines_come_from_a_pipe_as_they_were_written(
