@@ -34,10 +34,12 @@ __all__ = ["MemoryStore", "Services", "WorkerStore"]
 
 class WorkerStore(Checkpoint, Journal, Protocol):
     """One worker's part of a stored run: its checkpoint (its state every turn), its
-    journal of side-effecting calls, and its log of calls asked about (``approvals``)."""
+    journal of side-effecting calls, and its log of calls asked about (``approvals``;
+    None: its calls cannot wait in the store for a decision, as the run's planner's
+    and aggregator's cannot: its approver decides them, or they are denied)."""
 
     @property
-    def approvals(self) -> ApprovalLog: ...
+    def approvals(self) -> ApprovalLog | None: ...
 
 
 class MemoryStore(MemoryJournal):

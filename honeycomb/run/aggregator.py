@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from honeycomb.run.context import RunContext, with_default_instructions
 from honeycomb.run.handing import fit_results, reader_of
+from honeycomb.run.phase_workers import run_phase_worker
 from honeycomb.run.prompts import AGGREGATOR_INSTRUCTIONS, ResultEntry, aggregator_task
 from honeycomb.run.result import SubtaskResult
 from runtime import BudgetExceeded, ConfigError, GuardrailTripped, HoneycombError, RunFailed
@@ -141,14 +142,16 @@ class RoleAggregator:
             await context.crew.prepare([context.roles[self.role]])
         except HoneycombError as exc:  # its MCP tools cannot be had: it fails as a worker
             raise RunFailed(f"the aggregator failed: {exc}") from exc
-        worker = context.worker(role, output_type=self.output_type)
+        reader = reader_of(context, context.worker(role, output_type=self.output_type))
         conversation = context.conversation_for(context.roles[self.role], "full")
         prompt = fit_results(  # within what its model holds
             functools.partial(aggregator_task, task, conversation=conversation),
             entries,
-            reader_of(context, worker),
+            reader,
         )
-        result = await worker.run(prompt, keep=False)
+        worker, result = await run_phase_worker(
+            context, role, prompt, what="aggregate", keep=False, output_type=self.output_type
+        )
         if isinstance(result.exception, BudgetExceeded):
             raise result.exception
         if not result.ok:

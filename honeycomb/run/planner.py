@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from honeycomb.run.context import RunContext, with_default_instructions
 from honeycomb.run.events import PlanRepaired
 from honeycomb.run.handing import fitted_results
+from honeycomb.run.phase_workers import run_phase_worker
 from honeycomb.run.plan import (
     Plan,
     Subtask,
@@ -301,13 +302,19 @@ class RolePlanner:
         schema = plan_type(tuple(names), room, least, earlier_ids, failed)
         limit = plan_output_tokens(room, len(earlier_ids))  # unless its role sets its own
         problems: list[str] = []
-        left = context.policy.plan_attempts
+        left, asked = context.policy.plan_attempts, 0
         while left > 0:
+            asked += 1
             # Its answers sent back for failing the schema count as attempts too.
-            worker = context.worker(
-                role, output_type=schema, output_retries=left - 1, max_output_tokens=limit
+            _, result = await run_phase_worker(
+                context,
+                role,
+                prompt(problems),
+                what=f"plan:{round}.{asked}",
+                output_type=schema,
+                output_retries=left - 1,
+                max_output_tokens=limit,
             )
-            result = await worker.run(prompt(problems))
             left -= _answers(result)
             if not result.ok or not isinstance(result.output, Plan):
                 if result.exception is not None and not _about_the_answer(result.exception):

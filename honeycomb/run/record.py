@@ -166,6 +166,29 @@ class RunRecord:
         self._workers[name] = record
         return record
 
+    def phase_worker(self, name: str, resumed_from: int = 0) -> WorkerRecord:
+        """The checkpoint and journal of the planner's or the aggregator's worker kept
+        under ``name`` (:mod:`honeycomb.run.phase_workers`); its calls cannot wait in
+        the store, and the agents it calls are not kept (:meth:`keeps`)."""
+        return WorkerRecord(self, name, self._journals.get(name, {}), resumed_from, phase=True)
+
+    async def phase_finished(self, outcome: SubtaskResult) -> None:
+        """Keep the result of the planner's or the aggregator's worker (``outcome``,
+        under the name it is kept by) once final, as a subtask's is: a resumed run reads
+        it back rather than ask again. One the store failed, or that did not end (cut
+        off, over budget), is not: a resumed run continues it from its checkpoint.
+
+        Raises:
+            RunBusy: when the run was taken over.
+            StoreError: when the store cannot be written.
+        """
+        raised = outcome.worker.exception if outcome.worker is not None else None
+        if not finished(outcome) or unfinished(raised):
+            return
+        self.spent_so_far()
+        row = (self.run_id, outcome.subtask.id, outcome.status, model_json(outcome), time.time())
+        await self.store.commit((_SAVE_RESULT, row), lease=self.lease)
+
     def keeps(self, name: str) -> bool:
         """Whether worker ``name`` is kept turn by turn now (a subtask's or a nested
         worker's; the planner and the aggregator are not)."""

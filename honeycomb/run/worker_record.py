@@ -126,7 +126,13 @@ cut it off, its checkpoint kept; ``running`` again as a call continues it."""
 
 class WorkerRecord:
     """One worker's checkpoint (its state after every turn), journal (its
-    side-effecting calls) and approval log (its calls asked about)."""
+    side-effecting calls) and approval log (its calls asked about).
+
+    With ``phase``, the worker is one of the run's planner or aggregator, kept under
+    ``worker``, a name of its own in the run (:mod:`honeycomb.run.phase_workers`): its
+    calls cannot wait in the store for a person (it has no approval log), and their
+    idempotency keys are made from that name too, since its worker's own name (its
+    role's) is that of every attempt and round of the planner."""
 
     def __init__(
         self,
@@ -134,6 +140,8 @@ class WorkerRecord:
         worker: str,
         journal: Mapping[tuple[int, str], JournalEntry],
         saved: int,
+        *,
+        phase: bool = False,
     ) -> None:
         self._run = run
         self._worker = worker
@@ -142,10 +150,18 @@ class WorkerRecord:
         self.on_unknown: OnUnknown = run.on_unknown
         self.decisions: dict[tuple[int, str], ApprovalEntry] = {}
         """Its calls asked about so far, and their decisions, by turn and call id."""
-        self.approvals = _ApprovalLog(self)
+        self.approvals = _ApprovalLog(self) if not phase else None
         # The run's identity for its calls' idempotency keys: its id, and when its first
         # life started (a run of the same id in another store is another run).
         self.scope = f"{run.run_id}\0{run.started_at!r}"
+        if phase:
+            self.scope += f"\0{worker}"
+
+    @property
+    def written(self) -> bool:
+        """Whether anything of the worker is in the store: a checkpoint, or a journaled
+        call (of this life or an earlier one)."""
+        return self._saved > 0 or bool(self._entries)
 
     # --- Checkpoint -----------------------------------------------------------------
 

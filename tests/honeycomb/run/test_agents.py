@@ -19,6 +19,7 @@ from honeycomb.planning import RolePlanner
 from honeycomb.run.agents import CANNOT_WAIT
 from honeycomb.run.context import NOT_KEPT
 from honeycomb.run.events import WorkerStarted
+from honeycomb.run.phase_workers import CANNOT_WAIT as CANNOT_WAIT_HERE
 from honeycomb.run.policy import Budgets
 from honeycomb.run.result import timings_of
 from honeycomb.store import RunStore
@@ -576,7 +577,7 @@ async def test_a_stored_runs_planner_is_denied_saying_it_cannot_wait(tmp_path: P
         aggregator="concat", store=tmp_path / "runs.db",
     )  # fmt: skip
     result = await executor.run("pay them")
-    assert result.plan.subtasks[0].instruction == f"denied: {NOT_KEPT}"
+    assert result.plan.subtasks[0].instruction == f"denied: {CANNOT_WAIT_HERE}"
     assert result.status == "waiting"  # the subtask's call waits in the store
     assert [(p.worker, p.tool) for p in result.pending] == [("s1", "pay")]
 

@@ -1,0 +1,123 @@
+"""The workers of a run's planner and aggregator, kept in its store turn by turn as a
+subtask's worker is: a resumed run never runs a side-effecting call of theirs twice
+(their journal answers it, see :mod:`runtime.tools.journal`), and reads back the
+answer of one that had finished rather than ask its model again.
+
+Each is kept under a name of its own in the run, made of what it is for (``plan:R.A``,
+the plan's round ``R`` and attempt ``A``; ``aggregate``) and a digest of what it is
+asked: ``plan:1.1:3f2a9c1e``, ``aggregate:0b7d44e2``. A resumed run asks the same, and
+the worker goes on where it stopped; one asked something else (the results it merges
+changed since: a worker the store failed ran again) is another worker, which starts
+afresh, and no call of the first is taken for one of its own. The worker's own name,
+its role's, is as before: events, spans and cassettes name it so.
+
+Its calls cannot wait in the store for a person: the run waits for decisions in its
+subtasks' workers only. The run's approver decides them, or, with none, they are
+denied saying so (:data:`CANNOT_WAIT`). The agents it calls are not kept
+(:mod:`honeycomb.run.agents`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from msgspec.structs import replace
+
+from honeycomb.run.agents import current_run
+from honeycomb.run.context import RunContext
+from honeycomb.run.plan import Subtask
+from honeycomb.run.result import SubtaskResult
+from runtime.tools.approvals import NoApprover
+from workers import Role, Worker, WorkerResult
+
+if TYPE_CHECKING:
+    from honeycomb.run.record import RunRecord
+    from honeycomb.run.restore import Resumed
+
+__all__ = ["CANNOT_WAIT", "phase_name", "run_phase_worker"]
+
+CANNOT_WAIT = (
+    "no approver is attached, and a call of the run's planner or aggregator (or of an "
+    "agent either calls) cannot wait for a decision: a run waits for one only in its "
+    "subtasks' workers. Attach an approver (Executor(approver=...), or run it on a "
+    "terminal: honeycomb run asks there)"
+)
+"""Why a call of a stored run's planner or aggregator that needs approval is denied
+when the run has no approver."""
+
+_cannot_wait = NoApprover(CANNOT_WAIT)
+
+
+def phase_name(what: str, prompt: str) -> str:
+    """The name in the run of the planner's or the aggregator's worker that does
+    ``what`` (``plan:1.1``, ``aggregate``), asked ``prompt``: never a subtask's (its
+    ``:`` is in no subtask id) nor a nested worker's (it has no ``/``)."""
+    digest = hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"), digest_size=4)
+    return f"{what}:{digest.hexdigest()}"
+
+
+async def run_phase_worker(
+    context: RunContext,
+    role: Role,
+    prompt: str,
+    *,
+    what: str,
+    keep: bool = True,
+    **made: Any,
+) -> tuple[Worker, WorkerResult]:
+    """A worker of the run's planner or aggregator ``role`` (made as
+    :meth:`RunContext.worker` makes it, given ``made``) run on ``prompt``, and its
+    result; in a run with a store, kept there under :func:`phase_name` of ``what``
+    and ``prompt``: continued from where an earlier life left it, or its answer read
+    back if it had finished. ``keep``: as :meth:`Worker.run` takes it.
+
+    Raises:
+        RunBusy: when the run was taken over as the result was kept.
+        StoreError: when the store cannot keep the result.
+        ConfigError: when a result read back does not validate as the output type
+            asked for (the role's ``output_schema`` changed since).
+    """
+    runs = current_run()
+    record = runs.record if runs is not None else None
+    if record is None or runs is None or record.run_id != context.run_id:
+        worker = context.worker(role, **made)
+        return worker, await worker.run(prompt, keep=keep)
+    return await _kept(context, record, runs.resumed, role, prompt, what, keep, made)
+
+
+async def _kept(
+    context: RunContext,
+    record: RunRecord,
+    resumed: Resumed | None,
+    role: Role,
+    prompt: str,
+    what: str,
+    keep: bool,
+    made: dict[str, Any],
+) -> tuple[Worker, WorkerResult]:
+    from honeycomb.run.restore import retyped  # a run with a store's
+
+    name = phase_name(what, prompt)
+    if context.services.approver is None:  # nobody decides, and nothing waits in the store
+        context = replace(context, services=replace(context.services, approver=_cannot_wait))
+    ended = resumed.finished.get(name) if resumed is not None else None
+    if ended is not None and ended.worker is not None:  # it finished in an earlier life
+        worker = context.worker(role, **made)
+        return worker, retyped(ended.worker, "output", worker.setup.settings.output_type)
+    state = resumed.states.get(name) if resumed is not None else None
+    store = record.phase_worker(name, len(state.messages) if state is not None else 0)
+    worker = context.worker(role, store=store, **made)
+    started = time.perf_counter()
+    result = await worker.run(prompt, resume=state, keep=keep)
+    if store.written:  # one that kept nothing (no turn of tools) is asked again
+        outcome = SubtaskResult(
+            subtask=Subtask(id=name, role=role.name, instruction=prompt),
+            status=result.status,
+            worker=result,
+            error=result.error,
+            duration_s=time.perf_counter() - started,
+        )
+        await record.phase_finished(outcome)
+    return worker, result

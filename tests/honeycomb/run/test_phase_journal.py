@@ -1,0 +1,164 @@
+"""A run's planner and aggregator are kept in its store turn by turn, as its subtasks'
+workers are: a run stopped after one of them made a side-effecting call, and resumed,
+makes that call once in all; and the store, `honeycomb trace` and cassettes read such a
+run as any other."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from honeycomb import Executor, Role, RunResult, ToolContext, tool
+from honeycomb.cli import main
+from honeycomb.models import Model, cassette
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel, call
+from runtime import AssistantMessage, ModelRequest
+from tests.support.model_requests import Answer, observations, role_of
+
+pytestmark = pytest.mark.timeout(60)
+
+WORKER = Role(name="w")
+
+
+class Mailroom:
+    """A side-effecting ``send`` tool that counts what it sent, and a model whose
+    planner or aggregator (``phase``) calls it, then answers; until ``released``, its
+    answer after the call waits: the run can be stopped there."""
+
+    def __init__(self, phase: str) -> None:
+        self.phase = phase
+        self.sent: list[str] = []
+        self.keys: list[str] = []
+        self.called = asyncio.Event()  # the answer after the call was asked for
+        self.asked = 0  # the phase's model calls
+        self.released = False
+
+        @tool(side_effects=True)
+        async def send(to: str, context: ToolContext) -> str:
+            """Send a message."""
+            self.sent.append(to)
+            self.keys.append(context.idempotency_key)
+            return f"sent to {to}"
+
+        self.tool = send
+
+    def roles(self) -> list[Role]:
+        return [WORKER, Role(name=self.phase, instructions="Do it.", tools=("send",))]
+
+    def model(self) -> FunctionModel:
+        async def answer(request: ModelRequest) -> Answer:
+            if role_of(request) != self.phase:
+                return "w's result"
+            self.asked += 1
+            if not observations(request):
+                return AssistantMessage(tool_calls=(call("send", {"to": "ops"}, id="c1"),))
+            self.called.set()
+            if not self.released:
+                await asyncio.Event().wait()  # the process stops here
+            if self.phase == "planner":
+                return json.dumps({"subtasks": [{"id": "s1", "role": "w", "instruction": "go"}]})
+            return "merged, and ops told"
+
+        return FunctionModel(answer)
+
+    def executor(self, store: RunStore, model: Model | None = None) -> Executor:
+        return Executor(
+            self.roles(),
+            model or self.model(),
+            tools=[self.tool],
+            store=store,
+            aggregator="aggregator" if self.phase == "aggregator" else "concat",
+        )
+
+    async def stopped_after_the_call(self, db: Path) -> None:
+        """The run's first life, stopped (as Ctrl-C would) once the call was made."""
+        store = RunStore(db)
+        given = [("w", "go")] if self.phase == "aggregator" else None
+        run = asyncio.create_task(self.executor(store).run("t", subtasks=given, run_id="r1"))
+        await self.called.wait()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        assert store.find("r1").status == "interrupted"  # type: ignore[union-attr]
+        store.close()
+
+    async def resumed(self, db: Path, model: Model | None = None) -> RunResult:
+        self.released = True
+        store = RunStore(db)
+        try:
+            return await self.executor(store, model).resume("r1")
+        finally:
+            store.close()
+
+
+@pytest.mark.parametrize("phase", ["planner", "aggregator"])
+async def test_a_run_resumed_after_its_planners_or_aggregators_side_effect_makes_it_once(
+    db: Path, phase: str
+) -> None:
+    mail = Mailroom(phase)
+    await mail.stopped_after_the_call(db)
+    assert mail.sent == ["ops"]
+    result = await mail.resumed(db)
+    assert result.status == "ok"
+    assert mail.sent == ["ops"]  # not sent again: the journal answered the call
+    if phase == "aggregator":
+        assert result.answer == "merged, and ops told"
+    else:
+        assert list(result.subtasks) == ["s1"]
+    store = RunStore(db)
+    stored = await store.load("r1")
+    store.close()
+    assert stored is not None
+    [kept] = [name for name in stored.workers if name != "s1"]  # its own name in the run
+    assert kept.startswith("plan:1.1:" if phase == "planner" else "aggregate:")
+    assert [(e.tool, e.status) for e in stored.workers[kept].journal.values()] == [("send", "ok")]
+
+
+async def test_a_resumed_aggregator_that_had_finished_is_not_asked_again(db: Path) -> None:
+    mail = Mailroom("aggregator")
+    await mail.stopped_after_the_call(db)
+    first = await mail.resumed(db)
+    assert mail.asked == 3  # its call; its answer, stopped; its answer again, resumed
+    # Should the run stop after its aggregator ended (an output guard's judge, a
+    # crash), the run read again from its store has the answer the aggregator gave.
+    store = RunStore(db)
+    row = "UPDATE runs SET status = 'interrupted', result = NULL WHERE run_id = 'r1'"
+    await store.commit((row, ()))
+    again = await mail.executor(store).resume("r1")
+    store.close()
+    assert again.answer == first.answer
+    assert mail.asked == 3
+    assert mail.sent == ["ops"]
+
+
+async def test_a_stored_run_whose_aggregator_made_a_side_effect_is_traced_and_replayed(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mail = Mailroom("aggregator")
+    mail.released = True
+    tape = tmp_path / "t.jsonl"
+    store = RunStore(db)
+    recorded = await mail.executor(store, cassette(mail.model(), record=tape)).run(
+        "t", subtasks=[("w", "go")], run_id="r1"
+    )
+    stored = await store.load("r1")
+    store.close()
+    assert stored is not None
+    assert sorted(name.split(":")[0] for name in stored.workers) == ["aggregate", "s1"]
+    assert await asyncio.to_thread(main, ["trace", "r1", "--store", str(db)]) == 0
+    shown = capsys.readouterr().out
+    assert "run r1 · ok" in shown
+    assert "critical path     " in shown
+    assert "1 tool" in shown  # the aggregator's
+    store = RunStore(tmp_path / "other.db")
+    replayed = await mail.executor(store, cassette(mail.model(), replay=tape)).run(
+        "t", subtasks=[("w", "go")], run_id="r2"
+    )
+    store.close()
+    assert replayed.answer == recorded.answer
+    assert mail.sent == ["ops", "ops"]  # once a run
+    assert mail.keys[0] != mail.keys[1]
