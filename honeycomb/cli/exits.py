@@ -45,12 +45,13 @@ MEANINGS: dict[ExitStatus, str] = {
     "before it stopped:`, but for those its output guards did not pass when the answer is "
     "made of them; its figures; its failed subtasks); with `--json`, the run gave no "
     "answer; `validate`: a file has errors; `init`: a file it would write is there "
-    "already; `memory forget`: an id was not found",
+    "already",
     ExitStatus.UNUSABLE: "the command could not start: the hive has errors, or no planner, "
     "or a model it uses needs an API key that is not set; there is no task; a run store "
-    "or a memory file cannot be opened, or is not one (`runs`, `trace`, `resume`, "
+    "or a memory file cannot be opened, or is not one (`runs`, `sessions`, `trace`, `resume`, "
     "`approve`: or there is none); `trace`, `resume` or `approve` finds no such run, "
-    "`sessions show` or `forget` no such session; "
+    "`sessions show` or `forget` no such session, `memory forget` no such memory, none "
+    "in the namespace or no memory file (either forget then forgets none); "
     "`--run-id` names a run another hive file started, or one of another task; "
     "`trace` cannot write the file of `--html` or `--jsonl`; `approve` of a call that is "
     "not waiting, decided already or out of time, or with "

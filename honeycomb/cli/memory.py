@@ -13,7 +13,8 @@ import asyncio
 import shlex
 import sys
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.options import add_limit, integer, newest_first, user_path
 from honeycomb.hive import DEFAULT_MEMORY, load_hive
 from honeycomb.trace.format import counted, printable
-from runtime import HoneycombError, MemoryRecord, SQLiteMemory
+from runtime import HoneycombError, MemoryRecord, SQLiteMemory, did_you_mean
 from runtime.memory import DEFAULT_NAMESPACE
 
 __all__ = ["add_memory_command", "demo_with_memory"]
@@ -123,18 +124,18 @@ def _run(
     args: argparse.Namespace,
     work: Callable[[SQLiteMemory], Coroutine[Any, Any, ExitStatus]],
     *,
-    wanted: Sequence[str] = (),
+    named: str = "",
 ) -> ExitStatus:
     """``work(memory)``, its errors told on stderr (``UNUSABLE``). A memory file that
-    does not exist holds no memories, and is not made: the memories of ids ``wanted``
-    are not in it (``FAILED``, as for a file that does not hold them)."""
+    does not exist holds no memories, and is not made: what a forget ``named`` is not
+    in it (``UNUSABLE``, as for a file that does not hold it)."""
     try:
         memory = _memory(args)
         if not _there(memory.path):
+            if named:
+                print(f"{memory.path}: no memory file, so {named}; none forgotten", file=sys.stderr)
+                return ExitStatus.UNUSABLE
             print(f"no memories: there is no memory file at {memory.path}")
-            if wanted:
-                print(f"no memory {', '.join(wanted)} in {memory.path}", file=sys.stderr)
-                return ExitStatus.FAILED
             return ExitStatus.OK
         try:
             return asyncio.run(work(memory))
@@ -203,26 +204,46 @@ def _search(args: argparse.Namespace) -> ExitStatus:
 
 
 def _forget(args: argparse.Namespace) -> ExitStatus:
+    """Forget the memories of ids, or of a namespace, all of them or none: one not held
+    (a namespace that holds none) is refused as ``sessions forget`` refuses a session
+    not kept, naming it (``UNUSABLE``)."""
     if bool(args.ids) == (args.namespace is not None):
         print(
             "give memory ids, or --namespace NAME to forget all of it (not both)", file=sys.stderr
         )
         return ExitStatus.UNUSABLE
+    if args.namespace is not None:
+        named = f"no memory in namespace {printable(args.namespace, lines=False)}"
+        return _run(args, partial(_forget_namespace, args.namespace), named=named)
+    ids = list(dict.fromkeys(args.ids))
+    return _run(args, partial(_forget_ids, ids), named=f"no memory {_listed(ids)}")
 
-    async def work(memory: SQLiteMemory) -> ExitStatus:
-        if args.namespace is not None:
-            count = await memory.forget_namespace(args.namespace)
-            print(f"forgot {counted(count, 'memory', 'memories')} of namespace {args.namespace}")
-            return ExitStatus.OK
-        forgotten = await memory.forget(args.ids)  # at once: one rewrite of the index
-        missing = [i for i in dict.fromkeys(args.ids) if i not in forgotten]
-        print(f"forgot {counted(len(forgotten), 'memory', 'memories')}")
-        if missing:
-            print(f"no memory {', '.join(missing)} in {memory.path}", file=sys.stderr)
-            return ExitStatus.FAILED
-        return ExitStatus.OK
 
-    return _run(args, work, wanted=args.ids)
+async def _forget_namespace(namespace: str, memory: SQLiteMemory) -> ExitStatus:
+    if not await memory.list(namespace, limit=1):  # a namespace no memory may have: said
+        close = did_you_mean(namespace, await memory.namespaces())
+        shown = printable(namespace, lines=False)
+        said = f"no memory in namespace {shown}{close}; none forgotten"
+        print(f"{memory.path}: {said}", file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    count = await memory.forget_namespace(namespace)
+    print(f"forgot {counted(count, 'memory', 'memories')} of namespace {namespace}")
+    return ExitStatus.OK
+
+
+async def _forget_ids(ids: list[str], memory: SQLiteMemory) -> ExitStatus:
+    missing = [i for i in ids if await memory.get(i) is None]
+    if missing:
+        print(f"{memory.path}: no memory {_listed(missing)}; none forgotten", file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    forgotten = await memory.forget(ids)  # at once: one rewrite of the index
+    print(f"forgot {counted(len(forgotten), 'memory', 'memories')}")
+    return ExitStatus.OK
+
+
+def _listed(ids: list[str]) -> str:
+    """``ids`` as a line says them (what was typed may hold a terminal's escapes)."""
+    return printable(", ".join(ids), lines=False)
 
 
 def _found_nothing(args: argparse.Namespace, held: dict[str, int]) -> str:

@@ -90,8 +90,14 @@ def test_forget_by_id_or_by_namespace(
     [red] = asyncio.run(kept.list("red"))
     assert main(["memory", "forget", red.id]) == 0
     assert "forgot 1 memory" in capsys.readouterr().out
-    assert main(["memory", "forget", red.id]) == 1
-    assert f"no memory {red.id}" in capsys.readouterr().err
+    # What is not there is refused as a session not kept is (it was exit 1 here).
+    assert main(["memory", "forget", red.id]) == 2
+    assert f"no memory {red.id}; none forgotten" in capsys.readouterr().err
+    assert main(["memory", "forget", "--namespace", "red"]) == 2  # it holds none now
+    assert "no memory in namespace red; none forgotten" in capsys.readouterr().err
+    assert main(["memory", "forget", "--namespace", "trpi"]) == 2  # a typo: says it
+    said = capsys.readouterr().err
+    assert "no memory in namespace trpi (did you mean 'trip'?); none forgotten" in said
     assert main(["memory", "forget", "--namespace", "trip"]) == 0
     assert "forgot 2 memories of namespace trip" in capsys.readouterr().out
     assert main(["memory", "list"]) == 0
@@ -112,14 +118,24 @@ def test_forgetting_several_ids_rewrites_the_index_once(
         return forget(connection, ids=ids, **rest)
 
     monkeypatch.setattr(db, "delete", counted)
-    absent = "0123456789abcdef"
-    assert main(["memory", "forget", *trip, absent, trip[0]]) == 1
+    assert main(["memory", "forget", *trip, trip[0]]) == 0
     assert len(writes) == 1  # one transaction, one merge of the index, for all of them
-    out, err = capsys.readouterr()
-    assert "forgot 2 memories" in out
-    assert f"no memory {absent} in" in err
-    assert trip[0] not in err
+    assert "forgot 2 memories" in capsys.readouterr().out
     assert [r.namespace for r in asyncio.run(kept.list())] == ["red"]
+
+
+def test_ids_one_of_which_is_not_held_forget_none_and_say_so(
+    kept: SQLiteMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As ``sessions forget`` of sessions one of which is not kept: a typo among the ids
+    forgets none, naming it, exit 2 (it forgot the others and exited 1)."""
+    trip = [record.id for record in asyncio.run(kept.list("trip"))]
+    absent = "0123456789abcdef"
+    assert main(["memory", "forget", trip[0], absent, trip[1]]) == 2
+    out, err = capsys.readouterr()
+    assert "forgot" not in out
+    assert err.strip() == f".honeycomb/memory.db: no memory {absent}; none forgotten"
+    assert len(asyncio.run(kept.list("trip"))) == 2
 
 
 def test_bad_options_are_told_not_raised(
@@ -147,11 +163,13 @@ def test_a_missing_file_holds_nothing_and_is_not_made(
     assert "there is no memory file at none.db" in capsys.readouterr().out
     assert main(["memory", "search", "lisbon"]) == 0
     assert "no memory file at .honeycomb/memory.db" in capsys.readouterr().out
-    assert main(["memory", "forget", "--namespace", "trip", "--file", "none.db"]) == 0
-    capsys.readouterr()
-    # Ids it does not hold: exit 1, as a file that does not hold them says (it said 0).
-    assert main(["memory", "forget", "3f2a9c1e0b7d4a55", "--file", "none.db"]) == 1
-    assert "no memory 3f2a9c1e0b7d4a55 in none.db" in capsys.readouterr().err
+    # What a forget names is not there: exit 2, as for a file that does not hold it.
+    assert main(["memory", "forget", "--namespace", "trip", "--file", "none.db"]) == 2
+    said = "none.db: no memory file, so no memory in namespace trip; none forgotten"
+    assert said in capsys.readouterr().err
+    assert main(["memory", "forget", "3f2a9c1e0b7d4a55", "--file", "none.db"]) == 2
+    said = "none.db: no memory file, so no memory 3f2a9c1e0b7d4a55; none forgotten"
+    assert said in capsys.readouterr().err
     assert not (tmp_path / "none.db").exists()
     assert not (tmp_path / ".honeycomb").exists()
 
