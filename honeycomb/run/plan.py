@@ -301,7 +301,11 @@ def _impossible(subtask: Subtask, known: Collection[str]) -> list[str]:
 
 
 def plan_problems(
-    plan: Plan, roles: Sequence[str], *, max_subtasks: int | None = None
+    plan: Plan,
+    roles: Sequence[str],
+    *,
+    max_subtasks: int | None = None,
+    finished: Collection[str] = (),
 ) -> list[str]:
     """Everything wrong with a plan, each problem naming the subtask; empty when valid.
 
@@ -310,6 +314,8 @@ def plan_problems(
         roles: The roles its subtasks may use.
         max_subtasks: The most subtasks allowed (a bound for a model's plans; None
             for a caller's own, which is not bounded).
+        finished: The ids of subtasks that ran to their end (a resumed run's earlier
+            lives'): they are not run again, so their roles may be gone.
     """
     problems: list[str] = []
     if not plan.subtasks:
@@ -328,7 +334,7 @@ def plan_problems(
             problems.append(
                 f"subtask id {subtask.id!r} may use only letters, digits, '_', '-', '.'"
             )
-        if subtask.role not in roles:
+        if subtask.role not in roles and subtask.id not in finished:
             problems.append(
                 f"subtask {subtask.id!r}: unknown role {subtask.role!r}"
                 f"{did_you_mean(subtask.role, roles)}; roles: {', '.join(roles)}"

@@ -27,6 +27,7 @@ from honeycomb.run.planner import (
     RoundPlanner,
     StaticPlanner,
     SubtaskSpec,
+    as_plan,
     follow_up_with,
     plan_with,
 )
@@ -188,7 +189,7 @@ class Run:
         self, subtasks: Plan | Sequence[SubtaskSpec] | None, *, resumable: bool, steal: bool
     ) -> RunResult:
         if self.record is not None:
-            done = await self._open_record(resumable, steal)
+            done = await self._open_record(resumable, steal, subtasks)
             if done is not None:
                 return done
         self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task, caller=self.caller))
@@ -317,16 +318,18 @@ class Run:
         except HoneycombError as error:  # the run stops anyway, for what stops it
             exc.add_note(f"Honeycomb could not record the run as interrupted: {error}")
 
-    async def _open_record(self, resumable: bool, steal: bool) -> RunResult | None:
+    async def _open_record(
+        self, resumable: bool, steal: bool, subtasks: Plan | Sequence[SubtaskSpec] | None
+    ) -> RunResult | None:
         """Take the run's lease and start its record, or pick up the stored run of the
         same id: return its result if it ended with one, else remember what to
-        continue from."""
+        continue from (refused if ``subtasks`` are not the plan its earlier lives ran)."""
         record = self.record
         assert record is not None
         await record.store.open()
         await record.take(steal=steal)
         try:
-            done = await self._pick_up(record, resumable)
+            done = await self._pick_up(record, resumable, subtasks)
         except BaseException:
             await shielded(record.release())
             raise
@@ -343,7 +346,9 @@ class Run:
             return phases.output_type
         return crew.setup_for(role, None).settings.output_type
 
-    async def _pick_up(self, record: RunRecord, resumable: bool) -> RunResult | None:
+    async def _pick_up(
+        self, record: RunRecord, resumable: bool, subtasks: Plan | Sequence[SubtaskSpec] | None
+    ) -> RunResult | None:
         from honeycomb.run.restore import restore, retyped, stored_result
 
         stored = await record.store.load(self.run_id) if resumable else None
@@ -354,6 +359,8 @@ class Run:
                     f"run {self.run_id!r} in {record.store.where} was started with another "
                     f"task ({other[:60]!r}); resume it with its own task, or use a new run_id"
                 )
+            if subtasks is not None and stored.plan:
+                _same_plan(subtasks, stored.plan, self.run_id, record.store.where)
             done = stored_result(stored)
             if done is not None:
                 return retyped(done, "answer", self._answer_type())
@@ -395,7 +402,10 @@ class Run:
         if self.converse is not None:  # the session's conversation, within its budget
             conversation = await self.converse(self.context)
             self.context = replace(self.context, conversation=conversation)
-        self.plan = await plan_with(planner, self.task, self.context)
+        if self.resumed is not None and self.resumed.plan is not None:
+            self.plan = _still_fits(self.resumed.plan, self.resumed, self.context)
+        else:
+            self.plan = await plan_with(planner, self.task, self.context)
         self.times["plan"] = time.perf_counter() - began
         self._phase(None)
         self.tracer.emit(
@@ -599,7 +609,8 @@ class Run:
         if not marked.subtasks:
             return marked  # the lead is done
         whole = Plan(subtasks=(*self.plan.subtasks, *marked.subtasks))
-        problems = plan_problems(whole, list(self.context.roles))
+        # The rounds before ran to their end: their roles may be gone (a resumed run's).
+        problems = plan_problems(whole, list(self.context.roles), finished=outcomes)
         failed = {i for i, o in outcomes.items() if not o.ok}
         problems += on_failed_problems(marked, failed)  # it would be skipped, never run
         if len(marked.subtasks) > room:
@@ -777,3 +788,44 @@ def _original(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+def _same_plan(
+    subtasks: Plan | Sequence[SubtaskSpec], stored: str, run_id: str, where: str
+) -> None:
+    """Refuse subtasks given to a stored run that are not the plan (``stored``, as
+    JSON) its earlier lives ran: a run goes on with its own plan, and answers for it;
+    other subtasks would be another run's.
+
+    Raises:
+        ConfigError: naming the first subtask that differs, and how.
+        PlanError: when ``subtasks`` are no plan.
+    """
+    given, ran = as_plan(subtasks, "the plan given"), Plan.model_validate_json(stored)
+    if given.subtasks == ran.subtasks:
+        return
+    if given.ids != ran.ids:
+        how = f"its subtasks are {', '.join(ran.ids)}; those given are {', '.join(given.ids)}"
+    else:
+        first = next(g for g, r in zip(given.subtasks, ran.subtasks, strict=True) if g != r)
+        kept = ran[first.id]
+        fields = [f for f in type(first).model_fields if getattr(first, f) != getattr(kept, f)]
+        how = f"subtask {first.id!r} differs in its {' and '.join(fields)}"
+    raise ConfigError(
+        f"run {run_id!r} in {where} was started with another plan ({how}); resume it "
+        "without subtasks= (it goes on with its own plan), or use a new run_id"
+    )
+
+
+def _still_fits(plan: Plan, resumed: Resumed, context: RunContext) -> Plan:
+    """The plan of a resumed run, if it still fits the roles of the Executor that
+    continues it: the subtasks still to run need theirs; a finished one's role may
+    have gone (renamed, taken out of the hive): its result is kept, never run again.
+
+    Raises:
+        PlanError: naming every problem.
+    """
+    problems = plan_problems(plan, list(context.roles), finished=resumed.finished)
+    if problems:
+        raise PlanError(problems)
+    return plan

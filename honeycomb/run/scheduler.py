@@ -519,12 +519,14 @@ class Scheduler:
         return any(o.status == "waiting" for o in self.outcomes.values())
 
     def _revalidated(self, subtask: Subtask, result: WorkerResult | None) -> WorkerResult | None:
-        """A stored result, its output made the role's output type again."""
-        if result is None:
-            return None
+        """A stored result, its output made the role's output type again (as it was
+        kept, when the role is gone since)."""
+        role = self.context.roles.get(subtask.role)
+        if result is None or role is None:
+            return result
         from honeycomb.run.restore import retyped
 
-        setup = self.context.crew.setup_for(self.context.roles[subtask.role], None)
+        setup = self.context.crew.setup_for(role, None)
         return retyped(result, "output", setup.settings.output_type)
 
     def _check_plan_size(self) -> None:

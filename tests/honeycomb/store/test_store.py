@@ -203,6 +203,28 @@ async def test_resuming_with_another_task_is_refused(files: tuple[Where, Path, P
         await Setup(effects, calls).executor(db).run("something else", run_id="r1")
 
 
+async def test_resuming_with_other_subtasks_is_refused_and_leaves_the_run_as_it_was(
+    files: tuple[Where, Path, Path],
+) -> None:
+    db, effects, calls = files
+    await interrupted_run(db, effects, calls)  # of plan(2): w0 done, w1 cut off
+    executor = Setup(effects, calls, life="2").executor(db)
+    with pytest.raises(ConfigError, match=r"'r1'.*another plan \(its subtasks are w0, w1; "):
+        await executor.run(TASK, subtasks=plan(3), run_id="r1")
+    changed = [plan(2)[0], Subtask(id="w1", role="worker", instruction="append nothing")]
+    with pytest.raises(ConfigError, match=r"subtask 'w1' differs in its instruction\); resume"):
+        await executor.run(TASK, subtasks=changed, run_id="r1")
+    assert not any(life == "2" for _, life in calls_by_worker(calls).get("w1", []))
+    # its own plan given again goes on, as does a resume: w0 is not run again
+    result = await executor.run(TASK, subtasks=plan(2), run_id="r1")
+    assert result.status == "ok"
+    assert [life for _, life in calls_by_worker(calls)["w0"]] == ["1", "1", "1"]
+    # a finished run's answer is its plan's: other subtasks are refused, its own kept
+    with pytest.raises(ConfigError, match=r"another plan \(its subtasks are w0, w1; those"):
+        await executor.run(TASK, subtasks=plan(1), run_id="r1")
+    assert (await executor.run(TASK, subtasks=plan(2), run_id="r1")) == result
+
+
 async def test_a_new_run_id_starts_a_new_run_and_unknown_ids_are_named(
     files: tuple[Where, Path, Path],
 ) -> None:
