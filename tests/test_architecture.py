@@ -322,7 +322,8 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
     "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed
     "honeycomb/backends/ray.py": {"ray"},  # `ray`, once a RayBackend is used
-    "honeycomb/backends/_setup.py": {"ray"},  # `ray`, as the backend starts
+    "honeycomb/backends/_setup.py": {"ray"},  # `ray`, as a role is installed in an actor
+    "honeycomb/backends/_join.py": {"ray"},  # `ray`, as the backend starts
     "honeycomb/backends/_channel.py": {"ray"},  # `ray`, as it sends to an actor
     "honeycomb/cli/backend.py": {"ray"},  # `ray`, to shut down a Ray the command started
     "honeycomb/hive/backend.py": {"ray"},  # `ray`, to check a hive's runtime_env

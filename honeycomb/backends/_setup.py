@@ -1,25 +1,19 @@
-"""What a Ray backend sets up before its workers run: Ray itself (joined, or started
-for the process, never by accident a stranger's), and what an actor is sent to make a
-role's setup and a model again."""
+"""What a Ray backend sets up before its workers run: what an actor is sent to make a
+role's setup and a model again (Ray itself is joined by :mod:`honeycomb.backends._join`)."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import io
-import ipaddress
 import os
-import socket
 import sys
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 from pydantic import BaseModel
 
 from honeycomb.backends._standins import DriverCassette, DriverLimiter, DriverReplay, StoodFor
-from honeycomb.backends._warden import my_children, ward
 from honeycomb.backends._wire import Pinned
 from runtime import AdaptiveLimiter, ConfigError, Model, Tool
 from runtime.models.cassettes import Cassette, CassetteWriter
@@ -212,119 +206,6 @@ def unsendable(thing: object) -> str | None:
     return None
 
 
-def start_ray(address: str | None, num_cpus: int | None) -> None:
-    """Join the cluster at ``address``, or start a private Ray for this process (None):
-    it listens on 127.0.0.1 only, and its processes end with this one (on Linux).
-    Nothing when this process started a Ray already."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    # Ray's usage statistics are off unless the user turned them on.
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    options: dict[str, Any] = {
-        "address": address or "local",
-        "include_dashboard": False,
-        "log_to_driver": False,
-        "configure_logging": False,
-    }
-    if address is None:
-        # A private Ray for this process listens on this machine only, with token
-        # authentication (Ray's default for a new local Ray, which it warns of when
-        # nobody chose it).
-        options["_node_ip_address"] = "127.0.0.1"
-        if num_cpus is not None:
-            options["num_cpus"] = num_cpus
-        if "RAY_AUTH_MODE" not in os.environ:
-            _use_token_auth()
-        before = set(my_children())
-        with _on_loopback():
-            ray.init(**options)
-        ward(set(my_children()) - before)  # the processes ray.init started
-        return
-    if "RAY_AUTH_MODE" not in os.environ and _token_given():
-        # A cluster with token authentication: Ray's driver sends the token only
-        # when told to, and a head started with one refuses drivers without it.
-        _use_token_auth()
-    _answers(address)
-    # A head on the loopback: Ray would take 127.0.0.1 for the machine's address,
-    # where a head that listens on the loopback only cannot be reached.
-    with _on_loopback() if _on_this_machine_only(address) else contextlib.nullcontext():
-        ray.init(**options)
-
-
-REACH_S = 10.0
-"""How long a head named by ``host:port`` has to answer (it may be starting) before
-its driver gives up on it."""
-
-
-def _answers(address: str) -> None:
-    """Return once something answers at ``address`` (a head's ``host:port``; any
-    other form, as Ray reads it), within :data:`REACH_S`.
-
-    Raises:
-        ConnectionError: nothing answered: Ray's driver would wait for a GCS there some
-            fourteen minutes (twenty tries of forty seconds), the event loop held.
-    """
-    host, _, port = address.rpartition(":")
-    if "://" in address or not host or not port.isdigit():
-        return
-    deadline = time.monotonic() + REACH_S
-    while True:
-        left = max(deadline - time.monotonic(), 0.1)
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=left):
-                return
-        except OSError as exc:
-            if time.monotonic() >= deadline:
-                raise ConnectionError(
-                    f"nothing answers at {address} within {REACH_S:g}s ({exc}): is Ray's "
-                    "head running there (ray start --head), its port open to this machine?"
-                ) from None
-        time.sleep(0.25)
-
-
-def _on_this_machine_only(address: str) -> bool:
-    """Whether ``address`` (``host:port``) is a head's on the loopback interface."""
-    if "://" in address:  # a Ray client's (ray://): Ray connects to it as it is
-        return False
-    host = address.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host's name
-        return False
-
-
-@contextlib.contextmanager
-def _on_loopback() -> Iterator[None]:
-    """Ray's servers listen on the loopback interface only when their node's address
-    is 127.0.0.1, but Ray gives a new node the machine's address even when told
-    127.0.0.1 (so that other machines may join it), and takes a head's 127.0.0.1 for
-    that address too, unless its clusters are off (as on macOS;
-    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``, which Ray reads as it is imported). They are
-    off while a private Ray starts, and while a driver joins a head on the loopback."""
-    constants = importlib.import_module("ray._private.ray_constants")
-    before = getattr(constants, "ENABLE_RAY_CLUSTER", None)
-    if before is None:  # a Ray that decides it otherwise (the tests say if it listens wide)
-        yield
-        return
-    setattr(constants, "ENABLE_RAY_CLUSTER", False)  # noqa: B010 (a module of Ray's)
-    try:
-        yield
-    finally:
-        setattr(constants, "ENABLE_RAY_CLUSTER", before)  # noqa: B010
-
-
-def _use_token_auth() -> None:
-    os.environ["RAY_AUTH_MODE"] = "token"
-    # Ray reads its configuration as it is imported: read it again (as Ray does itself
-    # when it turns token authentication on; a Ray without it has none).
-    with contextlib.suppress(ImportError, AttributeError):
-        importlib.import_module("ray._raylet").Config.initialize("")
-
-
 def sendable_tools(setup: WorkerSetup) -> list[Tool[Any, Any] | Pinned]:
     """The tools of a setup an actor makes again: its memory's tools are made there, on
     the memory at the driver; a pinned tool goes as its description (its calls come
@@ -347,14 +228,6 @@ def sendable_tools(setup: WorkerSetup) -> list[Tool[Any, Any] | Pinned]:
                 "or make what it holds picklable"
             )
     return tools
-
-
-def _token_given() -> bool:
-    """Whether a Ray authentication token is at hand, where Ray looks for one (its
-    environment variables, then ``~/.ray/auth_token``)."""
-    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
-        return True
-    return os.path.isfile(os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))
 
 
 def _check_role(setup: WorkerSetup) -> None:

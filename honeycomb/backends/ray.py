@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from honeycomb.backends._actor import Hive
 from honeycomb.backends._driver import Driver
+from honeycomb.backends._join import start_ray
 from honeycomb.backends._pool import Actor, cut_off
 from honeycomb.backends._setup import (
     SetupFailed,
@@ -38,7 +39,6 @@ from honeycomb.backends._setup import (
     installed,
     recipe,
     sendable_tools,
-    start_ray,
 )
 from honeycomb.backends._standins import StoodFor
 from honeycomb.backends._told import Begin, Told

@@ -41,7 +41,7 @@ from honeycomb import (
     ToolContext,
 )
 from honeycomb.backends import RayBackend
-from honeycomb.backends import _setup as ray_setup
+from honeycomb.backends import _join as ray_join
 from honeycomb.backends._standins import DriverLimiter
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
@@ -61,6 +61,7 @@ from runtime import (
 )
 from runtime.secrets import add_secret
 from runtime.tools import idempotency_key
+from tests.support.ray_head import SETTINGS, answering
 from tests.support.ray_tools import scripted
 from tests.support.stores import query
 
@@ -599,7 +600,7 @@ def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyP
     assert given["_node_ip_address"] == "127.0.0.1"
     assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
     given.clear()
-    with listening() as head:
+    with answering(SETTINGS) as head:
         RayBackend(head)._init()
     assert given["address"] == head
     assert "_node_ip_address" not in given
@@ -619,13 +620,35 @@ def test_a_head_that_does_not_answer_is_told_at_once(monkeypatch: pytest.MonkeyP
     tried: list[str] = []
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **options: tried.append(options["address"]))
-    monkeypatch.setattr(ray_setup, "REACH_S", 0.5)
+    monkeypatch.setattr(ray_join, "REACH_S", 0.5)
     with listening() as gone:
         pass  # closed: nothing answers there now
     started = time.monotonic()
     with pytest.raises(ConnectionError, match=f"nothing answers at {gone} within 0.5s"):
         RayBackend(gone)._init()
     assert time.monotonic() - started < 5
+    assert tried == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [(b"", "it said nothing within 0.5s"), (b"HTTP/1.1 404 Not Found\r\n\r\n", "HTTP/1")],
+)
+def test_a_port_that_answers_but_is_no_ray_head_is_told_at_once(
+    reply: bytes, why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ray's driver, given a port where something else listens (a dashboard's, a server
+    # that says nothing), waited for a GCS there as long as where nothing answers.
+    tried: list[str] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **options: tried.append(options["address"]))
+    monkeypatch.setattr(ray_join, "REACH_S", 0.5)
+    started = time.monotonic()
+    with answering(reply) as stranger, pytest.raises(ConnectionError) as caught:
+        RayBackend(stranger)._init()
+    assert f"{stranger} is not a Ray head" in str(caught.value)
+    assert time.monotonic() - started < 5
+    assert why in str(caught.value)
     assert tried == []
 
 

@@ -8,7 +8,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,6 +23,7 @@ from honeycomb.cli.main import _parser, main
 from honeycomb.hive import load_hive
 from honeycomb.hive.backend import BackendSpec
 from runtime.secrets import masked
+from tests.support.ray_head import answering
 
 ray = pytest.importorskip("ray")
 
@@ -223,8 +223,7 @@ def test_a_named_address_that_cannot_be_joined_is_told_and_never_falls_back_to_a
     monkeypatch.setattr(ray, "init", init)
     monkeypatch.setattr(ray, "shutdown", lambda: tried.append({"shutdown": True}))
     path = hive(tmp_path, "backend: {ray: {actors: 3}}\n")
-    with socket.create_server(("127.0.0.1", 0)) as head:  # answers, as Ray's init fails
-        address = f"127.0.0.1:{head.getsockname()[1]}"
+    with answering() as address:  # answers as a head does, as Ray's init fails
         argv = ["run", str(path), TASK, "--ray-address", address, "--plain", "--no-store"]
         assert main(argv) == 2
     err = capsys.readouterr().err

@@ -1,0 +1,185 @@
+"""How a Ray backend joins Ray: the cluster at an address, once a head answers there
+as Ray's does, or a private Ray started for the process (never by accident a
+stranger's), on the loopback interface."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import ipaddress
+import os
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from honeycomb.backends._warden import my_children, ward
+
+
+def start_ray(address: str | None, num_cpus: int | None) -> None:
+    """Join the cluster at ``address``, or start a private Ray for this process (None):
+    it listens on 127.0.0.1 only, and its processes end with this one (on Linux).
+    Nothing when this process started a Ray already."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    # Ray's usage statistics are off unless the user turned them on.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    options: dict[str, Any] = {
+        "address": address or "local",
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "configure_logging": False,
+    }
+    if address is None:
+        # A private Ray for this process listens on this machine only, with token
+        # authentication (Ray's default for a new local Ray, which it warns of when
+        # nobody chose it).
+        options["_node_ip_address"] = "127.0.0.1"
+        if num_cpus is not None:
+            options["num_cpus"] = num_cpus
+        if "RAY_AUTH_MODE" not in os.environ:
+            _use_token_auth()
+        before = set(my_children())
+        with _on_loopback():
+            ray.init(**options)
+        ward(set(my_children()) - before)  # the processes ray.init started
+        return
+    if "RAY_AUTH_MODE" not in os.environ and _token_given():
+        # A cluster with token authentication: Ray's driver sends the token only
+        # when told to, and a head started with one refuses drivers without it.
+        _use_token_auth()
+    _answers(address)
+    # A head on the loopback: Ray would take 127.0.0.1 for the machine's address,
+    # where a head that listens on the loopback only cannot be reached.
+    with _on_loopback() if _on_this_machine_only(address) else contextlib.nullcontext():
+        ray.init(**options)
+
+
+REACH_S = 10.0
+"""How long a head named by ``host:port`` has to answer (it may be starting) before
+its driver gives up on it."""
+
+
+def _answers(address: str) -> None:
+    """Return once a head answers at ``address`` (a head's ``host:port``; any other
+    form, as Ray reads it) as Ray's GCS does (a gRPC server: HTTP/2), within
+    :data:`REACH_S`.
+
+    Raises:
+        ConnectionError: nothing answered, or something that is no Ray head did (a
+            dashboard's port, a server that says nothing): Ray's driver would wait for
+            a GCS there some fourteen minutes (twenty tries of forty seconds), the
+            event loop held.
+    """
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return
+    deadline = time.monotonic() + REACH_S
+    while True:
+        left = max(deadline - time.monotonic(), 0.1)
+        try:
+            head = socket.create_connection((host.strip("[]"), int(port)), timeout=left)
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise ConnectionError(
+                    f"nothing answers at {address} within {REACH_S:g}s ({exc}): is Ray's "
+                    "head running there (ray start --head), its port open to this machine?"
+                ) from None
+            time.sleep(0.25)
+            continue
+        with head:
+            _speaks_http2(head, address, deadline)
+        return
+
+
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""A client's opening of an HTTP/2 connection: its preface and an empty SETTINGS frame."""
+
+
+def _speaks_http2(head: socket.socket, address: str, deadline: float) -> None:
+    """Return if what answers on ``head`` answers an HTTP/2 client as a gRPC server
+    (Ray's GCS) does, with a SETTINGS frame, before ``deadline`` (with TLS, which Ray
+    turns on with ``RAY_USE_TLS``, Ray's driver finds out).
+
+    Raises:
+        ConnectionError: it closed the connection, said nothing, or said something else.
+    """
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return
+    head.settimeout(max(deadline - time.monotonic(), 0.1))
+    said = b""
+    try:
+        head.sendall(_HTTP2_HELLO)
+        while len(said) < 9:  # a frame's header: its length, type, flags and stream
+            more = head.recv(9 - len(said))
+            if not more:
+                break
+            said += more
+    except TimeoutError:
+        why = f"it said nothing within {REACH_S:g}s"
+    except OSError as exc:
+        why = f"it closed the connection ({exc})"
+    else:
+        why = "it closed the connection"
+        if said.startswith(b"HTTP/"):
+            why = "it answered as an HTTP/1 server, a dashboard's port say"
+        elif len(said) == 9 and said[3] == 4:  # a SETTINGS frame
+            return
+        elif said:
+            why = "it answered as no gRPC server does"
+    raise ConnectionError(
+        f"{address} is not a Ray head: it answers a connection, but not as Ray's GCS does "
+        f"({why}): name the head's GCS port (ray start --head --port=..., 6379 by "
+        "default), or ray://host:port for Ray's client server"
+    )
+
+
+def _on_this_machine_only(address: str) -> bool:
+    """Whether ``address`` (``host:port``) is a head's on the loopback interface."""
+    if "://" in address:  # a Ray client's (ray://): Ray connects to it as it is
+        return False
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host's name
+        return False
+
+
+@contextlib.contextmanager
+def _on_loopback() -> Iterator[None]:
+    """Ray's servers listen on the loopback interface only when their node's address
+    is 127.0.0.1, but Ray gives a new node the machine's address even when told
+    127.0.0.1 (so that other machines may join it), and takes a head's 127.0.0.1 for
+    that address too, unless its clusters are off (as on macOS;
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``, which Ray reads as it is imported). They are
+    off while a private Ray starts, and while a driver joins a head on the loopback."""
+    constants = importlib.import_module("ray._private.ray_constants")
+    before = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    if before is None:  # a Ray that decides it otherwise (the tests say if it listens wide)
+        yield
+        return
+    setattr(constants, "ENABLE_RAY_CLUSTER", False)  # noqa: B010 (a module of Ray's)
+    try:
+        yield
+    finally:
+        setattr(constants, "ENABLE_RAY_CLUSTER", before)  # noqa: B010
+
+
+def _use_token_auth() -> None:
+    os.environ["RAY_AUTH_MODE"] = "token"
+    # Ray reads its configuration as it is imported: read it again (as Ray does itself
+    # when it turns token authentication on; a Ray without it has none).
+    with contextlib.suppress(ImportError, AttributeError):
+        importlib.import_module("ray._raylet").Config.initialize("")
+
+
+def _token_given() -> bool:
+    """Whether a Ray authentication token is at hand, where Ray looks for one (its
+    environment variables, then ``~/.ray/auth_token``)."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return True
+    return os.path.isfile(os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))
