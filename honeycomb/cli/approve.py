@@ -36,7 +36,7 @@ from runtime import (
     PendingApproval,
 )
 from runtime.tools.approval_gate import settled_by
-from runtime.tools.approvals import MaskedEdit, unmasked_edit
+from runtime.tools.approvals import LeftWaiting, MaskedEdit, unmasked_edit
 
 __all__ = [
     "HiveTools",
@@ -54,7 +54,9 @@ class TerminalApprover:
     """Asks on a terminal about each call that needs approval, one call at a time:
     approve, deny with a reason, or edit the arguments as JSON. A question that another
     decider answers first (a person on the page of ``honeycomb serve``, ``honeycomb
-    approve``) is withdrawn, with a line saying what was decided and by whom.
+    approve``) is withdrawn, with a line saying what was decided and by whom. Once the
+    input has ended (Ctrl-D) it decides nothing: each call waits in the run store, as a
+    run's call does off a terminal (``honeycomb approve``, then ``honeycomb resume``).
 
     Args:
         read: The terminal's input (a line at a time, read without blocking the loop).
@@ -83,6 +85,10 @@ class TerminalApprover:
             with self._pause():
                 try:
                     return await self._decision(request)
+                except EOFError as exc:  # Ctrl-D: nobody here decides; it waits, as elsewhere
+                    self._out.write("\n  not decided: the input ended\n")
+                    self._out.flush()
+                    raise LeftWaiting(str(exc)) from None
                 except asyncio.CancelledError as exc:
                     said = _withdrawn_for(exc, request)
                     if said is not None:

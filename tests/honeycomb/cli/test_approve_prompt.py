@@ -10,6 +10,7 @@ import json
 import os
 import time
 import unicodedata
+from pathlib import Path
 
 import anyio
 
@@ -153,3 +154,37 @@ def test_a_time_to_decide_of_another_day_says_its_date() -> None:
     )  # fmt: skip
     day = time.strftime("%Y-%m-%d", time.localtime(later))
     assert f"  decide by: {day} " in asked(request)
+
+
+async def test_a_question_the_input_ended_at_leaves_the_call_waiting(tmp_path: Path) -> None:
+    """Ctrl-D at the prompt (the input ended) denied the call, as a failing approver
+    (``the approver failed (EOFError ...)``), a decision nobody made, and the prompt's
+    line was never ended. The call waits in the store now, as one asked off a terminal,
+    and the run ends waiting."""
+    paid: list[str] = []
+
+    @tool(side_effects=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        paid.append(to)
+        return f"paid {to}"
+
+    shown = io.StringIO()
+    read_fd, write_fd = os.pipe()
+    os.close(write_fd)  # the input has ended
+    role = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    with os.fdopen(read_fd) as typed_in, anyio.fail_after(10):
+        executor = Executor(
+            [role],
+            ScriptedModel([call("pay", {"to": "ann"}), "not paid"]),
+            tools=[pay],
+            approver=TerminalApprover(typed_in, shown, by="ann"),
+            store=tmp_path / "runs.db",
+        )
+        async with executor:
+            result = await executor.run("pay", subtasks=[("payer", "pay ann")])
+            pending = await executor.pending(result.run_id)
+    assert shown.getvalue().endswith("[e]dit arguments? \n  not decided: the input ended\n")
+    assert result.status == "waiting"
+    assert [p.tool for p in pending] == ["pay"]
+    assert paid == []
