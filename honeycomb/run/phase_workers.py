@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
 
-__all__ = ["CANNOT_WAIT", "phase_name", "run_phase_worker"]
+__all__ = ["CANNOT_WAIT", "is_phase_name", "phase_name", "run_phase_worker"]
 
 CANNOT_WAIT = (
     "no approver is attached, and a call of the run's planner or aggregator (or of an "
@@ -48,6 +48,12 @@ CANNOT_WAIT = (
 when the run has no approver."""
 
 _cannot_wait = NoApprover(CANNOT_WAIT)
+
+
+def is_phase_name(name: str) -> bool:
+    """Whether ``name``, a worker's in the run's store, is the planner's or the
+    aggregator's (see :func:`phase_name`)."""
+    return ":" in name and "/" not in name
 
 
 def phase_name(what: str, prompt: str) -> str:
@@ -102,7 +108,7 @@ async def _kept(
     name = phase_name(what, prompt)
     if context.services.approver is None:  # nobody decides, and nothing waits in the store
         context = replace(context, services=replace(context.services, approver=_cannot_wait))
-    ended = resumed.finished.get(name) if resumed is not None else None
+    ended = resumed.phases.get(name) if resumed is not None else None
     if ended is not None and ended.worker is not None:  # it finished in an earlier life
         worker = context.worker(role, **made)
         return worker, retyped(ended.worker, "output", worker.setup.settings.output_type)

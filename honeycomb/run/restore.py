@@ -13,6 +13,7 @@ import msgspec
 from msgspec.structs import replace
 from pydantic import BaseModel, ValidationError
 
+from honeycomb.run.phase_workers import is_phase_name
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import StoredRun, StoredWorker
@@ -52,6 +53,9 @@ class Resumed(Value, frozen=True, kw_only=True):
             keys its own, see :mod:`runtime.tools`).
         journals: Side-effecting calls journaled so far, by worker.
         approvals: Calls asked about so far (and their decisions), by worker.
+        phases: Results of the planner's and the aggregator's workers that finished,
+            by the name each is kept under (:mod:`honeycomb.run.phase_workers`): no
+            subtask's, nor in ``finished``.
     """
 
     plan: Plan | None
@@ -63,19 +67,22 @@ class Resumed(Value, frozen=True, kw_only=True):
     started_at: float
     journals: dict[str, dict[tuple[int, str], JournalEntry]]
     approvals: dict[str, dict[tuple[int, str], ApprovalEntry]] = msgspec.field(default_factory=dict)
+    phases: dict[str, SubtaskResult] = msgspec.field(default_factory=dict)
 
 
 def restore(stored: StoredRun) -> Resumed:
     """Read a stored run back for the scheduler."""
     plan = Plan.model_validate_json(stored.plan) if stored.plan else None
     finished: dict[str, SubtaskResult] = {}
+    phases: dict[str, SubtaskResult] = {}
     states: dict[str, LoopState] = {}
     by_workers = Usage()
     for name, worker in stored.workers.items():
         if worker.status == "skipped":
             continue  # skipped again at once if what it depends on failed again
         if worker.result is not None:
-            outcome = finished[name] = SubtaskResult.model_validate_json(worker.result)
+            ended = phases if is_phase_name(name) else finished
+            outcome = ended[name] = SubtaskResult.model_validate_json(worker.result)
             if outcome.worker is not None:
                 by_workers += outcome.worker.usage
             continue
@@ -97,6 +104,7 @@ def restore(stored: StoredRun) -> Resumed:
         started_at=stored.started_at,
         journals=journals,
         approvals=approvals,
+        phases=phases,
     )
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Executor, Role, RunResult, ToolContext, tool
+from honeycomb import Executor, Policy, Role, RunResult, ToolContext, tool
 from honeycomb.cli import main
+from honeycomb.errors import PlanError
 from honeycomb.models import Model, cassette
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, call
@@ -162,3 +163,48 @@ async def test_a_stored_run_whose_aggregator_made_a_side_effect_is_traced_and_re
     assert replayed.answer == recorded.answer
     assert mail.sent == ["ops", "ops"]  # once a run
     assert mail.keys[0] != mail.keys[1]
+
+
+async def test_a_resumed_run_whose_planner_fails_again_has_no_partial_result(db: Path) -> None:
+    sent: list[str] = []
+    stopped = asyncio.Event()
+    released = False
+
+    @tool(side_effects=True)
+    async def send(to: str) -> str:
+        """Send a message."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    async def planner(request: ModelRequest) -> Answer:
+        if role_of(request) != "planner":
+            return "w's result"
+        if "fix these problems" in str(request.messages[1].content):  # its second attempt
+            stopped.set()
+            if not released:
+                await asyncio.Event().wait()  # the process stops here
+            return "no plan either"
+        if not observations(request):
+            return AssistantMessage(tool_calls=(call("send", {"to": "ops"}, id="c1"),))
+        return "no plan"
+
+    def executor(store: RunStore) -> Executor:
+        planner_role = Role(name="planner", instructions="Plan.", tools=("send",), output_retries=0)
+        roles = [WORKER, planner_role]
+        policy = Policy(plan_attempts=2)
+        return Executor(roles, FunctionModel(planner), tools=[send], store=store, policy=policy)
+
+    store = RunStore(db)
+    run = asyncio.create_task(executor(store).run("t", run_id="r1"))
+    await stopped.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    store.close()
+    released = True
+    store = RunStore(db)
+    with pytest.raises(PlanError) as raised:
+        await executor(store).resume("r1")
+    store.close()
+    assert sent == ["ops"]
+    assert raised.value.partial is None  # no subtask ran: the planner's worker is none
