@@ -208,3 +208,47 @@ async def test_a_resumed_run_whose_planner_fails_again_has_no_partial_result(db:
     store.close()
     assert sent == ["ops"]
     assert raised.value.partial is None  # no subtask ran: the planner's worker is none
+
+
+async def test_an_aggregators_idempotent_call_cut_off_is_made_again_with_its_own_key(
+    db: Path,
+) -> None:
+    keys: list[str] = []
+    inside = asyncio.Event()
+    released = False
+
+    @tool(side_effects=True, idempotent=True)
+    async def charge(amount: int, context: ToolContext) -> str:
+        """Charge the customer."""
+        keys.append(context.idempotency_key)
+        inside.set()
+        if not released:
+            await asyncio.Event().wait()  # the process stops as the service charges
+        return "charged"
+
+    def answer(request: ModelRequest) -> Answer:
+        if role_of(request) != "aggregator":
+            return "w's result"
+        seen = observations(request)
+        if not seen:
+            return AssistantMessage(tool_calls=(call("charge", {"amount": 3}, id="c1"),))
+        return f"merged: {seen[0].content}"
+
+    def executor(store: RunStore) -> Executor:
+        roles = [WORKER, Role(name="aggregator", tools=("charge",))]
+        return Executor(roles, FunctionModel(answer), tools=[charge], store=store)
+
+    store = RunStore(db)
+    run = asyncio.create_task(executor(store).run("t", subtasks=[("w", "go")], run_id="r1"))
+    await inside.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    store.close()
+    released = True
+    store = RunStore(db)
+    result = await executor(store).resume("r1")
+    store.close()
+    assert result.answer == "merged: charged"
+    assert len(keys) == 2
+    assert keys[0] == keys[1]  # the service charges once
