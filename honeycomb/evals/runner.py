@@ -38,6 +38,7 @@ from honeycomb.evals.undecided import deny_undecided
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive
 from honeycomb.run.result import RunResult
+from honeycomb.store.evals import eval_run_id
 from honeycomb.trace.format import counted
 from runtime import Model, StoreError, Usage
 from runtime.concurrency import run_together, shielded
@@ -138,18 +139,19 @@ async def evaluate(
     executor.check_runnable()  # once: else every case would fail alike, as it began
     sharing = memory or (cases.memory if isinstance(cases, Cases) else "own")
     each_run, shared = memories_of(executor, sharing)
-    session = _Session(executor, judges, budget, len(named) * repeat, on_run, each_run)
+    named_by_caller, eval_id = bool(eval_id), eval_id or new_eval_id()
+    session = _Session(eval_id, executor, judges, budget, len(named) * repeat, on_run, each_run)
     store = executor.store if keep else None
     earlier = None
     # Cases that share the eval's own memory build on what the runs before kept: that
     # of an interrupted eval is gone, so its runs are not taken, but made again.
-    if store is not None and eval_id and go_on and shared is None:
+    if store is not None and named_by_caller and go_on and shared is None:
         earlier = await interrupted(store, eval_id)
     name = cases.name if isinstance(cases, Cases) else "cases"
     if earlier is not None and (earlier.hive, earlier.name) != (hive, name):
         earlier = None  # an eval of another hive or cases file: its runs are not these
     head = EvalReport(
-        eval_id=eval_id or new_eval_id(),
+        eval_id=eval_id,
         name=name,
         hive=hive,
         cases_file=cases.file if isinstance(cases, Cases) else None,
@@ -226,6 +228,7 @@ class _Session:
 
     def __init__(
         self,
+        eval_id: str,
         executor: Executor,
         judges: Judges,
         budget: EvalBudget | None,
@@ -233,6 +236,7 @@ class _Session:
         on_run: Progress | None,
         memory: EvalMemory | None = None,
     ) -> None:
+        self.eval_id = eval_id  # whose runs it makes: their ids say so
         self.executor = executor
         self.memory = memory
         self.judges = judges
@@ -333,13 +337,15 @@ class _Session:
         error: Exception | None = None
         calls = RunCalls()
         try:
-            # A new run, given no id: one given an id is looked up in the store first
-            # (to be resumed), which costs each case a wait for the store's writer.
+            # A new run, of an id that says it is the eval's, in any process that reads
+            # the store: nobody decides on its calls (the page and Executor.decide
+            # refuse; the eval denies those it leaves waiting, below).
             # Its model calls are the case's (a cassette records and replays them so).
             # Its memory is its own (when the cases share none): empty as it starts.
             scope = self.memory.scope() if self.memory is not None else _NO_SCOPE
+            named = eval_run_id(self.eval_id)
             with cassette_case(case.id), scope:
-                result = await self.executor.run(case.task, on_event=[calls])
+                result = await self.executor.run(case.task, run_id=named, on_event=[calls])
         except Exception as exc:
             # A HoneycombError's partial result, if any, is scored; any other error (a
             # bug in the user's Python planner or aggregator) is this case's alone, and

@@ -19,6 +19,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from honeycomb.store import RunStore
+from honeycomb.store.evals import of_an_eval
 from runtime import ArgumentsError, Tool
 from runtime.errors import AlreadyDecided, ApprovalError, HoneycombError
 from runtime.tools.approvals import (
@@ -33,6 +34,7 @@ from runtime.tools.define import arguments_text
 
 __all__ = [
     "ENDED",
+    "EVALS_DECIDE",
     "CallKey",
     "decide",
     "decided_among",
@@ -124,12 +126,13 @@ async def decide(
         AlreadyDecided: when the call was decided already (here or in another
             process, even a moment ago): the first decision stands.
         ApprovalError: when the run has no such call waiting, or ended (:data:`ENDED`)
-            with it undecided, the call id is that of several waiting calls (of
-            several workers, or turns) and ``worker`` and ``turn`` do not pick one, its time to
-            decide ran out, arguments come with a denial, or the edited arguments fail
-            the tool's validation or cannot be checked (the tool is not known, or
-            ``listing`` fails: an MCP server that cannot be started to list it), or
-            change a value that holds a secret's mask (its ``__cause__`` a
+            with it undecided, or is an eval's (:data:`EVALS_DECIDE`), the call id is
+            that of several waiting calls (of several workers, or turns) and ``worker``
+            and ``turn`` do not pick one, its time to decide ran out, arguments come
+            with a denial, or the edited arguments fail the tool's validation or
+            cannot be checked (the tool is not known, or ``listing`` fails: an MCP
+            server that cannot be started to list it), or change a value that holds a
+            secret's mask (its ``__cause__`` a
             :class:`~runtime.tools.approvals.MaskedEdit`).
         StoreError: when the store cannot be read or written.
     """
@@ -159,6 +162,8 @@ async def decide(
             decided_by=first.decided_by,
             decided_at=first.decided_at,
         )
+    if of_an_eval(run_id):  # its case says what it does, not a person: it is denied
+        raise ApprovalError(run_id, call_id, EVALS_DECIDE)
     if len(undecided) > 1:
         calls = ", ".join(sorted(f"{e.pending.worker} (turn {e.pending.turn})" for e in undecided))
         raise ApprovalError(
@@ -192,6 +197,14 @@ async def decide(
     )
     await store.keep_approval(run_id, entry)  # AlreadyDecided: another was first
     return pending
+
+
+EVALS_DECIDE = (
+    "it is a call of an eval's run, and nobody decides on an eval's calls: the run ends "
+    "waiting, as its case may expect, and the eval denies the call"
+)
+"""Why a call of an eval's run is decided by nobody (the eval denies it as its run
+ends, or is cut off)."""
 
 
 ENDED = frozenset({"ok", "partial", "failed", "over_budget"})

@@ -4,10 +4,45 @@ eval package's; the store keeps its text and a few columns to list evals by."""
 
 from __future__ import annotations
 
+import os
+
 from honeycomb.store.database import Connection
+from runtime.text import valid_text
 from runtime.value import Value
 
-__all__ = ["KEEP_EVAL", "EvalSummary", "read_eval", "read_evals"]
+__all__ = [
+    "EVAL_RUN",
+    "KEEP_EVAL",
+    "EvalSummary",
+    "eval_run_id",
+    "of_an_eval",
+    "read_eval",
+    "read_evals",
+]
+
+EVAL_RUN = "eval:"
+"""How the id of an eval's run begins (``eval:ev-3f9c20aa:5d1c0e9a2b47``): the store
+knows by it, in any process, that nobody decides on the run's calls (the eval denies
+those its run leaves waiting), nor on those of the runs it calls as tools (whose ids
+begin with its own)."""
+
+_MOST_CHARS = 100  # of the eval's id in its runs': within the 512 bytes of an id, in UTF-8
+
+
+def eval_run_id(eval_id: str) -> str:
+    """A new id for a run of eval ``eval_id``: ``eval:EVAL_ID:`` and 12 hex digits, new
+    each run (a run of an eval gone on with is made anew, not resumed). No ``/``, which
+    parts a run's id from its workers' names (``RUN_ID/planner``), and a sub-run's from
+    its caller's: its eval's id (the CLI's may hold one) has each as a ``:``."""
+    named = valid_text(eval_id[:_MOST_CHARS]).replace("/", ":")
+    return f"{EVAL_RUN}{named}:{os.urandom(6).hex()}"
+
+
+def of_an_eval(run_id: str) -> bool:
+    """Whether ``run_id`` is the id of an eval's run (:func:`eval_run_id`), or of a run
+    one calls as a tool."""
+    return run_id.startswith(EVAL_RUN)
+
 
 KEEP_EVAL = (
     "INSERT INTO evals (eval_id, name, started_at, passed, report) VALUES (?, ?, ?, ?, ?) "

@@ -19,6 +19,7 @@ from html import escape
 from typing import Any
 
 from honeycomb.store import RunSummary
+from honeycomb.store.evals import of_an_eval
 from honeycomb.trace.format import printable, shown_value
 from honeycomb.web.approvals import decidable
 from runtime.tools.approvals import ApprovalEntry, PendingApproval
@@ -87,8 +88,10 @@ def approvals(
     key comes again, so a form keeps what was typed in it. ``unable``: why this server
     could not continue the run, said while it waits to be continued."""
     now = time.time()
+    # An eval's run: its calls wait, and nobody decides them (the eval denies them).
+    by_eval = of_an_eval(summary.run_id)
     items = [_approval(summary.run_id, call, csrf, decision, now, deciding) for call in pending]
-    to_decide = any(decidable(call, now) for call in pending)
+    to_decide = not by_eval and any(decidable(call, now) for call in pending)
     if unable is not None and summary.status in ("waiting", "interrupted"):
         items.append(
             f'<p class="approval error" data-key="{_e("unable" + chr(10) + unable)}">'
@@ -96,7 +99,7 @@ def approvals(
         )
     if summary.status == "interrupted":
         items.append(_cut_off(summary, hint, to_decide, cancelled=cancelled))
-    elif summary.status == "waiting" and not to_decide:
+    elif summary.status == "waiting" and not to_decide and not by_eval:
         items.append(_resume_hint(summary, hint))
     hidden = "" if items else " hidden"
     return (
@@ -111,8 +114,9 @@ def _approval(
     """A call waiting for a person: who calls which tool, what it will do (in the
     tool's words, if it says), why it asks, its arguments as a person reads them (a
     string as its text), and the form: the arguments to edit as JSON, a reason, the
-    two choices. A call whose time to decide ran out has no form, nor has one on a
-    server that decides no calls (not ``deciding``): each says so."""
+    two choices. A call whose time to decide ran out has no form, nor has one of an
+    eval's run (nobody decides it), or on a server that decides no calls (not
+    ``deciding``): each says so."""
     can_decide = decidable(call, now)
     due = "decide by" if can_decide else "was due"
     deadline = f" · {due} {_e(_when(call.deadline))}" if call.deadline is not None else ""
@@ -129,6 +133,14 @@ def _approval(
             f'<div class="approval timed-out" data-key="{key}" {who}>{told}'
             '<p class="error">Its time to decide ran out (approval_timeout_s): the run denies '
             "it as it goes on, or once it is resumed.</p></div>"
+        )
+    if of_an_eval(run_id):
+        key = _e(f"eval\n{_call_key(call)}")
+        return (
+            f'<div class="approval elsewhere" data-key="{key}" {who}>{told}'
+            '<p class="muted">It waits, and nobody decides it: it is a call of an eval\'s '
+            "run, whose case says what the run does with no person to ask (it ends "
+            "waiting, and the eval denies the call).</p></div>"
         )
     if not deciding:
         key = _e(f"elsewhere\n{_call_key(call)}")

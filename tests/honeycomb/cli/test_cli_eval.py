@@ -69,7 +69,7 @@ def test_a_passing_eval_prints_its_table_and_totals_and_exits_0(
         "eval: 2 of 2 runs · 2 passed, 0 failed",
     ]
     run_id = re.search(
-        r"<system-out>run (\w+)</system-out>", (folder / "out/junit.xml").read_text()
+        r"<system-out>run (\S+)</system-out>", (folder / "out/junit.xml").read_text()
     )
     assert code == ExitStatus.OK
     assert "eval ev-a · greetings" in out
@@ -565,7 +565,7 @@ def test_a_case_whose_run_raised_under_replay_fails_whatever_its_checks_say(
     code, out, _ = _eval(capsys, "--replay", "calls.jsonl", "--store", "runs 2.db")
     assert code == ExitStatus.CASES_FAILED
     assert "1 of 2 cases passed" in out
-    shown = re.search(r"a failing run: honeycomb trace (\w+) --store 'runs 2\.db'", out)
+    shown = re.search(r"a failing run: honeycomb trace (\S+) --store 'runs 2\.db'", out)
     assert shown is not None, out
     kept = RunStore(folder / "runs 2.db").find(shown[1])
     assert kept is not None
@@ -612,7 +612,7 @@ def test_the_command_a_failing_run_is_shown_by_is_whole_and_quoted(
     write(folder, "evals.yaml", failing)
     code, out, _ = _eval(capsys, "--store", "my runs.db")
     assert code == ExitStatus.CASES_FAILED
-    run_id = re.search(r"a failing run: honeycomb trace (\w+) --store 'my runs.db';", out)
+    run_id = re.search(r"a failing run: honeycomb trace (\S+) --store 'my runs.db';", out)
     assert run_id is not None, out
     assert main(["trace", run_id[1], "--store", "my runs.db"]) == ExitStatus.OK
     # A run it does not have is told with the command that lists those it has, quoted.

@@ -19,7 +19,7 @@ from honeycomb.evals.undecided import DECIDED_BY, REASON, deny_undecided
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, call
 from runtime import ModelRequest
-from runtime.errors import AlreadyDecided
+from runtime.errors import AlreadyDecided, ApprovalError
 from tests.support.model_requests import Answer
 
 
@@ -105,6 +105,47 @@ async def test_a_call_waiting_in_a_run_cut_off_mid_eval_is_denied(tmp_path: Path
         (entry,) = await store.approvals_of(run.run_id)
     assert entry.decision is not None
     assert not entry.decision.approve
+    assert entry.decided_by == DECIDED_BY
+    assert paid == []
+
+
+async def test_a_call_of_an_evals_run_is_decided_by_nobody_while_the_eval_goes(
+    tmp_path: Path,
+) -> None:
+    """Executor.decide approved a call an eval's run waited on while its other worker
+    went on: the run took the approval up and paid, and the case's verdict was a
+    person's. The decision is refused; the eval denies the call as the run ends."""
+    paid: list[str] = []
+    store = RunStore(tmp_path / "runs.db")
+    asked, go_on = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Hold on."""
+        await go_on.wait()
+        return "held"
+
+    executor = _payer(
+        store,
+        paid,
+        Role(name="holder", tools=("hold",)),
+        tools=[hold],
+        planner=lambda task: [("payer", "Pay bob."), ("holder", "Hold on.")],
+        on_event=[lambda event: asked.set() if event.kind == "approval.requested" else None],
+    )
+    async with executor:
+        going = asyncio.create_task(evaluate(executor, [Case(id="pay", task="Pay bob.")]))
+        await asyncio.wait_for(asked.wait(), 30)
+        await store.flush()
+        (run,) = store.runs()
+        assert run.run_id.startswith("eval:")
+        (entry,) = await store.approvals_of(run.run_id)
+        with pytest.raises(ApprovalError, match="nobody decides on an eval's calls"):
+            await executor.decide(run.run_id, entry.pending.call_id, approve=True)
+        go_on.set()
+        report = await going
+    assert report.cases[0].attempts[0].status == "waiting"
+    (entry,) = await store.approvals_of(run.run_id)
     assert entry.decided_by == DECIDED_BY
     assert paid == []
 

@@ -333,7 +333,7 @@ async def test_a_case_as_a_test_fails_naming_its_failing_checks(hive: Hive, tmp_
     with pytest.raises(AssertionError) as failed:
         await assert_case(executor, bad)
     (line,) = str(failed.value).splitlines()[1:]
-    assert re.fullmatch(r"  \w+: contains 'Bergen': the answer lacks 'Bergen': .*", line)
+    assert re.fullmatch(r"  eval:\S+: contains 'Bergen': the answer lacks 'Bergen': .*", line)
 
 
 async def test_a_run_that_raised_before_any_result_is_scored_as_an_error(

@@ -4,18 +4,32 @@ and the token needed as for every page."""
 
 from __future__ import annotations
 
+import asyncio
+import html
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from honeycomb import Executor
+from honeycomb import Executor, Role, ToolMessage, tool
 from honeycomb.evals import Case, CaseRun, evaluate
+from honeycomb.evals.undecided import DECIDED_BY
 from honeycomb.hive import load_hive
 from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel, call
+from honeycomb.web import create_app
+from honeycomb.web.approvals import StoreApprovals
+from honeycomb.web.pages import segment
+from runtime import ModelRequest
+from runtime.events import ApprovalRequested, Event
+from tests.honeycomb.web import test_serve
+from tests.honeycomb.web.test_serve import _Watched
+from tests.support.asgi_server import ThreadedServer
 from tests.support.evals import tiny_hive
+from tests.support.model_requests import Answer
 from tests.support.serving import served
 
 TOKEN = "a-token-for-the-eval-pages"
@@ -63,8 +77,8 @@ def test_an_eval_page_shows_its_report_with_its_runs_linked_and_escaped(
     assert "&lt;script&gt;x&lt;/script&gt;" in page.text
     assert "0 of 1 case passed" in page.text
     (run,) = [r.run_id for r in RunStore(store).runs() if r.run_id in page.text][:1]
-    assert f'<a href="/runs/{run}">{run}</a>' in page.text
-    assert client.get(f"/runs/{run}").status_code == 200
+    assert f'<a href="/runs/{segment(run)}">{run}</a>' in page.text
+    assert client.get(f"/runs/{segment(run)}").status_code == 200
 
 
 def test_an_eval_compared_with_a_baseline_shows_the_regression(client: httpx.Client) -> None:
@@ -100,3 +114,91 @@ def test_the_evals_page_says_when_the_store_holds_more_than_it_lists(
     assert "ev-good" in every
     assert "it holds more" not in every
     assert client.get("/evals", params={"limit": "0"}).status_code == 422
+
+
+browser = test_serve.browser  # the run pages' tests' fixture, as it is
+
+
+def _paying_eval(db: Path, paid: list[str], asked: asyncio.Event, go_on: asyncio.Event) -> Executor:
+    """A payer whose payment asks a person (``asked`` is set as it waits in the store),
+    beside a holder that keeps the run going until ``go_on``."""
+
+    @tool(side_effects=True, approval=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        paid.append(to)
+        return f"paid {to}"
+
+    @tool
+    async def hold() -> str:
+        """Hold on."""
+        await go_on.wait()
+        return "held"
+
+    def answer(request: ModelRequest) -> Answer:
+        told = [m.content for m in request.messages if isinstance(m, ToolMessage)]
+        if told:
+            return f"told: {told[-1]}"
+        holder = str(request.messages[0].content).startswith("You are the holder worker")
+        return call("hold", {}) if holder else call("pay", {"to": "bob"})
+
+    def waits(event: Event) -> None:
+        if isinstance(event, ApprovalRequested):
+            asked.set()
+
+    return Executor(
+        [Role(name="payer", tools=("pay",)), Role(name="holder", tools=("hold",))],
+        FunctionModel(answer),
+        tools=[pay, hold],
+        planner=lambda task: [("payer", "Pay bob."), ("holder", "Hold on.")],
+        aggregator="concat",
+        store=db,
+        on_event=[waits],
+    )
+
+
+async def test_in_chromium_an_evals_call_is_shown_waiting_but_nobody_decides_it(
+    tmp_path: Path, browser: Any
+) -> None:
+    """While an eval went, the page offered its runs' calls to decide: approved there,
+    the run took the decision up and paid, and the case's verdict was a click's. The
+    page shows the call with no form, a decision sent anyway is refused, and the eval
+    denies the call as its run ends, waiting."""
+    db = tmp_path / "runs.db"
+    paid: list[str] = []
+    asked, go_on = asyncio.Event(), asyncio.Event()
+    executor = _paying_eval(db, paid, asked, go_on)
+    store = RunStore(db)
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(store, resume=lambda run: None))
+    async with executor:
+        going = asyncio.create_task(evaluate(executor, [Case(id="pay", task="Pay bob.")]))
+        await asyncio.wait_for(asked.wait(), 30)
+        await store.flush()
+        (run,) = store.runs()
+        (waiting,) = await store.approvals_of(run.run_id)
+        call_id = waiting.pending.call_id
+        with ThreadedServer(app, name="serve") as server:
+            context = await browser.new_context()
+            watched = _Watched(await context.new_page())
+            page = watched.page
+            await page.goto(f"{server.url}/runs/{segment(run.run_id)}?token={TOKEN}")
+            shown = await page.inner_text("#approvals")
+            assert "pay by s1 (payer)" in shown  # it is shown waiting
+            assert "nobody decides it: it is a call of an eval's run" in " ".join(shown.split())
+            assert await page.locator("#approvals form").count() == 0  # nothing to click
+            assert watched.errors == [], "\n".join(watched.errors)
+            await context.close()
+            # A decision sent all the same (a script, a page opened before) is refused.
+            address = f"{server.url}/runs/{segment(run.run_id)}/calls/{segment(call_id)}/decision"
+            async with httpx.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}) as client:
+                sent = await client.post(address, data={"decision": "approve"})
+        assert sent.status_code == 409
+        assert "nobody decides on an eval's calls" in html.unescape(sent.text)
+        go_on.set()
+        report = await going
+    (attempt,) = report.cases[0].attempts
+    assert (attempt.run_id, attempt.status) == (run.run_id, "waiting")
+    (entry,) = await store.approvals_of(run.run_id)
+    assert entry.decided_by == DECIDED_BY  # the eval's denial, not a person's approval
+    assert paid == []
+    store.close()
