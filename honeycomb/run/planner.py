@@ -55,6 +55,7 @@ from runtime import (
     ContextBudgetTooSmall,
     GuardrailTripped,
     HoneycombError,
+    OutcomeUnknown,
     PlanError,
     did_you_mean,
 )
@@ -550,11 +551,15 @@ def _about_the_answer(exc: BaseException) -> bool:
     """Whether a planner worker failed for what its model answered (another answer
     may do), not for a call that could not be made (a transport error, a missing key,
     a budget: asking again only repeats it), nor for its instruction (an input guard
-    refused it; its context budget cannot hold it, before any call) or a guard that
-    raised (its judge's model could not be reached ...)."""
+    refused it; its context budget cannot hold it, before any call), a guard that
+    raised (its judge's model could not be reached ...), or a side effect of an
+    earlier life whose outcome is unknown, which the policy says to fail on (another
+    attempt, asked afresh, may make it again)."""
     if isinstance(exc, GuardrailTripped):
         return exc.kind == "output" and not exc.broken
-    return isinstance(exc, AgentError) and not isinstance(exc, ContextBudgetTooSmall)
+    return isinstance(exc, AgentError) and not isinstance(
+        exc, ContextBudgetTooSmall | OutcomeUnknown
+    )
 
 
 def _retry(prompt: str, problems: Sequence[str]) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from honeycomb import Executor, Policy, Role, RunResult, ToolContext, tool
 from honeycomb.cli import main
-from honeycomb.errors import PlanError
+from honeycomb.errors import OutcomeUnknown, PlanError
 from honeycomb.models import Model, cassette
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, call
@@ -252,3 +252,44 @@ async def test_an_aggregators_idempotent_call_cut_off_is_made_again_with_its_own
     assert result.answer == "merged: charged"
     assert len(keys) == 2
     assert keys[0] == keys[1]  # the service charges once
+
+
+async def test_a_planners_call_of_unknown_outcome_under_fail_fails_the_run(db: Path) -> None:
+    sent: list[str] = []
+    inside = asyncio.Event()
+    released = False
+
+    @tool(side_effects=True)
+    async def send(to: str) -> str:
+        """Send a message."""
+        sent.append(to)
+        inside.set()
+        if not released:
+            await asyncio.Event().wait()  # the process stops as it sends
+        return f"sent to {to}"
+
+    def planner(request: ModelRequest) -> Answer:
+        if role_of(request) != "planner":
+            return "w's result"
+        if not observations(request):  # each attempt, asked afresh, sends first
+            return AssistantMessage(tool_calls=(call("send", {"to": "ops"}, id="c1"),))
+        return json.dumps({"subtasks": [{"id": "s1", "role": "w", "instruction": "go"}]})
+
+    def executor(store: RunStore) -> Executor:
+        roles = [WORKER, Role(name="planner", instructions="Plan.", tools=("send",))]
+        policy = Policy(on_unknown_outcome="fail")
+        return Executor(roles, FunctionModel(planner), tools=[send], store=store, policy=policy)
+
+    store = RunStore(db)
+    run = asyncio.create_task(executor(store).run("t", run_id="r1"))
+    await inside.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    store.close()
+    released = True
+    store = RunStore(db)
+    with pytest.raises(OutcomeUnknown):  # not another attempt, which would send again
+        await executor(store).resume("r1")
+    store.close()
+    assert sent == ["ops"]
