@@ -40,6 +40,7 @@ from honeycomb.offline import OfflineModel
 from honeycomb.run.events import RunFinished
 from honeycomb.run.restore import stored_result
 from honeycomb.run.result import RunResult
+from honeycomb.run.stream import RunStream
 from honeycomb.store import RunStore
 from honeycomb.store.schema import refuse_foreign
 from honeycomb.trace.format import printable
@@ -565,13 +566,18 @@ async def _run(
         # Ctrl-C and SIGTERM cancel the run: the store records it as interrupted and
         # keeps every finished turn, so ``honeycomb resume`` continues it.
         with stopped_by_signals(stopped_by), view:
-            async with stream as events:
-                try:
-                    async for event in events:
-                        view.handle(event)
-                        ended = event if isinstance(event, RunFinished) else None
-                except HoneycombError as exc:  # the run's own error, after its last event
-                    error = exc
+            try:
+                async with stream as events:
+                    try:
+                        async for event in events:
+                            view.handle(event)
+                            ended = event if isinstance(event, RunFinished) else None
+                    except HoneycombError as exc:  # the run's own error, after its last event
+                        error = exc
+            except asyncio.CancelledError:
+                if stopped_by:
+                    await _shown_as_it_stopped(events, view)
+                raise
             result = events.result
             if result is not None and ended is None:  # it had ended: its stored result
                 view.handle(_stored_finish(result))
@@ -590,6 +596,16 @@ async def _run(
     if unasked is not None and not args.json:
         print(unasked, file=sys.stderr)
     return _reported(result, error, ended, args, out, store)
+
+
+async def _shown_as_it_stopped(events: RunStream, view: View) -> None:
+    """Show the events the run sent as a signal stopped it, which its reader, cancelled
+    by the signal, did not read: its calls and workers cut off, and its ``run.finished``
+    (``interrupted``). The stream's block has ended, and the run with it: they are all
+    there, and none is waited for."""
+    with contextlib.suppress(HoneycombError):
+        async for event in events:
+            view.handle(event)
 
 
 def refused_as_made(error: ConfigError, args: argparse.Namespace) -> str:

@@ -1,14 +1,20 @@
 """Ctrl-C while a sync side-effecting tool runs: the run stops once the tool's thread
 has ended (it cannot be interrupted, and what it did is kept), and the command says so
-at once, rather than seeming to hang for as long as the tool takes."""
+at once, rather than seeming to hang for as long as the tool takes; what the run sends
+as a signal stops it is shown."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from honeycomb.cli.main import main
+from tests.support.hives import hive
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -62,3 +68,45 @@ def test_a_signal_while_a_sync_side_effect_runs_says_what_the_stop_waits_for() -
             child.kill()
             child.wait()
     assert out == "stopped\n"
+
+
+CUT_OFF = '''
+import asyncio, signal
+from runtime import tool
+
+@tool
+async def look_up(city: str) -> str:
+    """Look up facts about a city."""
+    signal.raise_signal(signal.SIGINT)  # what Ctrl-C sends, as the call runs
+    await asyncio.Event().wait()
+    return "never"
+'''
+
+
+def test_the_json_of_a_run_a_signal_stops_ends_with_what_the_run_sent_as_it_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json`` ended at the last event read before the signal: the calls and workers
+    it cut off, and the run's ``run.finished`` (``interrupted``), were never printed."""
+    (tmp_path / "cut_off_tools.py").write_text(CUT_OFF)
+    path = hive(
+        tmp_path,
+        """\
+        models: {offline: {provider: offline, latency: 0}}
+        roles:
+          planner: {description: Plans.}
+          researcher:
+            description: Looks up facts about cities.
+            tools: [cut_off_tools:look_up]
+          aggregator: {description: Merges.}
+        """,
+    )
+    store = str(tmp_path / "runs.db")
+    argv = ["run", str(path), "Look up facts about Lisbon.", "--json", "--store", store]
+    assert main(argv) == 130
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(line["event"], line.get("status")) for line in lines[-3:]] == [
+        ("tool_call.finished", "cancelled"),
+        ("worker.finished", "cancelled"),
+        ("run.finished", "interrupted"),
+    ]
