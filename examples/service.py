@@ -10,7 +10,7 @@ Run it with the demo hive on the offline model::
 
 A body's optional ``"run_id"`` names the run: with a run store, one it keeps goes on
 (or answers as it ended) when sent with its own task, and one of another task gets
-409, naming the run and its task.
+409, naming the run and its task (``/stream``: as its ``error``, with ``"status": 409``).
 
 ``/stream`` sends every event of the run as it happens (``event:`` its kind, ``data:``
 its fields as JSON), the answers' text as it is written among them
@@ -80,7 +80,7 @@ def create_app(executor: Executor) -> Starlette:
             request,
             active,
             lambda: executor.run(task, run_id=run_id or None),
-            lambda error: _of_another_task(executor, error, run_id, task),
+            _refusal(executor, run_id, task),
         )
 
     async def stream(request: Request) -> Response:
@@ -88,7 +88,13 @@ def create_app(executor: Executor) -> Starlette:
         if asked is None:
             return JSONResponse({"error": _EXPECTED}, status_code=422)
         task, run_id = asked
-        return EventStream(_streamed(active, lambda: executor.stream(task, run_id=run_id or None)))
+        return EventStream(
+            _streamed(
+                active,
+                lambda: executor.stream(task, run_id=run_id or None),
+                _refusal(executor, run_id, task),
+            )
+        )
 
     async def message(request: Request) -> Response:
         said = await _said(request)
@@ -131,9 +137,10 @@ def create_app(executor: Executor) -> Starlette:
     )
 
 
-Refusal = Callable[[HoneycombError], Awaitable[Response | None]]
-"""The response to a request whose run raised this error as the client's mistake (None:
-not the client's)."""
+Refusal = Callable[[HoneycombError], Awaitable[tuple[int, dict[str, Any]] | None]]
+"""The status and JSON body of a request whose run raised this error as the client's
+mistake (None: not the client's): what ``/run`` answers, and what ``/stream`` sends as
+its ``error`` (with the status in it)."""
 
 
 async def _answered(
@@ -161,7 +168,7 @@ async def _answered(
         return JSONResponse(_payload(result))
     mistaken = await refusal(error) if refusal is not None and error is not None else None
     if mistaken is not None:
-        return mistaken
+        return JSONResponse(mistaken[1], status_code=mistaken[0])
     if error is not None:
         # A session answering another message (or whose last one did not finish) is
         # busy: the client may send again; a task the run's input guards refused is the
@@ -172,34 +179,39 @@ async def _answered(
     return Response(status_code=499)  # the client went away
 
 
-async def _of_another_task(
-    executor: Executor, error: HoneycombError, run_id: str | None, task: str
-) -> Response | None:
-    """409 naming run ``run_id`` and its task, when the run refused (``error``) is one
-    the store keeps of another task than ``task``: the client's mistake (the run goes on
-    only with its own task), not the service's; None for any other error."""
-    store = executor.store
-    if not run_id or not isinstance(error, ConfigError):
-        return None
-    try:
-        found = await store.summary(run_id) if store is not None else None
-    except StoreError:  # not known: the error is told as it is
-        return None
-    other = store.another_task(found.task, task) if store is not None and found else None
-    if other is None:
-        return None
-    said = (
-        f"run {run_id!r} is a run of another task ({other!r}): send that task to go on "
-        "with it, or a new run_id for this one"
-    )
-    return JSONResponse({"error": said, "run_id": run_id, "task": other}, status_code=409)
+def _refusal(executor: Executor, run_id: str | None, task: str) -> Refusal:
+    """How a request for ``task`` on run ``run_id`` is refused as the client's mistake:
+    a run id of a run the store keeps of another task (the run goes on only with its
+    own task) is 409, naming the run and its task (not where the service keeps it)."""
+
+    async def refused(error: HoneycombError) -> tuple[int, dict[str, Any]] | None:
+        store = executor.store
+        if store is None or not run_id or not isinstance(error, ConfigError):
+            return None
+        try:
+            found = await store.summary(run_id)
+        except StoreError:  # not known: the error is told as it is
+            return None
+        other = store.another_task(found.task, task) if found is not None else None
+        if other is None:
+            return None
+        said = (
+            f"run {run_id!r} is a run of another task ({other!r}): send that task to go "
+            "on with it, or a new run_id for this one"
+        )
+        return 409, {"error": said, "run_id": run_id, "task": other}
+
+    return refused
 
 
 def _streamed(
-    active: _Counter, start: Callable[[], AbstractAsyncContextManager[RunStream]]
+    active: _Counter,
+    start: Callable[[], AbstractAsyncContextManager[RunStream]],
+    refusal: Refusal | None = None,
 ) -> Producer:
     """What a stream's response sends: every event of the run ``start`` starts, then
-    its result (or its error)."""
+    its result (or its error: the client's mistake as ``refusal`` tells it, with its
+    status, as ``/run`` answers it)."""
 
     async def produce(send: MemoryObjectSendStream[bytes]) -> None:
         active.value += 1
@@ -209,7 +221,11 @@ def _streamed(
                     async for event in run:
                         await send.send(_sse(event.kind, _fields(event)))
                 except HoneycombError as exc:
-                    await send.send(_sse("error", {"error": f"{type(exc).__name__}: {exc}"}))
+                    told = await refusal(exc) if refusal is not None else None
+                    said: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}"}
+                    if told is not None:
+                        said = {**told[1], "status": told[0]}
+                    await send.send(_sse("error", said))
                     return
                 if run.result is not None:
                     await send.send(_sse("result", _payload(run.result)))

@@ -132,12 +132,15 @@ async def test_a_run_id_of_another_task_gets_409_naming_the_run_and_its_task(
             assert (await client.post(f"{server.url}/run", json=first)).status_code == 200
             other = {"task": "Weather in Oslo?", "run_id": "r1"}
             response = await client.post(f"{server.url}/run", json=other)
+            async with client.stream("POST", f"{server.url}/stream", json=other) as streamed:
+                events = [event async for event in sse_events(streamed)]
             again = await client.post(f"{server.url}/run", json=first)
     assert response.status_code == 409
     told = response.json()
     assert (told["run_id"], told["task"]) == ("r1", "Weather in Rome?")
     assert "run 'r1' is a run of another task ('Weather in Rome?')" in told["error"]
     assert str(tmp_path) not in told["error"]  # the service's files are not the client's
+    assert events == [("error", {**told, "status": 409})]  # the stream's error says so too
     assert (again.status_code, again.json()["status"]) == (200, "ok")  # its own task: kept
 
 
