@@ -634,3 +634,24 @@ async def test_a_fork_holds_only_turns_that_have_ended(db: Path, kept: bool) -> 
     assert [t.status for t in await branch.turns()] == ["ok"]
     await branch.run("And in Lima?")
     assert [t.status for t in await branch.turns()] == ["ok", "ok"]
+
+
+async def test_an_edit_while_a_message_is_answered_here_is_refused_in_its_own_words() -> None:
+    # It was told "send this one once it has ended (or wait for it: busy='wait')", which
+    # an edit neither sends nor takes.
+    started, hold = asyncio.Event(), asyncio.Event()
+    ex = executor(stalling(started, hold))
+    session = ex.session("s")
+    answering = asyncio.create_task(session.run("Find the weather in Rome."))
+    await started.wait()
+    for edit, name in ((session.pop, "pop"), (session.clear, "clear"), (session.forget, "forget")):
+        with pytest.raises(SessionBusy) as refused:
+            await edit()
+        said = f"session 's' is answering a message: {name} refused; try again once it has ended"
+        assert str(refused.value) == said
+    with pytest.raises(SessionBusy, match="answering a message: a fork over it refused"):
+        await ex.session("other").fork(0, "s")
+    hold.set()
+    assert (await answering).status == "ok"
+    await session.forget()
+    assert await session.turns() == []
