@@ -207,56 +207,44 @@ class NestedRuns:
         if record is not None and (self.resumed is not None or name in self._cut):
             await record.going_on()  # a call of it (an earlier life's) may have cut it off
         worker = ctx_run.worker(role, name=name, store=record)
-        tracer = ctx_run.tracer
-        if tracer.enabled:
-            tracer.emit(
-                WorkerStarted(
-                    worker=name,
-                    run_id=ctx_run.run_id,
-                    role=role,
-                    parent=ctx.worker,
-                    call_id=ctx.call_id,
-                    turn=ctx.turn,
-                )
-            )
-        started = time.perf_counter()
-
-        def report(status: str, error: WorkerError | None) -> None:
-            if tracer.enabled:
-                said = str(error) if error is not None else None
-                tracer.emit(_finished(name, role, ctx_run.run_id, ctx, status, started, said))
-
+        told = _Told(name, role, ctx_run, ctx)
         backend = ctx_run.backend  # where the run's workers run: its nested ones too
         shown = ctx_run.shown_to(role)
         try:
             async with nested_work():  # in its caller's room: it works there, its caller waits
-                result = await (
-                    worker.run(instruction, resume=state, conversation=shown)
-                    if backend is None
-                    else backend.run_worker(
-                        worker, instruction, inputs=None, resume=state, conversation=shown
+                if backend is None:
+                    told.started()
+                    result = await worker.run(instruction, resume=state, conversation=shown)
+                else:  # started once it has begun there (its role installed in an actor)
+                    result = await backend.run_worker(
+                        worker,
+                        instruction,
+                        inputs=None,
+                        resume=state,
+                        conversation=shown,
+                        started=told.started,
                     )
-                )
         except asyncio.CancelledError:  # its call cut off (a time limit, a run that stops)
             # Stopped by a budget (the wall time too) as its caller is, or else cancelled.
             reason = _stopped_by(ctx_run.budget)
             if record is not None:  # the store says what the trace does
                 record.cut_off(stopped_status(reason))
                 self._cut.add(name)
-            report(stopped_status(reason), stopped_error(reason))
+            if told.began is not None:  # one cut off before it began never started
+                told.ended(stopped_status(reason), stopped_error(reason))
             raise
         outcome = SubtaskResult(
             subtask=Subtask(id=name, role=role, instruction=instruction),
             status=result.status,
             worker=result,
             error=result.error,
-            duration_s=time.perf_counter() - started,
+            duration_s=told.elapsed_s(),
         )
         try:
             if record is not None:
                 await self._keep(outcome)  # durable before it is reported
         finally:  # reported even if its call is cut off as it is kept: it has ended
-            report(result.status, result.error)
+            told.ended(result.status, result.error)
         if result.status == "waiting" and record is not None:
             # Its calls wait in the store: its caller waits with it, and the call made
             # again (in this life, or a resumed run) continues it from there, decided.
@@ -302,27 +290,56 @@ def nested_name(caller: str, call_id: str) -> str:
     return f"{caller[:51]}/{digest}"
 
 
-def _finished(
-    name: str,
-    role: str,
-    run_id: str,
-    ctx: ToolContext,
-    status: str,
-    started: float,
-    error: str | None = None,
-) -> WorkerFinished:
-    """The event of a nested worker's end, under the call ``ctx`` that ran it."""
-    return WorkerFinished(
-        worker=name,
-        run_id=run_id,
-        role=role,
-        status=status,
-        duration_s=time.perf_counter() - started,
-        error=error,
-        parent=ctx.worker,
-        call_id=ctx.call_id,
-        turn=ctx.turn,
-    )
+class _Told:
+    """What is told of a nested worker, run for the call ``ctx``: its start, once it
+    starts (at once in this process; on a backend, once it has begun there, its role
+    installed in an actor: not its wait for that), and its end."""
+
+    def __init__(self, name: str, role: str, run: RunContext, ctx: ToolContext) -> None:
+        self._name, self._role, self._run, self._ctx = name, role, run, ctx
+        self.began: float | None = None  # when it started (time.perf_counter)
+
+    def started(self) -> None:
+        """It starts now (told once: not again as it goes on in another actor)."""
+        if self.began is not None:
+            return
+        self.began = time.perf_counter()
+        if self._run.tracer.enabled:
+            ctx = self._ctx
+            self._run.tracer.emit(
+                WorkerStarted(
+                    worker=self._name,
+                    run_id=self._run.run_id,
+                    role=self._role,
+                    parent=ctx.worker,
+                    call_id=ctx.call_id,
+                    turn=ctx.turn,
+                )
+            )
+
+    def elapsed_s(self) -> float:
+        """How long it has run (0 if it never started)."""
+        return 0.0 if self.began is None else time.perf_counter() - self.began
+
+    def ended(self, status: str, error: WorkerError | None) -> None:
+        """It ended (``status``); one that ended before it started (its role could not
+        be set up in an actor, say) is told started first, under its call."""
+        self.started()
+        if self._run.tracer.enabled:
+            ctx = self._ctx
+            self._run.tracer.emit(
+                WorkerFinished(
+                    worker=self._name,
+                    run_id=self._run.run_id,
+                    role=self._role,
+                    status=status,
+                    duration_s=self.elapsed_s(),
+                    error=str(error) if error is not None else None,
+                    parent=ctx.worker,
+                    call_id=ctx.call_id,
+                    turn=ctx.turn,
+                )
+            )
 
 
 def _stopped_by(budget: Budget) -> HoneycombError | None:

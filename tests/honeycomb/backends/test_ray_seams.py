@@ -21,6 +21,7 @@ from honeycomb import (
     BudgetExceeded,
     Budgets,
     ConfigError,
+    Event,
     Executor,
     ModelRequest,
     ModelResponse,
@@ -34,7 +35,7 @@ from honeycomb.backends import _driver as driver
 from honeycomb.backends import ray as ray_backend
 from honeycomb.backends._setup import SetupFailed
 from honeycomb.errors import ModelHTTPError
-from honeycomb.events import TextDelta
+from honeycomb.events import TextDelta, WorkerFinished, WorkerStarted
 from honeycomb.testing import FunctionModel
 from runtime import (
     AdaptiveLimiter,
@@ -54,6 +55,7 @@ pytest.importorskip("ray")
 pytestmark = pytest.mark.xdist_group("ray")
 
 SECRET = "hunter2-but-longer"
+TOOLS = "tests.support.ray_tools"
 
 
 class Pieces:
@@ -549,3 +551,43 @@ def test_the_values_of_a_backends_env_vars_are_secrets_while_it_lives() -> None:
         del pool
         gc.collect()
         assert masked(said) == said  # forgotten with the backend
+
+
+async def test_a_nested_worker_on_ray_is_told_started_once_its_role_is_installed(
+    ray_session: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An agent tool's worker was told started (worker.started) as its call began, before
+    # its role was installed in the actor: its span and its time took the install in.
+    order: list[tuple[str, str]] = []
+    install = RayBackend._install
+
+    async def noted(
+        self: RayBackend, actor: Any, key: str, method: str, *args: Any, **kw: Any
+    ) -> None:
+        await install(self, actor, key, method, *args, **kw)
+        if method == "install_setup":
+            order.append(("installed", args[0].name))
+
+    def heard(event: Event) -> None:
+        if isinstance(event, WorkerStarted | WorkerFinished):
+            order.append((event.kind, event.role))
+
+    monkeypatch.setattr(RayBackend, "_install", noted)
+    pool = RayBackend(actors=1, actor_cpus=0)
+    roles = [Role(name="lead", tools=("agent:r",)), Role(name="r", tools=(f"{TOOLS}:echo",))]
+    ex = Executor(roles, FunctionModel(scripted), aggregator="concat", backend=pool)
+    inner = json.dumps({"turns": [[["echo", {"text": "deep", "delay": 0}]]]})
+    calls = json.dumps({"turns": [[["r", {"instruction": inner}]]]})
+    try:
+        result = await ex.run("t", subtasks=[("lead", calls)], on_event=[heard])
+    finally:
+        pool.stop()
+    assert result.subtasks["s1"].text == "deep"
+    assert order == [
+        ("installed", "lead"),
+        ("worker.started", "lead"),
+        ("installed", "r"),
+        ("worker.started", "r"),
+        ("worker.finished", "r"),
+        ("worker.finished", "lead"),
+    ]
