@@ -163,8 +163,9 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
     stored = _stored(args.store)
     if stored is None:
         return ExitStatus.UNUSABLE
-    known = set(stored.known(args.session_ids))
-    missing = [sid for sid in args.session_ids if sid not in known]
+    session_ids = list(dict.fromkeys(args.session_ids))  # one named twice is forgotten once
+    known = set(stored.known(session_ids))
+    missing = [sid for sid in session_ids if sid not in known]
     if missing:
         named = ", ".join(f"{sid!r}{_close_to(stored, sid)}" for sid in missing)
         print(f"{stored.store.where}: no session {named}; none forgotten", file=sys.stderr)
@@ -173,8 +174,8 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
     async def forget() -> list[str]:
         # As Session.forget: none of them while one is answering, checked as they are
         # deleted (SessionBusy), so that none begins answering in between.
-        await stored.forget(args.session_ids)
-        return list(args.session_ids)
+        await stored.forget(session_ids)
+        return session_ids
 
     return _forgetting(stored, forget())
 

@@ -76,3 +76,12 @@ def test_forgetting_sessions_one_of_which_is_not_kept_forgets_none_and_says_so(
     assert main(["sessions", "forget", "ann", "zed", "--store", str(kept)]) == 2
     assert capsys.readouterr().err.endswith("no session 'zed'; none forgotten\n")
     assert main(["sessions", "show", "ann", "--store", str(kept)]) == 0
+
+
+def test_a_session_named_twice_is_forgotten_once(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It said "forgot session ann (its turns and their runs)" twice.
+    assert main(["sessions", "forget", "ann", "ann", "--store", str(kept)]) == 0
+    assert capsys.readouterr().out == "forgot session ann (its turns and their runs)\n"
+    assert main(["sessions", "show", "ann", "--store", str(kept)]) == 2
