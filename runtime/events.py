@@ -307,16 +307,21 @@ class Tracer:
             is, as the run starts), never through its print default.
         text: The handlers want the text of answers as it is written: models that
             can stream do, and each piece is a :class:`TextDelta`.
+        holds_text: It holds text deltas until guards pass them (:class:`HeldText`,
+            or a stand-in for one elsewhere): nobody sees an answer's text as it is
+            written, so its model call need not stream.
 
     Raises:
         ConfigError: a handler is an ``async def`` function (:func:`event_handlers`).
     """
 
-    holds_text = False
-    """Whether it holds text deltas until guards pass them (:class:`HeldText`): nobody
-    sees an answer's text as it is written, so its model call need not stream."""
-
-    def __init__(self, *handlers: EventHandler, log: bool = True, text: bool = False) -> None:
+    def __init__(
+        self,
+        *handlers: EventHandler,
+        log: bool = True,
+        text: bool = False,
+        holds_text: bool = False,
+    ) -> None:
         self._handlers = event_handlers(handlers)
         # What takes each kind of event (_route), when a handler routes them itself.
         self._routes: dict[str, tuple[EventHandler, ...]] | None = None
@@ -326,6 +331,9 @@ class Tracer:
         self._broken: set[tuple[int, type]] = set()  # handlers' failures logged, by kind
         self.text = text and bool(handlers)
         """Whether the handlers get the text of answers (as :class:`TextDelta`)."""
+        self.holds_text = holds_text
+        """Whether it holds text deltas until guards pass them: an answer's model call
+        need not stream."""
 
     @property
     def handlers(self) -> tuple[EventHandler, ...]:
@@ -394,10 +402,8 @@ class HeldText(Tracer):
     guards pass too.
     """
 
-    holds_text = True
-
     def __init__(self, parent: Tracer) -> None:
-        super().__init__(log=False)
+        super().__init__(log=False, holds_text=True)
         self.parent = parent
         self.text = parent.text
         self._held: list[TextDelta] = []

@@ -68,8 +68,13 @@ def served(
         models[summarizer[0]] = ReservedModel(summarizer[1], link, slots, reserving)
     # Each event with when it happened: they reach the run in batches, late while a
     # tool here holds the event loop (or its threads the GIL), and are timed so there.
-    events = Tracer(lambda e: link.send("event", e, time.time()), log=False, text=sent.text)
-    events.holds_text = sent.held  # as the driver's: a held answer's call is made whole
+    # It holds text as the driver's does: a held answer's call is made whole.
+    events = Tracer(
+        lambda e: link.send("event", e, time.time()),
+        log=False,
+        text=sent.text,
+        holds_text=sent.held,
+    )
     return ReservedModel(model, link, slots, reserving), Services(
         run_id=sent.run_id,
         tracer=events if "events" in at else Tracer(log=False),  # the driver logs events
