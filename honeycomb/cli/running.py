@@ -603,7 +603,9 @@ async def _shown_as_it_stopped(events: RunStream, view: View) -> None:
     by the signal, did not read: its calls and workers cut off, and its ``run.finished``
     (``interrupted``). The stream's block has ended, and the run with it: they are all
     there, and none is waited for."""
-    with contextlib.suppress(HoneycombError):
+    # A pipe closed meanwhile (``| jq``, which the same Ctrl-C ended) takes no more:
+    # the command still says how the run stopped, and exits by its signal.
+    with contextlib.suppress(HoneycombError, BrokenPipeError):
         async for event in events:
             view.handle(event)
 

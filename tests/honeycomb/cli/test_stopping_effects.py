@@ -5,6 +5,7 @@ as a signal stops it is shown."""
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import subprocess
@@ -83,14 +84,11 @@ async def look_up(city: str) -> str:
 '''
 
 
-def test_the_json_of_a_run_a_signal_stops_ends_with_what_the_run_sent_as_it_stopped(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``--json`` ended at the last event read before the signal: the calls and workers
-    it cut off, and the run's ``run.finished`` (``interrupted``), were never printed."""
-    (tmp_path / "cut_off_tools.py").write_text(CUT_OFF)
-    path = hive(
-        tmp_path,
+def cut_off_hive(folder: Path) -> Path:
+    """A hive whose one worker's tool call is cut off by Ctrl-C, as it runs."""
+    (folder / "cut_off_tools.py").write_text(CUT_OFF)
+    return hive(
+        folder,
         """\
         models: {offline: {provider: offline, latency: 0}}
         roles:
@@ -101,7 +99,14 @@ def test_the_json_of_a_run_a_signal_stops_ends_with_what_the_run_sent_as_it_stop
           aggregator: {description: Merges.}
         """,
     )
-    store = str(tmp_path / "runs.db")
+
+
+def test_the_json_of_a_run_a_signal_stops_ends_with_what_the_run_sent_as_it_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json`` ended at the last event read before the signal: the calls and workers
+    it cut off, and the run's ``run.finished`` (``interrupted``), were never printed."""
+    path, store = cut_off_hive(tmp_path), str(tmp_path / "runs.db")
     argv = ["run", str(path), "Look up facts about Lisbon.", "--json", "--store", store]
     assert main(argv) == 130
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -110,3 +115,25 @@ def test_the_json_of_a_run_a_signal_stops_ends_with_what_the_run_sent_as_it_stop
         ("worker.finished", "cancelled"),
         ("run.finished", "interrupted"),
     ]
+
+
+class _ClosedBySignal(io.StringIO):
+    """Standard output into a pipe whose reader the signal ended (``| jq``, in the
+    shell that got the Ctrl-C): it takes no line after the call the signal cuts off."""
+
+    def write(self, text: str) -> int:
+        if "tool_call.started" in self.getvalue():
+            raise BrokenPipeError(32, "Broken pipe")
+        return super().write(text)
+
+
+def test_a_run_a_signal_stops_says_so_though_its_json_pipe_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Showing what the run sent as it stopped into a pipe the same Ctrl-C closed ended
+    the command as a closed pipe (status 141), without a word of how the run stopped."""
+    monkeypatch.setattr("sys.stdout", _ClosedBySignal())
+    path, store = cut_off_hive(tmp_path), str(tmp_path / "runs.db")
+    argv = ["run", str(path), "Look up facts about Lisbon.", "--json", "--store", store]
+    assert main(argv) == 130
+    assert capsys.readouterr().err.startswith("\nSIGINT: run ")
