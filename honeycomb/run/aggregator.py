@@ -142,15 +142,21 @@ class RoleAggregator:
             await context.crew.prepare([context.roles[self.role]])
         except HoneycombError as exc:  # its MCP tools cannot be had: it fails as a worker
             raise RunFailed(f"the aggregator failed: {exc}") from exc
-        reader = reader_of(context, context.worker(role, output_type=self.output_type))
+        unkept = context.worker(role, output_type=self.output_type)
         conversation = context.conversation_for(context.roles[self.role], "full")
         prompt = fit_results(  # within what its model holds
             functools.partial(aggregator_task, task, conversation=conversation),
             entries,
-            reader,
+            reader_of(context, unkept),
         )
         worker, result = await run_phase_worker(
-            context, role, prompt, what="aggregate", keep=False, output_type=self.output_type
+            context,
+            role,
+            prompt,
+            what="aggregate",
+            keep=False,
+            unkept=unkept,
+            output_type=self.output_type,
         )
         if isinstance(result.exception, BudgetExceeded):
             raise result.exception

@@ -71,13 +71,15 @@ async def run_phase_worker(
     *,
     what: str,
     keep: bool = True,
+    unkept: Worker | None = None,
     **made: Any,
 ) -> tuple[Worker, WorkerResult]:
     """A worker of the run's planner or aggregator ``role`` (made as
     :meth:`RunContext.worker` makes it, given ``made``) run on ``prompt``, and its
     result; in a run with a store, kept there under :func:`phase_name` of ``what``
     and ``prompt``: continued from where an earlier life left it, or its answer read
-    back if it had finished. ``keep``: as :meth:`Worker.run` takes it.
+    back if it had finished. ``keep``: as :meth:`Worker.run` takes it; ``unkept``:
+    the worker to run when nothing is kept (made so already), if any.
 
     Raises:
         RunBusy: when the run was taken over as the result was kept.
@@ -88,7 +90,7 @@ async def run_phase_worker(
     runs = current_run()
     record = runs.record if runs is not None else None
     if record is None or runs is None or record.run_id != context.run_id:
-        worker = context.worker(role, **made)
+        worker = unkept or context.worker(role, **made)
         return worker, await worker.run(prompt, keep=keep)
     return await _kept(context, record, runs.resumed, role, prompt, what, keep, made)
 
