@@ -309,9 +309,15 @@ def junit(report: EvalReport) -> str:
             cases.append(f"  {head}{body}{out}</testcase>")
         for number in range(len(case.attempts) + 1, runs + 1):
             cases.append(_skipped(report, case.id if runs == 1 else f"{case.id} #{number}"))
-    cases += [_skipped(report, name) for name in report.not_run]
+    # Named as its runs would have been: a CI server tracks a test by its name.
+    many = report.repeat > 1
+    cases += [
+        _skipped(report, f"{name} #{number}" if many else name)
+        for name in report.not_run
+        for number in range(1, report.repeat + 1)
+    ]
     failures = sum(1 for a in report.attempts if not a.passed)
-    skipped = len(report.not_run) + sum(c.not_run for c in report.cases)
+    skipped = len(report.not_run) * report.repeat + sum(c.not_run for c in report.cases)
     suite = (
         f'<testsuite name={_attr(report.name)} tests="{len(cases)}" '
         f'failures="{failures}" skipped="{skipped}" time="{report.wall_s:.3f}">'
