@@ -135,7 +135,9 @@ def _run(
             if named:
                 print(f"{memory.path}: no memory file, so {named}; none forgotten", file=sys.stderr)
                 return ExitStatus.UNUSABLE
-            print(f"no memories: there is no memory file at {memory.path}")
+            # With --json, standard output holds JSON lines only: none, here.
+            out = sys.stderr if getattr(args, "json", False) else sys.stdout
+            print(f"no memories: there is no memory file at {memory.path}", file=out)
             return ExitStatus.OK
         try:
             return asyncio.run(work(memory))

@@ -163,6 +163,11 @@ def test_a_missing_file_holds_nothing_and_is_not_made(
     assert "there is no memory file at none.db" in capsys.readouterr().out
     assert main(["memory", "search", "lisbon"]) == 0
     assert "no memory file at .honeycomb/memory.db" in capsys.readouterr().out
+    for json_lines in (["memory", "list", "--json"], ["memory", "search", "x", "--json"]):
+        assert main(json_lines) == 0
+        out, err = capsys.readouterr()
+        assert out == ""  # no hit, and no line that is not JSON (it said it here)
+        assert "no memory file at .honeycomb/memory.db" in err
     # What a forget names is not there: exit 2, as for a file that does not hold it.
     assert main(["memory", "forget", "--namespace", "trip", "--file", "none.db"]) == 2
     said = "none.db: no memory file, so no memory in namespace trip; none forgotten"
