@@ -113,7 +113,8 @@ def _show(args: argparse.Namespace) -> ExitStatus:
         print(f"{where}: no session {args.session_id!r}{close} ({known})", file=sys.stderr)
         return ExitStatus.UNUSABLE
     cost = sum(t.cost for t in turns)
-    print(f"session {args.session_id} · {counted(len(turns), 'turn')} · {format_cost(cost)}")
+    shown = printable(args.session_id, lines=False)
+    print(f"session {shown} · {counted(len(turns), 'turn')} · {format_cost(cost)}")
     for turn in turns:
         print_turn(sys.stdout, turn)
     return ExitStatus.OK
@@ -208,8 +209,8 @@ def _forgetting(stored: StoredSessions, work: Coroutine[Any, Any, list[str]]) ->
         return ExitStatus.UNUSABLE
     if not forgotten:
         print("no session to forget")
-    for session_id in forgotten:
-        print(f"forgot session {session_id} (its turns and their runs)")
+    for session_id in forgotten:  # an id a service was given may hold a terminal's escapes
+        print(f"forgot session {printable(session_id, lines=False)} (its turns and their runs)")
     return ExitStatus.OK
 
 

@@ -85,3 +85,25 @@ def test_a_session_named_twice_is_forgotten_once(
     assert main(["sessions", "forget", "ann", "ann", "--store", str(kept)]) == 0
     assert capsys.readouterr().out == "forgot session ann (its turns and their runs)\n"
     assert main(["sessions", "show", "ann", "--store", str(kept)]) == 2
+
+
+def test_a_session_id_holding_terminal_escapes_is_printed_without_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # prune and show printed a session id (any text a service was given) as it was: its
+    # escapes reached the terminal, and its line break forged a line of the output.
+    db = tmp_path / "s.db"
+    evil = "ann\x1b[31m\nforgot session bob"
+
+    async def talk() -> None:
+        executor = Executor(ROLES, OfflineModel(latency=0), store=db)
+        for session_id in (evil, "carl"):
+            await executor.session(session_id).run("Compare the weather in Lisbon and Porto.")
+        executor.store.close()  # type: ignore[union-attr]
+
+    anyio.run(talk)
+    assert main(["sessions", "show", evil, "--store", str(db)]) == 0
+    assert capsys.readouterr().out.startswith("session ann [31m forgot session bob · 1 turn")
+    assert main(["sessions", "prune", "--keep", "1", "--store", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert out == "forgot session ann [31m forgot session bob (its turns and their runs)\n"
