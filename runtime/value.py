@@ -41,6 +41,7 @@ __all__ = [
     "SettingsModel",
     "Value",
     "config_error",
+    "kinds",
     "packed",
     "pydantic_errors",
     "validation_summary",
@@ -80,20 +81,32 @@ class Settings(Value, frozen=True, kw_only=True):
     missing field, a value out of bounds) in pydantic's words, as a model's field's
     would be. A field whose type is callable is Python's only: a file cannot write one.
 
+    Made in Python, each field is checked against its annotation too (a type checker's
+    mistakes: ``args="-m x"`` for a tuple, ``approval="false"`` for a bool, text where
+    a number goes), told by the field's type and the type it got, never its value
+    (it may be a secret).
+
     Raises:
-        ConfigError: made in Python with a value out of bounds, naming the field (a
-            subclass's own checks raise it too; pydantic gets it as a ``ValueError``).
+        ConfigError: made in Python with a value not of its field's type or out of
+            its bounds, at the field (``McpServer.args: must be of type tuple[str,
+            ...] (got str)``), as :class:`SettingsModel`'s are (a subclass's own checks
+            raise it too; pydantic gets it as a ``ValueError``).
     """
 
     def __post_init__(self) -> None:
-        for name, meta in _bounds(type(self)):
+        cls = type(self)
+        for name, annotation, is_of in _annotations(cls):
             value = getattr(self, name)
-            try:
-                problem = None if value is None else _out_of_bounds(value, meta)
-            except TypeError:  # no bound compares a value of another type (text for a number)
-                problem = _expected(type(self), name, value)
+            if not is_of(value):
+                expected = f"must be of type {_type_name(annotation)} (got {kinds(value)})"
+                raise ConfigError(expected, field=f"{cls.__name__}.{name}")
+        for name, meta in _bounds(cls):
+            value = getattr(self, name)
+            problem = None if value is None else _out_of_bounds(value, meta)
             if problem is not None:
-                raise ConfigError(f"{name} must be {problem}, got {value!r}")
+                raise ConfigError(
+                    f"must be {problem} (got {value!r})", field=f"{cls.__name__}.{name}"
+                )
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
@@ -112,8 +125,8 @@ class Settings(Value, frozen=True, kw_only=True):
                 raise PydanticKnownError("dict_type")
             try:
                 return cls(**validate(value))
-            except ConfigError as exc:
-                raise ValueError(exc.message) from exc
+            except ConfigError as exc:  # a check across fields: about the value
+                raise ValueError(exc.message if exc.field is None else str(exc)) from exc
 
         return core_schema.no_info_wrap_validator_function(
             made,
@@ -240,15 +253,67 @@ def _metas(annotation: Any) -> list[msgspec.Meta]:
     return []
 
 
-def _expected(cls: type[Settings], name: str, value: Any) -> str:
-    """What type the field ``name`` of ``cls`` takes, that ``value`` is not, in msgspec's
-    words, Python's None for its null (``of type int | None``)."""
-    annotation = {f.name: f.type for f in msgspec.structs.fields(cls)}[name]
-    try:
-        msgspec.convert(value, annotation)
-    except msgspec.ValidationError as exc:  # Expected `int | null`, got `str`
-        return "of type " + str(exc).split("`")[1].replace("null", "None")
-    return f"of its type, not {type(value).__name__}"
+@functools.cache
+def _annotations(cls: type[Settings]) -> tuple[tuple[str, Any, Callable[[Any], bool]], ...]:
+    """Each field's name, annotation, and the test of a value's type it says."""
+    return tuple((f.name, f.type, _is_of(f.type)) for f in msgspec.structs.fields(cls))
+
+
+def _is_of(annotation: Any) -> Callable[[Any], bool]:
+    """The test of whether a value is of the type ``annotation`` says, as a type
+    checker reads it: a list for a tuple too, an int for a float, never a bool for a
+    number. Made once a field: a setting is made in a few microseconds."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _is_of(args[0])
+    if origin in (typing.Union, types.UnionType):
+        members = [_is_of(member) for member in args]
+        return lambda value: any(test(value) for test in members)
+    if annotation is None or annotation is type(None):
+        return lambda value: value is None
+    if origin in (tuple, list, collections.abc.Sequence):
+        each = _is_of(args[0] if origin is not tuple or args[-1:] == (...,) else Any)
+        return lambda value: isinstance(value, tuple | list) and all(map(each, value))
+    if origin in (dict, collections.abc.Mapping):
+        key, item = (_is_of(a) for a in args or (Any, Any))
+        return lambda value: (
+            isinstance(value, dict) and all(key(k) and item(v) for k, v in value.items())
+        )
+    if origin is collections.abc.Callable:
+        return callable
+    if annotation is float or annotation is int:
+        numbers = int | float if annotation is float else int
+        return lambda value: isinstance(value, numbers) and not isinstance(value, bool)
+    if annotation is Any or not isinstance(annotation, type):
+        return lambda value: True
+    return lambda value: isinstance(value, annotation)
+
+
+def _type_name(annotation: Any) -> str:
+    """``annotation`` as Python writes it, without its bounds: ``float | None``,
+    ``tuple[str, ...]``, ``dict[str, McpToolSettings]``."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(member) for member in args)
+    if annotation is None or annotation is type(None):
+        return "None"
+    if annotation is ...:
+        return "..."
+    if origin is not None:
+        return f"{getattr(origin, '__name__', origin)}[{', '.join(map(_type_name, args))}]"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def kinds(value: object) -> str:
+    """The types ``value`` holds, not its values (which may be secrets): ``str``,
+    ``tuple of int, str``, ``dict of dict``."""
+    if isinstance(value, str) or not isinstance(value, tuple | list | dict):
+        return type(value).__name__
+    items = value.values() if isinstance(value, dict) else value
+    inner = ", ".join(sorted({type(item).__name__ for item in items}))
+    return f"{type(value).__name__} of {inner}" if inner else type(value).__name__
 
 
 def _out_of_bounds(value: Any, meta: msgspec.Meta) -> str | None:

@@ -98,21 +98,6 @@ class McpToolSettings(Settings, frozen=True, kw_only=True):
     timeout: Annotated[float, Meta(gt=0)] | None = None
     approval: bool = False
 
-    def __post_init__(self) -> None:
-        # A type checker's mistakes, told as it is made: approval="false" would ask.
-        for field in ("side_effects", "idempotent", "approval"):
-            value = getattr(self, field)
-            if value is not None and not isinstance(value, bool):
-                raise ConfigError(f"McpToolSettings: {field} must be True or False, got {value!r}")
-        if self.exclusive is not None and not isinstance(self.exclusive, str):
-            raise ConfigError(f"McpToolSettings: exclusive must be text, got {self.exclusive!r}")
-        timeout = self.timeout
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float)
-        ):
-            raise ConfigError(f"McpToolSettings: timeout must be seconds, got {timeout!r}")
-        super().__post_init__()
-
 
 class McpServer(Settings, frozen=True, kw_only=True):
     """One MCP server: a stdio command (``command``, ``args``, ``env``, ``cwd``) or a
@@ -159,13 +144,8 @@ class McpServer(Settings, frozen=True, kw_only=True):
     tools: dict[str, McpToolSettings] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str):
-            raise ConfigError(f"McpServer: name must be text, got {type(self.name).__name__}")
+        super().__post_init__()  # each field of its type, within its bounds
         where = f"MCP server {self.name!r}"
-        wrong = _wrong_type(self)
-        if wrong is not None:
-            raise ConfigError(f"{where}: {wrong}")
-        super().__post_init__()
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise ConfigError(f"{where}: a name uses only letters, digits, '_' and '-'")
         if (self.command is None) == (self.url is None):
@@ -197,47 +177,6 @@ class McpServer(Settings, frozen=True, kw_only=True):
         database's ``postgresql://user:PASSWORD@host/db``, ``?token=``); those in its
         ``env`` are its env's secrets (:func:`~runtime.secrets.add_env`)."""
         return url_secrets(" ".join((self.url or "", *self.args)))
-
-
-def _wrong_type(server: McpServer) -> str | None:
-    """What field of ``server`` made in Python is not of its type, or None: a mistake a
-    type checker would catch (``args="-m x"``, an ``env`` value that is a number, a
-    ``tools:`` entry as a dict) fails as it is made, not as the server starts (its args
-    spelt letter by letter, its tools' settings unread). Its values are not shown:
-    they may hold secrets."""
-    for field in ("command", "cwd", "url"):
-        value = getattr(server, field)
-        if value is not None and not isinstance(value, str):
-            return f"{field} must be text, got {type(value).__name__}"
-    for field in ("args", "secrets"):
-        value = getattr(server, field)
-        if not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
-            return f"{field} must be a tuple of text (one item each), got {_kinds(value)}"
-    for field in ("env", "headers"):
-        value = getattr(server, field)
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            return f"{field} must be a dict of text to text, got {_kinds(value)}"
-    for field, unit in (("start_timeout", "seconds"), ("max_message_mb", "megabytes")):
-        value = getattr(server, field)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return f"{field} must be a number of {unit}, got {type(value).__name__}"
-    tools = server.tools
-    if not isinstance(tools, dict) or not all(
-        isinstance(k, str) and isinstance(v, McpToolSettings) for k, v in tools.items()
-    ):
-        return f"tools must be a dict of tool names to McpToolSettings(...), got {_kinds(tools)}"
-    return None
-
-
-def _kinds(value: object) -> str:
-    """The types ``value`` holds, not its values: ``str``, ``tuple of str, int``."""
-    if isinstance(value, str) or not isinstance(value, tuple | list | dict):
-        return type(value).__name__
-    items = value.values() if isinstance(value, dict) else value
-    inner = ", ".join(sorted({type(item).__name__ for item in items}))
-    return f"{type(value).__name__} of {inner}" if inner else type(value).__name__
 
 
 def mcp_ref(ref: str, servers: Collection[str]) -> tuple[str, str] | None:

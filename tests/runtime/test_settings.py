@@ -5,6 +5,7 @@ spec does."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 import msgspec
@@ -31,12 +32,12 @@ class Holder(BaseModel):
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"level": 0}, "level must be at least 1, got 0"),
-        ({"level": 11}, "level must be at most 10, got 11"),
-        ({"label": ""}, "label must be not empty, got ''"),
-        ({"label": "A"}, "label must be matching '^[a-z]+$', got 'A'"),
-        ({"step": 0}, "step must be positive, got 0"),
-        ({"step": 0.7}, "step must be a multiple of 0.5, got 0.7"),
+        ({"level": 0}, "Knob.level: must be at least 1 (got 0)"),
+        ({"level": 11}, "Knob.level: must be at most 10 (got 11)"),
+        ({"label": ""}, "Knob.label: must be not empty (got '')"),
+        ({"label": "A"}, "Knob.label: must be matching '^[a-z]+$' (got 'A')"),
+        ({"step": 0}, "Knob.step: must be positive (got 0)"),
+        ({"step": 0.7}, "Knob.step: must be a multiple of 0.5 (got 0.7)"),
     ],
 )
 def test_a_value_out_of_bounds_is_refused_wherever_it_is_made(
@@ -44,7 +45,7 @@ def test_a_value_out_of_bounds_is_refused_wherever_it_is_made(
 ) -> None:
     with pytest.raises(ConfigError) as caught:
         Knob(**fields)
-    assert caught.value.message == message
+    assert str(caught.value) == message
     with pytest.raises(msgspec.ValidationError, match=f"`\\$\\.{next(iter(fields))}`"):
         msgspec.convert(fields, Knob)
     with pytest.raises(ValidationError) as invalid:
@@ -114,33 +115,41 @@ def test_a_callable_field_is_pythons_only() -> None:
 @pytest.mark.parametrize(
     ("made", "message"),
     [
-        (lambda: Limits(model_calls=0), "model_calls must be at least 1, got 0"),
-        (lambda: Limits(wall_time_s=-1.0), "wall_time_s must be positive, got -1.0"),
-        (lambda: RetryPolicy(attempts=21), "attempts must be at most 20, got 21"),
-        (lambda: RetryPolicy(deadline_s=0), "deadline_s must be positive, got 0"),
-        (lambda: Price(input_per_mtok=-1, output_per_mtok=0), "input_per_mtok must be 0 or more"),
-        (lambda: McpToolSettings(timeout=0), "timeout must be positive, got 0"),
+        (lambda: Limits(model_calls=0), "Limits.model_calls: must be at least 1 (got 0)"),
+        (lambda: Limits(wall_time_s=-1.0), "Limits.wall_time_s: must be positive (got -1.0)"),
+        (lambda: RetryPolicy(attempts=21), "RetryPolicy.attempts: must be at most 20 (got 21)"),
+        (lambda: RetryPolicy(deadline_s=0), "RetryPolicy.deadline_s: must be positive (got 0)"),
+        (
+            lambda: Price(input_per_mtok=-1, output_per_mtok=0),
+            "Price.input_per_mtok: must be 0 or more",
+        ),
+        (lambda: McpToolSettings(timeout=0), "McpToolSettings.timeout: must be positive (got 0)"),
     ],
 )
 def test_the_runtime_values_a_hive_writes_hold_their_bounds_in_python(
     made: Any, message: str
 ) -> None:
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         made()
 
 
 @pytest.mark.parametrize(
     ("made", "message"),
     [
-        (lambda: Limits(model_calls="5"), "model_calls must be of type int | None, got '5'"),
-        (lambda: Limits(cost="0.5"), "cost must be of type float | None, got '0.5'"),
-        (lambda: RetryPolicy(attempts="3"), "attempts must be of type int, got '3'"),
-        (lambda: Knob(label=5), "label must be of type str | None, got 5"),
+        (
+            lambda: Limits(model_calls="5"),
+            "Limits.model_calls: must be of type int | None (got str)",
+        ),
+        (lambda: Limits(cost="0.5"), "Limits.cost: must be of type float | None (got str)"),
+        (lambda: Limits(cost=True), "Limits.cost: must be of type float | None (got bool)"),
+        (lambda: RetryPolicy(attempts="3"), "RetryPolicy.attempts: must be of type int (got str)"),
+        (lambda: Knob(label=5), "Knob.label: must be of type str | None (got int)"),
     ],
 )
 def test_a_value_of_another_type_is_refused_naming_its_field(made: Any, message: str) -> None:
     """Text where a number goes (a limit read from an environment variable) is told at
-    its field, not as a TypeError of a comparison."""
+    its field, not as a TypeError of a comparison, by its type (a value may be a
+    secret)."""
     with pytest.raises(ConfigError) as caught:
         made()
-    assert caught.value.message == message
+    assert str(caught.value) == message

@@ -61,7 +61,7 @@ from honeycomb.hive import load_hive
             lambda: Policy(budgets={"model_calls": -1}),
             "Policy.budgets.model_calls: Input should be greater than or equal to 1 (got -1)",
         ),
-        (lambda: Budgets(model_calls=-1), "model_calls must be at least 1, got -1"),
+        (lambda: Budgets(model_calls=-1), "Limits.model_calls: must be at least 1 (got -1)"),
         (
             lambda: Compaction(budget_tokens=10),
             "Compaction.budget_tokens: Input should be greater than or equal to 256 (got 10)",

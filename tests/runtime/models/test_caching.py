@@ -110,7 +110,8 @@ async def test_cached_input_tokens_are_priced_at_their_own_rate() -> None:
 def test_without_a_cached_price_cached_tokens_cost_the_input_price() -> None:
     price = Price(input_per_mtok=2.0, output_per_mtok=8.0)
     assert price.of(1000, 10, cached_input_tokens=900) == price.of(1000, 10)
-    with pytest.raises(ConfigError, match=r"cached_input_per_mtok must be 0 or more, got -1\.0"):
+    told = r"Price.cached_input_per_mtok: must be 0 or more \(got -1\.0\)"
+    with pytest.raises(ConfigError, match=told):
         Price(input_per_mtok=1.0, output_per_mtok=1.0, cached_input_per_mtok=-1.0)
 
 

@@ -599,32 +599,50 @@ async def test_a_password_or_a_token_in_a_server_s_url_is_a_secret() -> None:
         ({"name": "t"}, "give a command (a stdio server) or a url"),
         ({"name": "t", "command": "x", "url": "http://127.0.0.1/"}, "not both"),
         ({"name": "a b", "command": "x"}, "a name uses only letters"),
-        ({"name": "t", "command": "x", "start_timeout": 0}, "start_timeout must be positive"),
+        (
+            {"name": "t", "command": "x", "start_timeout": 0},
+            "McpServer.start_timeout: must be positive (got 0)",
+        ),
         # Types a type checker would catch, each told as the server is made, not as it
-        # starts (its args spelt letter by letter, a tool's settings unread), its
-        # values unshown (they may hold secrets).
+        # starts (its args spelt letter by letter, a tool's settings unread), at its
+        # field as every Settings' are, its values unshown (they may hold secrets).
         (
             {"name": "t", "command": "x", "args": "--token s3cret"},
-            "MCP server 't': args must be a tuple of text (one item each), got str",
+            "McpServer.args: must be of type tuple[str, ...] (got str)",
         ),
         (
             {"name": "t", "command": "x", "args": ("--port", 8080)},
-            "args must be a tuple of text (one item each), got tuple of int, str",
+            "McpServer.args: must be of type tuple[str, ...] (got tuple of int, str)",
         ),
-        ({"name": "t", "command": "x", "secrets": "s3cret"}, "secrets must be a tuple of text"),
+        (
+            {"name": "t", "command": "x", "secrets": "s3cret"},
+            "McpServer.secrets: must be of type tuple[str, ...] (got str)",
+        ),
         (
             {"name": "t", "command": "x", "env": {"TOKEN": 123456}},
-            "env must be a dict of text to text, got dict of int",
+            "McpServer.env: must be of type dict[str, str] (got dict of int)",
         ),
-        ({"name": "t", "url": "http://h/", "headers": None}, "headers must be a dict of text"),
-        ({"name": "t", "command": ["python", "-m", "x"]}, "command must be text, got list"),
-        ({"name": "t", "command": "x", "cwd": Path("/")}, "cwd must be text, got PosixPath"),
-        ({"name": "t", "command": "x", "start_timeout": "30"}, "a number of seconds, got str"),
+        (
+            {"name": "t", "url": "http://h/", "headers": None},
+            "McpServer.headers: must be of type dict[str, str] (got NoneType)",
+        ),
+        (
+            {"name": "t", "command": ["python", "-m", "x"]},
+            "McpServer.command: must be of type str | None (got list of str)",
+        ),
+        (
+            {"name": "t", "command": "x", "cwd": Path("/")},
+            "McpServer.cwd: must be of type str | None (got PosixPath)",
+        ),
+        (
+            {"name": "t", "command": "x", "start_timeout": "30"},
+            "McpServer.start_timeout: must be of type float (got str)",
+        ),
         (
             {"name": "t", "command": "x", "tools": {"write": {"approval": True}}},
-            "tools must be a dict of tool names to McpToolSettings(...), got dict of dict",
+            "McpServer.tools: must be of type dict[str, McpToolSettings] (got dict of dict)",
         ),
-        ({"name": 7, "command": "x"}, "McpServer: name must be text, got int"),
+        ({"name": 7, "command": "x"}, "McpServer.name: must be of type str (got int)"),
     ],
 )
 def test_a_server_is_declared_right_or_told_what_to_fix(
@@ -639,11 +657,13 @@ def test_a_server_is_declared_right_or_told_what_to_fix(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"approval": "false"}, "approval must be True or False, got 'false'"),  # would ask
-        ({"side_effects": "no"}, "side_effects must be True or False, got 'no'"),
-        ({"exclusive": 3}, "exclusive must be text, got 3"),
-        ({"timeout": "5"}, "timeout must be seconds, got '5'"),
-        ({"timeout": 0}, "timeout must be positive"),
+        # "false" would ask
+        ({"approval": "false"}, "McpToolSettings.approval: must be of type bool (got str)"),
+        ({"side_effects": "no"}, "McpToolSettings.side_effects: must be of type bool | None"),
+        ({"exclusive": 3}, "McpToolSettings.exclusive: must be of type str | None (got int)"),
+        ({"timeout": "5"}, "McpToolSettings.timeout: must be of type float | None (got str)"),
+        ({"timeout": True}, "McpToolSettings.timeout: must be of type float | None (got bool)"),
+        ({"timeout": 0}, "McpToolSettings.timeout: must be positive (got 0)"),
     ],
 )
 def test_a_tool_s_settings_are_made_right_or_told_what_to_fix(
