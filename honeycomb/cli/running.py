@@ -585,12 +585,16 @@ async def _run(
         if not stopped_by:
             raise
         unrecorded = getattr(exc, "__notes__", [])
+    except (KeyboardInterrupt, SystemExit) as exc:  # a tool's or a model's: it ends the command
+        where = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))  # which raised it
+        await _say_stopped(f"{type(exc).__name__}: {exc}{where}", run_id, store, args, [])
+        raise
     if result is None and error is None and ended is not None and ended.status != "interrupted":
         # A signal came after the run had ended, as it stopped its MCP servers: that
         # only cut the stopping short, and the run ends as its last event says.
         result = ended.result if ended.error is None else None
     elif stopped_by and result is None:  # cut off before it ended: resume continues it
-        await _say_stopped(stopped_by[0], run_id, store, args, unrecorded)
+        await _say_stopped(stopped_by[0].name, run_id, store, args, unrecorded)
         return STOPPED_BY[stopped_by[0]]
     unasked = _unasked(hive, result) if getattr(args, "approve", False) and result else None
     if unasked is not None and not args.json:
@@ -619,29 +623,30 @@ def refused_as_made(error: ConfigError, args: argparse.Namespace) -> str:
 
 
 async def _say_stopped(
-    by: signal.Signals,
+    by: str,
     run_id: str,
     store: RunStore | None,
     args: argparse.Namespace,
     unrecorded: list[str],
 ) -> None:
-    """Say that a signal stopped run ``run_id``, and the command that continues it from
-    ``store``: when the store keeps it. One stopped before its first write (as it
-    began) is kept nowhere, and is said so: ``resume`` would find no such run. One
-    whose store could not record that it was interrupted (``unrecorded``: why, as the
-    run noted it) is said so, and when ``resume`` can continue it."""
+    """Say that ``by`` (a signal's name, or what a tool raised to end the process)
+    stopped run ``run_id``, and the command that continues it from ``store``: when the
+    store keeps it. One stopped before its first write (as it began) is kept nowhere,
+    and is said so: ``resume`` would find no such run. One whose store could not record
+    that it was interrupted (``unrecorded``: why, as the run noted it) is said so, and
+    when ``resume`` can continue it."""
     try:
         kept = store is not None and await store.summary(run_id) is not None
     except StoreError:  # it cannot be read now: say what would continue it
         kept = True
     if store is not None and not kept:
         print(
-            f"\n{by.name}: run {run_id} stopped before anything of it was kept: nothing to "
+            f"\n{by}: run {run_id} stopped before anything of it was kept: nothing to "
             "continue; run the command again to start it",
             file=sys.stderr,
         )
         return
-    print(f"\n{by.name}: run {run_id} stopped.", file=sys.stderr)
+    print(f"\n{by}: run {run_id} stopped.", file=sys.stderr)
     if store is not None and unrecorded:
         print(f"{' '.join(unrecorded)}\n{NOT_RECORDED}", file=sys.stderr)
     if store is not None:

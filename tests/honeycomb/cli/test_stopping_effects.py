@@ -84,19 +84,20 @@ async def look_up(city: str) -> str:
 '''
 
 
-def cut_off_hive(folder: Path) -> Path:
-    """A hive whose one worker's tool call is cut off by Ctrl-C, as it runs."""
-    (folder / "cut_off_tools.py").write_text(CUT_OFF)
+def cut_off_hive(folder: Path, tools: str = CUT_OFF, module: str = "cut_off_tools") -> Path:
+    """A hive whose one worker's tool call (``look_up`` of ``tools``, the module
+    ``module``) is cut off by Ctrl-C, as it runs."""
+    (folder / f"{module}.py").write_text(tools)
     return hive(
         folder,
-        """\
-        models: {offline: {provider: offline, latency: 0}}
+        f"""\
+        models: {{offline: {{provider: offline, latency: 0}}}}
         roles:
-          planner: {description: Plans.}
+          planner: {{description: Plans.}}
           researcher:
             description: Looks up facts about cities.
-            tools: [cut_off_tools:look_up]
-          aggregator: {description: Merges.}
+            tools: [{module}:look_up]
+          aggregator: {{description: Merges.}}
         """,
     )
 
@@ -137,3 +138,32 @@ def test_a_run_a_signal_stops_says_so_though_its_json_pipe_closed(
     argv = ["run", str(path), "Look up facts about Lisbon.", "--json", "--store", store]
     assert main(argv) == 130
     assert capsys.readouterr().err.startswith("\nSIGINT: run ")
+
+
+EXITING = '''
+import sys
+from runtime import tool
+
+@tool
+async def look_up(city: str) -> str:
+    """Look up facts about a city."""
+    sys.exit(3)  # as a command-line library a tool calls may
+'''
+
+
+def test_a_tool_that_ends_the_process_is_named_with_the_command_that_continues_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tool's ``sys.exit(3)`` stops the run, kept interrupted, and ends the command
+    with status 3: the command said nothing of why, nor how to continue the run."""
+    path = cut_off_hive(tmp_path, EXITING, "exiting_tools")
+    store = str(tmp_path / "runs.db")
+    argv = ["run", str(path), "Look up facts about Lisbon.", "--json", "--store", store]
+    argv += ["--run-id", "ended"]
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    assert ended.value.code == 3
+    assert capsys.readouterr().err == (
+        "\nSystemExit: 3; raised by tool 'look_up' of worker s1: run ended stopped.\n"
+        f"Continue it with: honeycomb resume ended --store {store}\n"
+    )
