@@ -190,8 +190,10 @@ class RunRecord:
         await self.store.commit((_SAVE_RESULT, row), lease=self.lease)
 
     def keeps(self, name: str) -> bool:
-        """Whether worker ``name`` is kept turn by turn now (a subtask's or a nested
-        worker's; the planner and the aggregator are not)."""
+        """Whether worker ``name`` is kept turn by turn now as a caller whose agents
+        (``agent:`` tools) are kept too: a subtask's or a nested worker's. The planner's
+        and the aggregator's, kept under names of their own (:meth:`phase_worker`), are
+        not: the agents they call cannot wait, as they cannot."""
         return name in self._workers
 
     def use_journals(self, journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]]) -> None:
