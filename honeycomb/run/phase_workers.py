@@ -82,8 +82,6 @@ async def run_phase_worker(
     the worker to run when nothing is kept (made so already), if any.
 
     Raises:
-        RunBusy: when the run was taken over as the result was kept.
-        StoreError: when the store cannot keep the result.
         ConfigError: when a result read back does not validate as the output type
             asked for (the role's ``output_schema`` changed since).
     """

@@ -176,18 +176,18 @@ class RunRecord:
         """Keep the result of the planner's or the aggregator's worker (``outcome``,
         under the name it is kept by) once final, as a subtask's is: a resumed run reads
         it back rather than ask again. One the store failed, or that did not end (cut
-        off, over budget), is not: a resumed run continues it from its checkpoint.
-
-        Raises:
-            RunBusy: when the run was taken over.
-            StoreError: when the store cannot be written.
-        """
+        off, over budget), is not: a resumed run continues it from its checkpoint. A
+        store that fails as it is written fails nothing: it is written again with the
+        end of the run, as a subtask's result is."""
         raised = outcome.worker.exception if outcome.worker is not None else None
         if not finished(outcome) or unfinished(raised):
             return
         self.spent_so_far()
         row = (self.run_id, outcome.subtask.id, outcome.status, model_json(outcome), time.time())
-        await self.store.commit((_SAVE_RESULT, row), lease=self.lease)
+        try:
+            await self.store.commit((_SAVE_RESULT, row), lease=self.lease)
+        except StoreError:
+            self._unwritten.append((_SAVE_RESULT, row))
 
     def keeps(self, name: str) -> bool:
         """Whether worker ``name`` is kept turn by turn now as a caller whose agents
