@@ -300,19 +300,24 @@ class RayBackend:
         Returns the worker's result as :meth:`Worker.run` would; a worker whose actor
         died continues on another (stored run) or fails with :class:`WorkerLost`.
         """
-        import ray.exceptions
-
         told = Told()
         begin = Begin(worker, resume, told, started)
-        with waiting_for_room():  # its worker_timeout_s counts what it does, not this
-            await self.start()
         model, model_slots = _unlimited(worker.model)
         summarizer = _unlimited(worker.summarizer)[0] if worker.summarizer is not None else None
-        try:
-            made = self._recipe(model), self._recipe(summarizer) if summarizer is not None else None
-            sent = self._sent_setup(worker.setup)
-        except ConfigError as exc:
-            return _failed(worker, exc)
+        # Its worker_timeout_s counts what it does, not this: Ray's start (and import),
+        # and what is sent of its role and model made (pickled, once each).
+        with waiting_for_room():
+            await self.start()
+            import ray.exceptions
+
+            try:
+                made = (
+                    self._recipe(model),
+                    self._recipe(summarizer) if summarizer is not None else None,
+                )
+                sent = self._sent_setup(worker.setup)
+            except ConfigError as exc:
+                return _failed(worker, exc)
         stored = worker.services.store is not None
         state = resume
         avoid: Actor | None = None

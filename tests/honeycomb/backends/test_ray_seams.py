@@ -591,3 +591,30 @@ async def test_a_nested_worker_on_ray_is_told_started_once_its_role_is_installed
         ("worker.finished", "r"),
         ("worker.finished", "lead"),
     ]
+
+
+async def test_a_workers_time_limit_leaves_out_what_is_made_to_send_it(
+    ray_session: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the backend made before a worker began, outside its wait for the pool (Ray's
+    # first import, half a second; its model pickled), counted in its worker_timeout_s:
+    # the first worker of a process under a limit of a second was cut off 0.3 s after
+    # it began.
+    made = ray_backend.recipe
+
+    def slow(model: Any, held: dict[str, Any]) -> bytes:
+        time.sleep(1.2)  # a model that takes a while to pickle, as a first import does
+        return made(model, held)
+
+    monkeypatch.setattr(ray_backend, "recipe", slow)
+    pool = RayBackend(actors=1, actor_cpus=0)
+    ex = Executor(
+        [Role(name="w")], Pieces("done"), aggregator="concat", backend=pool,
+        policy=Policy(worker_timeout_s=1.0),
+    )  # fmt: skip
+    try:
+        result = await ex.run("t", subtasks=[("w", "a")])
+    finally:
+        pool.stop()
+    assert result.subtasks["s1"].error is None
+    assert result.subtasks["s1"].text == "done"
