@@ -107,17 +107,32 @@ def _show(args: argparse.Namespace) -> ExitStatus:
     # As a session reads them: a turn whose run was resumed on its own is given its answer.
     turns = asyncio.run(StoreRows(stored).turns(args.session_id))
     if not turns:
-        where = stored.store.where
-        known = shlex.join(["honeycomb", "sessions", *_store_words(args.store, where)])
-        close = _close_to(stored, args.session_id)
-        print(f"{where}: no session {args.session_id!r}{close} ({known})", file=sys.stderr)
-        return ExitStatus.UNUSABLE
-    cost = sum(t.cost for t in turns)
+        return _no_turns(stored, args)
     shown = printable(args.session_id, lines=False)
+    cost = sum(t.cost for t in turns)
     print(f"session {shown} · {counted(len(turns), 'turn')} · {format_cost(cost)}")
     for turn in turns:
         print_turn(sys.stdout, turn)
     return ExitStatus.OK
+
+
+def _no_turns(stored: StoredSessions, args: argparse.Namespace) -> ExitStatus:
+    """What ``show`` says of a session with no turn: one started over still holds the
+    runs of the turns it took back, until it is forgotten; else it is not kept."""
+    where = stored.store.where
+    words = _store_words(args.store, where)
+    if stored.known([args.session_id]):
+        forget = shlex.join(["honeycomb", "sessions", "forget", args.session_id, *words])
+        print(
+            f"session {printable(args.session_id, lines=False)} · 0 turns: it was started "
+            f"over, and the runs of the turns it took back stay in {where} until it is "
+            f"forgotten ({printable(forget, lines=False)})"
+        )
+        return ExitStatus.OK
+    known = shlex.join(["honeycomb", "sessions", *words])
+    close = _close_to(stored, args.session_id)
+    print(f"{where}: no session {args.session_id!r}{close} ({known})", file=sys.stderr)
+    return ExitStatus.UNUSABLE
 
 
 def _store_words(given: Path | str, where: str) -> list[str]:

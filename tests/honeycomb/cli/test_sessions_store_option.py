@@ -107,3 +107,23 @@ def test_a_session_id_holding_terminal_escapes_is_printed_without_them(
     assert main(["sessions", "prune", "--keep", "1", "--store", str(db)]) == 0
     out = capsys.readouterr().out
     assert out == "forgot session ann [31m forgot session bob (its turns and their runs)\n"
+
+
+def test_a_session_started_over_is_shown_as_one_whose_runs_stay_until_it_is_forgotten(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It said "no session 'ann'" (exit 2), while sessions forget ann found it and
+    # deleted the runs of the turns it took back.
+    async def start_over() -> None:
+        executor = Executor(ROLES, OfflineModel(latency=0), store=kept)
+        await executor.session("ann").clear()
+        executor.store.close()  # type: ignore[union-attr]
+
+    anyio.run(start_over)
+    assert main(["sessions", "show", "ann", "--store", str(kept)]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("session ann · 0 turns: it was started over")
+    forget = shlex.split(said[said.rindex("(") + 1 : said.rindex(")")])
+    assert forget == ["honeycomb", "sessions", "forget", "ann", "--store", str(kept)]
+    assert main(forget[1:]) == 0  # as pasted
+    assert main(["sessions", "show", "ann", "--store", str(kept)]) == 2
