@@ -27,7 +27,8 @@ from __future__ import annotations
 import os
 import sys
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from types import TracebackType
@@ -551,7 +552,7 @@ class Executor:
         Raises:
             ConfigErrors: naming each such model and the variable to set.
         """
-        errors = self._missing_keys(set())
+        errors = self._missing_keys()
         if errors:
             raise ConfigErrors(errors)
 
@@ -566,32 +567,17 @@ class Executor:
         limits = self.shared.policy.budgets
         if limits.cost is None and limits.cost_per_call is None:
             return
-        called, seen = list(self._called()), {id(self)}
-        while called:
-            name, sub = called.pop()
-            if id(sub) in seen:
-                continue
-            seen.add(id(sub))
+        for name, sub in self._hives_called():
             counted = priced_by_models(limits, sub._memory_priced())
             problem = unpriced_called(counted, f"the hive tool {name!r}", sub._models_priced())
             if problem is not None:
                 raise ConfigError(problem[1], field=f"policy.budgets.{problem[0]}")
-            called += sub._called()
 
     def priced(self) -> bool:
         """Whether a model of its roles or its memory's embeddings, or those of a hive
         they call as a tool, have a price: what a budget in dollars of its runs (or of
         an eval of them) counts."""
-        found, seen = [self], set()
-        while found:
-            executor = found.pop()
-            if id(executor) in seen:
-                continue
-            seen.add(id(executor))
-            if executor._models_priced() or executor._memory_priced():
-                return True
-            found += [sub for _, sub in executor._called()]
-        return False
+        return any(e._models_priced() or e._memory_priced() for e in self._all_called())
 
     def _models_priced(self) -> bool:
         """Whether a model of its roles has a price."""
@@ -634,6 +620,22 @@ class Executor:
             return True
         return any(sub._may_ask(seen) for _, sub in self._called() if id(sub) not in seen)
 
+    def _hives_called(self) -> Iterator[tuple[str, Executor]]:
+        """Each Executor its roles call as a tool, and those call in turn, once each
+        (first found first), by the name of the tool it was found as."""
+        seen, called = {id(self)}, deque(self._called())
+        while called:
+            name, sub = called.popleft()
+            if id(sub) not in seen:
+                seen.add(id(sub))
+                yield name, sub
+                called += sub._called()
+
+    def _all_called(self) -> Iterator[Executor]:
+        """This Executor, then each of :meth:`_hives_called`."""
+        yield self
+        yield from (sub for _, sub in self._hives_called())
+
     def _called(self) -> list[tuple[str, Executor]]:
         """The Executors its roles call as tools (:meth:`as_tool`), by tool name."""
         crew = self.shared.crew
@@ -645,20 +647,17 @@ class Executor:
                     found.append((made.name, sub))
         return found
 
-    def _missing_keys(self, seen: set[int]) -> list[ConfigError]:
-        """What :meth:`check_keys` reports, each model and Executor once (``seen``)."""
+    def _missing_keys(self) -> list[ConfigError]:
+        """What :meth:`check_keys` reports, each model once."""
         found: list[ConfigError] = []
-        crew = self.shared.crew
-        for role in crew.roles.values():
-            for model in (crew.model_for(role), crew.summarizer_for(role)):
-                if model is not None and id(model) not in seen:
-                    seen.add(id(model))
-                    found += filter(None, [missing_key(model)])
-            for made in crew.setup_for(role, None).tools:
-                sub = getattr(made.fn, "__self__", None)  # an as_tool's Executor
-                if isinstance(sub, Executor) and id(sub) not in seen:
-                    seen.add(id(sub))
-                    found += sub._missing_keys(seen)
+        seen: set[int] = set()
+        for executor in self._all_called():
+            crew = executor.shared.crew
+            for role in crew.roles.values():
+                for model in (crew.model_for(role), crew.summarizer_for(role)):
+                    if model is not None and id(model) not in seen:
+                        seen.add(id(model))
+                        found += filter(None, [missing_key(model)])
         return found
 
     async def run(
