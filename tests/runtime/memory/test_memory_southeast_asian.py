@@ -64,6 +64,11 @@ async def _found(memory: SQLiteMemory, query: str, *, match: str = "any") -> lis
         ("ရန်ကုန်", BURMESE),
         ("မိုး", BURMESE),
     ],
+    ids=[
+        *("thai-chiang-mai", "thai-weather-december", "thai-fried-chicken"),
+        *("lao-vientiane", "lao-capital", "khmer-phnom-penh", "khmer-cambodia"),
+        *("burmese-yangon", "burmese-rain"),
+    ],
 )
 async def test_a_word_inside_a_run_of_thai_lao_khmer_or_burmese_is_found(
     memory: SQLiteMemory, query: str, text: str
