@@ -88,8 +88,9 @@ STOPPED_BY = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.
 """The signals that stop a command cleanly, and the status it then exits with."""
 
 AT_ONCE = (
-    "stopping at once, as if the process had died; honeycomb resume continues a run from "
-    "what its store kept (with --force before its lease runs out)"
+    "stopping at once, as if the process had died: the run goes on from what its store "
+    "kept when it is continued (honeycomb resume; in a chat, the session's next message), "
+    "as after a crash"
 )
 """What a second signal says as it ends the command at once."""
 
