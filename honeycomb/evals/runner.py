@@ -38,6 +38,7 @@ from honeycomb.evals.undecided import deny_undecided
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive
 from honeycomb.run.result import RunResult
+from honeycomb.run.sub_runs import may_ask
 from honeycomb.store.evals import eval_run_id
 from honeycomb.trace.format import counted
 from runtime import Model, StoreError, Usage
@@ -236,7 +237,9 @@ class _Session:
         on_run: Progress | None,
         memory: EvalMemory | None = None,
     ) -> None:
-        self.eval_id = eval_id  # whose runs it makes: their ids say so
+        self.eval_id = eval_id  # whose runs it makes: their ids say so, if they may ask
+        # Whether a call of its runs may wait for a person's approval (in the store).
+        self._asks = executor.store is not None and may_ask(executor.shared.crew)
         self.executor = executor
         self.memory = memory
         self.judges = judges
@@ -337,13 +340,15 @@ class _Session:
         error: Exception | None = None
         calls = RunCalls()
         try:
-            # A new run, of an id that says it is the eval's, in any process that reads
-            # the store: nobody decides on its calls (the page and Executor.decide
-            # refuse; the eval denies those it leaves waiting, below).
+            # A new run. One whose calls may wait for a person has an id that says it
+            # is the eval's, in any process that reads the store: nobody decides on
+            # them (the page and Executor.decide refuse; the eval denies those it
+            # leaves waiting, below). Others are given none: a run given an id is
+            # looked up in the store first (to be resumed), a wait for its writer.
             # Its model calls are the case's (a cassette records and replays them so).
             # Its memory is its own (when the cases share none): empty as it starts.
             scope = self.memory.scope() if self.memory is not None else _NO_SCOPE
-            named = eval_run_id(self.eval_id)
+            named = eval_run_id(self.eval_id) if self._asks else None
             with cassette_case(case.id), scope:
                 result = await self.executor.run(case.task, run_id=named, on_event=[calls])
         except Exception as exc:
