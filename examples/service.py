@@ -10,7 +10,8 @@ Run it with the demo hive on the offline model::
 
 A body's optional ``"run_id"`` names the run: with a run store, one it keeps goes on
 (or answers as it ended) when sent with its own task, and one of another task gets
-409, naming the run and its task (``/stream``: as its ``error``, with ``"status": 409``).
+409, naming the run and its task (``/stream``: as its ``error``, with ``"status": 409``),
+and so does one under way for another request (send it again once it ended).
 
 ``/stream`` sends every event of the run as it happens (``event:`` its kind, ``data:``
 its fields as JSON), the answers' text as it is written among them
@@ -58,7 +59,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from honeycomb import Event, Executor, HoneycombError, RunResult, RunStream, Turn
-from honeycomb.errors import ConfigError, GuardrailTripped, SessionError, StoreError
+from honeycomb.errors import ConfigError, GuardrailTripped, RunBusy, SessionError, StoreError
 from honeycomb.events import RunFinished
 from honeycomb.messages import dump_value
 
@@ -180,13 +181,20 @@ async def _answered(
 
 
 def _refusal(executor: Executor, run_id: str | None, task: str) -> Refusal:
-    """How a request for ``task`` on run ``run_id`` is refused as the client's mistake:
-    a run id of a run the store keeps of another task (the run goes on only with its
-    own task) is 409, naming the run and its task (not where the service keeps it)."""
+    """How a request for ``task`` on run ``run_id`` is refused as the client's mistake,
+    with 409 (not naming where the service keeps its runs, nor its processes): a run
+    under way (another request carries it on, here or in another replica: send again
+    once it ended), or one the store keeps of another task (it goes on only with its
+    own task), naming that task."""
 
     async def refused(error: HoneycombError) -> tuple[int, dict[str, Any]] | None:
         store = executor.store
-        if store is None or not run_id or not isinstance(error, ConfigError):
+        if store is None or not run_id:
+            return None
+        if isinstance(error, RunBusy):
+            said = f"run {run_id!r} is under way for another request: send it again once it ended"
+            return 409, {"error": said, "run_id": run_id}
+        if not isinstance(error, ConfigError):
             return None
         try:
             found = await store.summary(run_id)

@@ -144,6 +144,24 @@ async def test_a_run_id_of_another_task_gets_409_naming_the_run_and_its_task(
     assert (again.status_code, again.json()["status"]) == (200, "ok")  # its own task: kept
 
 
+async def test_a_run_id_under_way_for_another_request_gets_409(tmp_path: Path) -> None:
+    """A second request for a run another request carries on was answered 500, naming
+    the service's store file and process id: it is the client's to send again."""
+    executor, tools = slow_researchers(1, store=tmp_path / "runs.db")
+    body = {"task": "t", "run_id": "r1"}
+    with ThreadedServer(create_app(executor), name="service") as server:
+        async with httpx.AsyncClient(timeout=60) as client:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: client.post(f"{server.url}/run", json=body))
+                await tools.until(lambda: tools.started, "its tool never started")
+                second = await client.post(f"{server.url}/run", json=body)
+                tg.cancel_scope.cancel()  # the first client leaves: its run is cancelled
+            await no_active_runs(client, server.url)
+    assert second.status_code == 409
+    said = "run 'r1' is under way for another request: send it again once it ended"
+    assert second.json() == {"error": said, "run_id": "r1"}
+
+
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
     """The (event, data) pairs of a server-sent event stream, as they come."""
     kind, data = "", ""
@@ -226,9 +244,9 @@ class SlowTools:
         assert condition(), f"{failure}: {self.__dict__}"
 
 
-def slow_researchers(workers: int) -> tuple[Executor, SlowTools]:
+def slow_researchers(workers: int, store: Path | None = None) -> tuple[Executor, SlowTools]:
     """An Executor whose ``workers`` researchers each look something up for far longer
-    than a test lasts, and what their lookups did."""
+    than a test lasts, and what their lookups did; its runs kept in ``store``, if any."""
     tools = SlowTools()
 
     @tool
@@ -250,5 +268,6 @@ def slow_researchers(workers: int) -> tuple[Executor, SlowTools]:
         tools=[slow_lookup],
         planner=lambda task: [("researcher", task)] * workers,
         aggregator="concat",
+        store=store,
     )
     return executor, tools
