@@ -95,6 +95,8 @@ def _case_row(case: CaseReport, run_link: RunLink) -> str:
 
 
 def _run(run_id: str, run_link: RunLink) -> str:
+    if not run_id:  # it raised before it began (an empty task): no run of the store
+        return '<span class="muted">none (it raised before it began)</span>'
     link = run_link(run_id)
     return f'<a href="{_e(link)}">{_e(run_id)}</a>' if link else _e(run_id)
 

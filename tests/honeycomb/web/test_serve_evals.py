@@ -81,6 +81,24 @@ def test_an_eval_page_shows_its_report_with_its_runs_linked_and_escaped(
     assert client.get(f"/runs/{segment(run)}").status_code == 200
 
 
+async def test_a_case_whose_run_never_began_links_to_no_run(tmp_path: Path) -> None:
+    """A case whose run raised before it began (an empty task) has no run id: its row
+    linked to the list of runs with an empty link, which reads as nothing. It says so."""
+    db = tmp_path / "runs.db"
+    executor = Executor.from_hive(load_hive(tiny_hive(tmp_path)), store=RunStore(db))
+    cases = [Case(id="blank", task="   ")]
+    report = await evaluate(executor, cases, eval_id="ev-blank")
+    assert (report.cases[0].attempts[0].status, report.cases[0].attempts[0].run_id) == (
+        "error",
+        "",
+    )
+    with served(db, TOKEN) as client:
+        page = client.get("/evals/ev-blank")
+    (row,) = re.findall(r"<tr><td>blank</td>.*?</tr>", page.text)
+    assert "<a " not in row
+    assert "none (it raised before it began)" in row
+
+
 def test_an_eval_compared_with_a_baseline_shows_the_regression(client: httpx.Client) -> None:
     page = client.get("/evals/ev-bad", params={"baseline": "ev-good"})
     assert page.status_code == 200
