@@ -79,6 +79,7 @@ from runtime.models.openai.request import (
     base_url_problem,
     key_missing,
     key_source,
+    key_unsendable,
     reads_key_variable,
     split_settings,
     without_query,
@@ -281,6 +282,10 @@ class OpenAIEndpoint(abc.ABC):
             key = os.environ.get(KEY_VARIABLE)
         key = key or NO_KEY  # local servers (Ollama, vLLM, llama.cpp) ignore it
         add_secret(key, _KEY, owner=self)  # from the environment, or given
+        source = key_source(self.api_key_env, self._api_key, self._base_url, given=False)
+        unsendable = key_unsendable(f"model {self.model!r}", key, source)
+        if unsendable is not None:  # else every call fails as if the endpoint were away
+            raise ConfigError(unsendable)
         self._key = key
         base_url, query = without_query(self.base_url) if self.base_url else (None, {})
         return openai.AsyncOpenAI(

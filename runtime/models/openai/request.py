@@ -40,6 +40,7 @@ __all__ = [
     "check_settings",
     "key_missing",
     "key_source",
+    "key_unsendable",
     "messages_out",
     "output_instruction",
     "reads_key_variable",
@@ -411,12 +412,13 @@ def key_missing(
     base_url: str | None = None,
 ) -> str | None:
     """Why the calls of ``what`` (``model 'gpt-4o'``, ``the memory's embeddings
-    'e'``) would fail for want of an API key, or None when they have what they need
-    (read now: the environment may change). Given ``api_key_env``, the variable named
-    must be set. Else OpenAI's own endpoint (no ``base_url``, nor ``OPENAI_BASE_URL``,
-    or one that names it, as ``https://api.openai.com/v1``) needs a key, from
-    ``api_key`` or :data:`KEY_VARIABLE` (:func:`reads_key_variable`); a local server
-    takes any. The one check of a hive's models and embeddings and of an endpoint's."""
+    model 'e'``) would fail for want of an API key, or None when they have what they
+    need (read now: the environment may change). Given ``api_key_env``, the variable
+    named must be set. Else OpenAI's own endpoint (no ``base_url``, nor
+    ``OPENAI_BASE_URL``, or one that names it, as ``https://api.openai.com/v1``) needs
+    a key, from ``api_key`` or :data:`KEY_VARIABLE` (:func:`reads_key_variable`); a
+    local server takes any. The one check of a hive's models and embeddings and of an
+    endpoint's."""
     if api_key_env is not None:
         if os.environ.get(api_key_env):
             return None
@@ -431,6 +433,18 @@ def key_missing(
     return (
         f"{what} needs an API key: set {KEY_VARIABLE} (or give the model an api_key, or "
         "the base_url of a local endpoint)"
+    )
+
+
+def key_unsendable(what: str, key: str, source: str | None) -> str | None:
+    """Why ``key`` (from ``source``, in :func:`key_source`'s words) cannot be sent: it
+    begins or ends with a space or a line break (a line of a Windows .env read whole),
+    which no HTTP header holds; None when it can."""
+    if key == key.strip():
+        return None
+    return (
+        f"{what}: the API key {source or 'sent'} begins or ends with a space or a line "
+        "break (read with the end of its line?): remove it"
     )
 
 

@@ -762,6 +762,37 @@ async def test_a_key_given_empty_sends_the_placeholder_not_another_endpoints_key
         await model.complete(ask())
 
 
+@pytest.mark.parametrize(
+    ("given", "source"),
+    [
+        ({}, "read from OPENAI_API_KEY"),
+        ({"api_key_env": "HC_TEST_KEY"}, "read from HC_TEST_KEY"),
+        ({"api_key": "sk-given-key-0123\r"}, "given as the model's api_key"),
+    ],
+)
+async def test_a_key_with_the_end_of_its_line_is_refused_before_any_call(
+    openai_server: OpenAIServer,
+    make_model: MakeModel,
+    monkeypatch: pytest.MonkeyPatch,
+    given: dict[str, str],
+    source: str,
+) -> None:
+    """A key read with the end of its line (a Windows .env's \r) is no header value:
+    every call failed as 'cannot reach the model endpoint ...: Illegal header value',
+    retried as if the endpoint were away. It is a ConfigError naming where the key
+    came from, before any request."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-key-0123456\r")
+    monkeypatch.setenv("HC_TEST_KEY", "sk-variable-key-0123\n")
+    model = make_model(**given)
+    with pytest.raises(ConfigError) as caught:
+        await model.complete(ask())
+    assert caught.value.message == (
+        f"model 'gpt-test': the API key {source} begins or ends with a space or a line "
+        "break (read with the end of its line?): remove it"
+    )
+    assert openai_server.requests == []
+
+
 NOT_FOUND = (
     'model "llama3" not found, try pulling it first with `ollama pull llama3`; none of the '
     "EMPTY slots match"
