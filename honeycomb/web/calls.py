@@ -99,7 +99,7 @@ def approvals(
         )
     if summary.status == "interrupted":
         items.append(_cut_off(summary, hint, to_decide, cancelled=cancelled))
-    elif summary.status == "waiting" and not to_decide and not by_eval:
+    elif summary.status == "waiting" and not to_decide and not (by_eval and pending):
         items.append(_resume_hint(summary, hint))
     hidden = "" if items else " hidden"
     return (

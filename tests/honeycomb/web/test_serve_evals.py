@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from honeycomb import Executor, Role, ToolMessage, tool
-from honeycomb.evals import Case, CaseRun, evaluate
-from honeycomb.evals.undecided import DECIDED_BY
+from honeycomb.evals import Case, CaseRun, evaluate, runner
+from honeycomb.evals.undecided import DECIDED_BY, deny_undecided
 from honeycomb.hive import load_hive
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, call
@@ -220,3 +220,34 @@ async def test_in_chromium_an_evals_call_is_shown_waiting_but_nobody_decides_it(
     assert entry.decided_by == DECIDED_BY  # the eval's denial, not a person's approval
     assert paid == []
     store.close()
+
+
+async def test_an_evals_run_left_waiting_says_how_it_goes_on_once_its_calls_are_denied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page of an eval's run that ended waiting, its call not yet denied (its eval
+    killed as it ended), said 'No call is left to decide' beside the call that waits. It
+    shows the call alone, and how the run goes on once the call is denied."""
+    db = tmp_path / "runs.db"
+    asked, go_on = asyncio.Event(), asyncio.Event()
+    go_on.set()
+    executor = _paying_eval(db, [], asked, go_on)
+
+    async def left(store: RunStore, run_id: str) -> int:
+        return 0  # as if the eval had been killed before it denied the call
+
+    monkeypatch.setattr(runner, "deny_undecided", left)
+    async with executor:
+        report = await evaluate(executor, [Case(id="pay", task="Pay bob.")])
+    run_id = report.cases[0].attempts[0].run_id
+    address = f"/runs/{segment(run_id)}"
+    with served(db, TOKEN) as client:
+        waits = html.unescape(client.get(address).text)
+        store = RunStore(db)
+        assert await deny_undecided(store, run_id) == 1
+        store.close()
+        denied = html.unescape(client.get(address).text)
+    assert "nobody decides it: it is a call of an eval's run" in waits
+    assert "No call is left to decide" not in waits
+    assert "nobody decides it" not in denied
+    assert "No call is left to decide: the run goes on once it is resumed" in denied
