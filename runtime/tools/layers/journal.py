@@ -8,8 +8,8 @@ its recorded observation; one that was running when the process died is an
 ``unknown`` observation (or run again, when its tool is ``idempotent``). A call
 whose worker was cancelled while it ran, but that ran to its end all the same (a sync
 tool's thread is waited for), has its outcome kept as it ends: it was not cut off; one
-cancelled before its thread took it up never began, and a resumed worker runs it.
-What the
+cancelled before its thread took it up, or as its intent was written, never began, and
+a resumed worker runs it. What the
 journal knows wins over what the call's tool is declared as now: a tool no longer
 side-effecting (a setting changed, an MCP server that now says ``readOnlyHint``)
 does not make an effect of an earlier life run twice, and a call the dispatcher
@@ -69,7 +69,13 @@ class Journaled(ToolLayer):
             # called (it asks again; a server that cannot start stays down).
             with contextlib.suppress(Exception):
                 await ready()
-        await journal.intent(turn, asked, call.kwargs)
+        try:
+            await journal.intent(turn, asked, call.kwargs)
+        except asyncio.CancelledError:
+            # Cut off as its intent was written, which may be durable all the same: the
+            # call never began, and a resumed worker runs it (not an unknown outcome).
+            await _never_began(journal, call)
+            raise
         try:
             outcome = await self.next(call)
         except asyncio.CancelledError as exc:
@@ -87,11 +93,20 @@ async def _stopped(journal: Journal, call: Prepared, cancelled: BaseException) -
     runs it, as a call the argument guards passed and that had not begun)."""
     ended = known_outcome(cancelled)
     ran = ran_to_its_end(cancelled)
-    with contextlib.suppress(StoreError):  # not kept: unknown, as if cut off
-        if ended is not None:
+    if ended is not None:
+        with contextlib.suppress(StoreError):  # not kept: unknown, as if cut off
             await shielded(journal.outcome(call.turn, ended.observation(call.call)))
-        elif ran is not None and not ran.began:
-            await shielded(journal.judged(call.turn, [(call.call, call.kwargs, None)]))
+    elif ran is not None and not ran.began:
+        await _never_began(journal, call)
+
+
+async def _never_began(journal: Journal, call: Prepared) -> None:
+    """Keep that ``call``, whose worker was cancelled, never began, as an entry that
+    says so (``passed``: a resumed worker runs it, as a call the argument guards passed
+    and that had not begun). Not kept (the store failed): its intent, if written,
+    stays, and its outcome is unknown, as if cut off."""
+    with contextlib.suppress(StoreError):
+        await shielded(journal.judged(call.turn, [(call.call, call.kwargs, None)]))
 
 
 def journal_answer(journal: Journal, turn: int, call: ToolCall) -> Outcome | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 from runtime.errors import ModelRetry
 from runtime.events import Caller
@@ -93,3 +94,29 @@ async def test_a_call_cut_off_as_its_tool_gets_ready_keeps_no_intent() -> None:
             entry = journal.recorded(1, "c0")
             assert entry is not None
             assert entry.status == "error"
+
+
+async def test_a_call_cancelled_as_its_intent_is_written_is_kept_as_never_begun() -> None:
+    class SlowToCommit(MemoryJournal):
+        """Keeps an intent at once, and is slow to say so (a commit waited for)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.kept = asyncio.Event()
+
+        async def intent(self, turn: int, call: Any, arguments: Any) -> None:
+            await super().intent(turn, call, arguments)
+            self.kept.set()
+            await asyncio.Event().wait()
+
+    journal = SlowToCommit()
+    inner = Next()
+    running = asyncio.create_task(Journaled(inner, journal)(prepared(send, to="ann")))
+    await journal.kept.wait()
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    assert inner.called == []  # it never began
+    entry = journal.recorded(1, "c0")
+    assert entry is not None
+    assert entry.status == "passed"  # a resumed worker runs it: no unknown outcome
