@@ -207,6 +207,8 @@ class Chat:
             "/new": self._new,
         }
         try:
+            if self.executor.store is not None:  # one that cannot be used stops the chat
+                await self.executor.store.open()  # here, as it stops `honeycomb run`
             earlier = await self.session.turns()
         except StoreError as exc:
             print(str(exc), file=sys.stderr)

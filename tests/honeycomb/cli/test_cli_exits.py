@@ -73,6 +73,7 @@ COMMANDS = {
     "resume": ["resume", "r1", "--plain"],
     "approve": ["approve", "r1", "call_1"],
     "serve": ["serve", "--port", "0"],
+    "chat": ["chat", str(demo_hive_path()), "--plain"],
 }
 """Every command that uses a run store, as it is given one (``--store``)."""
 
