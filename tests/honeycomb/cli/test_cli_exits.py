@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from honeycomb.cli.exits import ExitStatus, exit_status_table
-from honeycomb.cli.main import main
+from honeycomb.cli.main import demo_hive_path, main
 from tests.support import ROOT
 
 
