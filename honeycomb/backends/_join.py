@@ -14,16 +14,17 @@ from collections.abc import Iterator
 from typing import Any
 
 from honeycomb.backends._warden import my_children, ward
+from runtime import ConfigError
 
 
-def start_ray(address: str | None, num_cpus: int | None) -> None:
+def start_ray(address: str | None, num_cpus: int | None) -> bool:
     """Join the cluster at ``address``, or start a private Ray for this process (None):
     it listens on 127.0.0.1 only, and its processes end with this one (on Linux).
-    Nothing when this process started a Ray already."""
+    Nothing when this process started a Ray already. Whether it started a private Ray."""
     import ray
 
     if ray.is_initialized():
-        return
+        return False
     # Ray's usage statistics are off unless the user turned them on.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     options: dict[str, Any] = {
@@ -45,7 +46,7 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
         with _on_loopback():
             ray.init(**options)
         ward(set(my_children()) - before)  # the processes ray.init started
-        return
+        return True
     if "RAY_AUTH_MODE" not in os.environ and _token_given():
         # A cluster with token authentication: Ray's driver sends the token only
         # when told to, and a head started with one refuses drivers without it.
@@ -55,6 +56,30 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
     # where a head that listens on the loopback only cannot be reached.
     with _on_loopback() if _on_this_machine_only(address) else contextlib.nullcontext():
         ray.init(**options)
+    return False
+
+
+def check_room(backend: object, actors: int, actor_cpus: float) -> None:
+    """Raise unless the private Ray this process started has the CPUs ``actors``
+    actors of ``actor_cpus`` each ask for: no node joins it, and Ray would never place
+    the others, whose pool would wait for them without end.
+
+    Raises:
+        ConfigError: naming ``backend``, what its actors ask for, what the Ray has,
+            and what to change.
+    """
+    import ray
+
+    have = float(ray.cluster_resources().get("CPU", 0.0))  # type: ignore[no-untyped-call]
+    need = actors * actor_cpus
+    if need <= have:
+        return
+    raise ConfigError(
+        f"{backend!r}: its actors ask for {need:g} CPUs in all (actor_cpus={actor_cpus:g} "
+        f"each), and the private Ray it started has {have:g} (num_cpus): Ray would never "
+        "place them all, and they would be waited for without end; lower actors or "
+        "actor_cpus (0 lets the actors share the CPUs), or raise num_cpus"
+    )
 
 
 REACH_S = 10.0

@@ -606,6 +606,26 @@ def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyP
     assert "_node_ip_address" not in given
 
 
+async def test_actors_a_private_ray_cannot_place_are_refused_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # RayBackend(actors=3) on a private Ray of two CPUs (the default two actors on a
+    # machine of one, say) waited for its third actor without end: Ray never places it.
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **options: None)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    made: list[RayBackend] = []
+    monkeypatch.setattr(RayBackend, "_new_actor", lambda self: made.append(self))
+    with pytest.raises(ConfigError) as caught:
+        await RayBackend(actors=3).start()
+    assert str(caught.value).startswith(
+        "RayBackend(address='local', actors=3): its actors ask for 3 CPUs in all "
+        "(actor_cpus=1 each), and the private Ray it started has 2 (num_cpus)"
+    )
+    assert made == []  # no actor was made to wait for
+    ray_join.check_room("pool", 4, 0.5)  # as many as it has: placed
+
+
 @contextlib.contextmanager
 def listening() -> Iterator[str]:
     """The ``host:port`` of a socket that listens on 127.0.0.1 while the block runs."""
