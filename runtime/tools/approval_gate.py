@@ -436,7 +436,8 @@ class _Away:
         return await self._stack.__aexit__(kind, error, trace)
 
 
-_CANNOT_WAIT = "no approver is attached and the run has no store to wait in"
+_NO_STORE = "the run has no store to wait in"
+_CANNOT_WAIT = f"no approver is attached and {_NO_STORE}"
 
 
 def _timed_out(timeout_s: float) -> Decision:

@@ -188,3 +188,31 @@ async def test_a_question_the_input_ended_at_leaves_the_call_waiting(tmp_path: P
     assert result.status == "waiting"
     assert [p.tool for p in pending] == ["pay"]
     assert paid == []
+
+
+async def test_a_question_the_input_ended_at_in_a_run_with_no_store_is_denied_saying_why() -> None:
+    """With no store to wait in, the call is denied: it was said to the model as
+    ``no approver is attached``, where the terminal's was, and decided nothing."""
+
+    @tool(side_effects=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    read_fd, write_fd = os.pipe()
+    os.close(write_fd)  # the input has ended
+    role = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    with os.fdopen(read_fd) as typed_in, anyio.fail_after(10):
+        executor = Executor(
+            [role],
+            ScriptedModel([call("pay", {"to": "ann"}), "not paid"]),
+            tools=[pay],
+            approver=TerminalApprover(typed_in, io.StringIO(), by="ann"),
+        )
+        result = await executor.run("pay", subtasks=[("payer", "pay ann")])
+    worker = result.subtasks["s1"].worker
+    assert worker is not None
+    assert [m.content for m in worker.transcript.messages if m.role == "tool"] == [
+        "denied: the approver decided nothing (the input ended while a call waited for "
+        "approval) and the run has no store to wait in"
+    ]
