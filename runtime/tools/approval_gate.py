@@ -179,8 +179,8 @@ class ApprovalGate:
             except LeftWaiting as left:  # the approver decides nothing: it waits, as with none
                 if self.log is None and left.cannot_wait is not None:
                     raise left.cannot_wait from None
-                if self.log is None:
-                    return Decision.denied(_CANNOT_WAIT)
+                if self.log is None:  # one was attached: its reason, not "no approver"
+                    return Decision.denied(f"the approver decided nothing ({left}) and {_NO_STORE}")
                 return None
             if isinstance(first, ApprovalEntry):  # another's, recorded first: it stands
                 assert first.decision is not None
