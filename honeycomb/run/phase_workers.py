@@ -125,5 +125,5 @@ async def _kept(
             error=result.error,
             duration_s=time.perf_counter() - started,
         )
-        await record.phase_finished(outcome)
+        record.phase_finished(outcome)
     return worker, result

@@ -172,22 +172,21 @@ class RunRecord:
         the store, and the agents it calls are not kept (:meth:`keeps`)."""
         return WorkerRecord(self, name, self._journals.get(name, {}), resumed_from, phase=True)
 
-    async def phase_finished(self, outcome: SubtaskResult) -> None:
+    def phase_finished(self, outcome: SubtaskResult) -> None:
         """Keep the result of the planner's or the aggregator's worker (``outcome``,
         under the name it is kept by) once final, as a subtask's is: a resumed run reads
         it back rather than ask again. One the store failed, or that did not end (cut
-        off, over budget), is not: a resumed run continues it from its checkpoint. A
-        store that fails as it is written fails nothing: it is written again with the
-        end of the run, as a subtask's result is."""
+        off, over budget), is not: a resumed run continues it from its checkpoint.
+
+        Queued, not waited for: no guarantee rests on it (a run whose process dies
+        before it is committed continues the worker from its checkpoint, its calls
+        answered from the journal), and a store that fails to write it fails nothing.
+        """
         raised = outcome.worker.exception if outcome.worker is not None else None
         if not finished(outcome) or unfinished(raised):
             return
-        self.spent_so_far()
         row = (self.run_id, outcome.subtask.id, outcome.status, model_json(outcome), time.time())
-        try:
-            await self.store.commit((_SAVE_RESULT, row), lease=self.lease)
-        except StoreError:
-            self._unwritten.append((_SAVE_RESULT, row))
+        self.store.write((_SAVE_RESULT, row), lease=self.lease)
 
     def keeps(self, name: str) -> bool:
         """Whether worker ``name`` is kept turn by turn now as a caller whose agents
