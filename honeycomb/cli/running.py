@@ -639,6 +639,13 @@ async def _say_stopped(
         kept = store is not None and await store.summary(run_id) is not None
     except StoreError:  # it cannot be read now: say what would continue it
         kept = True
+    if store is not None and store.path is not None and not store.path.exists():
+        print(  # what it wrote went with the file (SQLite writes on into it, unseen)
+            f"\n{by}: run {run_id} stopped, and its store {store.where} is not there any "
+            "more (removed as the run went): nothing of it is left to continue",
+            file=sys.stderr,
+        )
+        return
     if store is not None and not kept:
         print(
             f"\n{by}: run {run_id} stopped before anything of it was kept: nothing to "
