@@ -119,13 +119,13 @@ def test_the_json_of_a_run_a_signal_stops_ends_with_what_the_run_sent_as_it_stop
 
 
 REMOVING = '''
-import asyncio, shutil, signal, sys
+import asyncio, shutil, signal
 from runtime import tool
 
 @tool
 async def look_up(city: str) -> str:
     """Look up facts about a city."""
-    shutil.rmtree(sys.argv[-1])  # the store's folder, as a clean-up would, as the run goes
+    shutil.rmtree(FOLDER)  # the store's, as a clean-up would, as the run goes
     signal.raise_signal(signal.SIGINT)
     await asyncio.Event().wait()
     return "never"
@@ -133,14 +133,14 @@ async def look_up(city: str) -> str:
 
 
 def test_a_run_whose_store_was_removed_as_it_went_is_said_to_be_gone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Its folder removed as the run went (SQLite wrote on into the file it had open),
     a run stopped by Ctrl-C was said to have stopped before anything of it was kept."""
     folder = tmp_path / "kept"
-    path, store = cut_off_hive(tmp_path, REMOVING, "removing_tools"), folder / "runs.db"
+    tools = REMOVING.replace("FOLDER", repr(str(folder)))
+    path, store = cut_off_hive(tmp_path, tools, "removing_tools"), folder / "runs.db"
     argv = ["run", str(path), "Look up facts about Lisbon.", "--plain", "--store", str(store)]
-    monkeypatch.setattr("sys.argv", ["honeycomb", str(folder)])
     assert main([*argv, "--run-id", "gone"]) == 130
     assert capsys.readouterr().err.endswith(
         f"\nSIGINT: run gone stopped, and its store {store} is not there any more (removed "
