@@ -59,7 +59,13 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from honeycomb import Event, Executor, HoneycombError, RunResult, RunStream, Turn
-from honeycomb.errors import ConfigError, GuardrailTripped, RunBusy, SessionError, StoreError
+from honeycomb.errors import (
+    ConfigError,
+    GuardrailTripped,
+    RunBusy,
+    RunMismatch,
+    SessionError,
+)
 from honeycomb.events import RunFinished
 from honeycomb.messages import dump_value
 
@@ -81,7 +87,7 @@ def create_app(executor: Executor) -> Starlette:
             request,
             active,
             lambda: executor.run(task, run_id=run_id or None),
-            _refusal(executor, run_id, task),
+            _refusal(run_id),
         )
 
     async def stream(request: Request) -> Response:
@@ -93,7 +99,7 @@ def create_app(executor: Executor) -> Starlette:
             _streamed(
                 active,
                 lambda: executor.stream(task, run_id=run_id or None),
-                _refusal(executor, run_id, task),
+                _refusal(run_id),
             )
         )
 
@@ -138,7 +144,7 @@ def create_app(executor: Executor) -> Starlette:
     )
 
 
-Refusal = Callable[[HoneycombError], Awaitable[tuple[int, dict[str, Any]] | None]]
+Refusal = Callable[[HoneycombError], tuple[int, dict[str, Any]] | None]
 """The status and JSON body of a request whose run raised this error as the client's
 mistake (None: not the client's): what ``/run`` answers, and what ``/stream`` sends as
 its ``error`` (with the status in it)."""
@@ -167,7 +173,7 @@ async def _answered(
             tg.cancel_scope.cancel()
     if result is not None:
         return JSONResponse(_payload(result))
-    mistaken = await refusal(error) if refusal is not None and error is not None else None
+    mistaken = refusal(error) if refusal is not None and error is not None else None
     if mistaken is not None:
         return JSONResponse(mistaken[1], status_code=mistaken[0])
     if error is not None:
@@ -180,34 +186,26 @@ async def _answered(
     return Response(status_code=499)  # the client went away
 
 
-def _refusal(executor: Executor, run_id: str | None, task: str) -> Refusal:
-    """How a request for ``task`` on run ``run_id`` is refused as the client's mistake,
-    with 409 (not naming where the service keeps its runs, nor its processes): a run
-    under way (another request carries it on, here or in another replica: send again
-    once it ended), or one the store keeps of another task (it goes on only with its
-    own task), naming that task."""
+def _refusal(run_id: str | None) -> Refusal:
+    """How a request on run ``run_id`` is refused as the client's mistake, with 409
+    (not naming where the service keeps its runs, nor its processes): a run under way
+    (another request carries it on, here or in another replica: send again once it
+    ended), or one the store keeps of another task (it goes on only with its own
+    task), naming that task."""
 
-    async def refused(error: HoneycombError) -> tuple[int, dict[str, Any]] | None:
-        store = executor.store
-        if store is None or not run_id:
+    def refused(error: HoneycombError) -> tuple[int, dict[str, Any]] | None:
+        if not run_id:
             return None
         if isinstance(error, RunBusy):
             said = f"run {run_id!r} is under way for another request: send it again once it ended"
             return 409, {"error": said, "run_id": run_id}
-        if not isinstance(error, ConfigError):
-            return None
-        try:
-            found = await store.summary(run_id)
-        except StoreError:  # not known: the error is told as it is
-            return None
-        other = store.another_task(found.task, task) if found is not None else None
-        if other is None:
-            return None
-        said = (
-            f"run {run_id!r} is a run of another task ({other!r}): send that task to go "
-            "on with it, or a new run_id for this one"
-        )
-        return 409, {"error": said, "run_id": run_id, "task": other}
+        if isinstance(error, RunMismatch) and error.task is not None:
+            said = (
+                f"run {run_id!r} is a run of another task ({error.task!r}): send that task "
+                "to go on with it, or a new run_id for this one"
+            )
+            return 409, {"error": said, "run_id": run_id, "task": error.task}
+        return None
 
     return refused
 
@@ -229,7 +227,7 @@ def _streamed(
                     async for event in run:
                         await send.send(_sse(event.kind, _fields(event)))
                 except HoneycombError as exc:
-                    told = await refusal(exc) if refusal is not None else None
+                    told = refusal(exc) if refusal is not None else None
                     said: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}"}
                     if told is not None:
                         said = {**told[1], "status": told[0]}

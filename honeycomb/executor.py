@@ -680,9 +680,9 @@ class Executor:
 
         Raises:
             ConfigError: before anything runs or is stored, when ``task`` is empty or
-                only whitespace, or ``run_id`` is not valid text (a lone surrogate);
-                before a stored run goes on, when it was started with another task, or
-                ``subtasks`` are not the plan it ran.
+                only whitespace, or ``run_id`` is not valid text (a lone surrogate).
+            RunMismatch: before a stored run goes on, when it was started with another
+                task, or ``subtasks`` are not the plan it ran.
             ConfigErrors: before the run starts, when a model needs an API key that is
                 not set (:meth:`check_keys`).
             PlanError: when no valid plan could be made; ``.partial`` holds what

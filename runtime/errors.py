@@ -5,7 +5,8 @@ The tree::
     HoneycombError
     ├── ConfigError                 bad YAML, bad role, unknown tool or model reference
     │   ├── ConfigErrors            several ConfigErrors reported at once
-    │   └── CassetteError           a cassette file of recorded model calls cannot be read
+    │   ├── CassetteError           a cassette file of recorded model calls cannot be read
+    │   └── RunMismatch             a run_id names a stored run of another task or plan
     ├── ToolError                   a tool could not be defined or called
     │   ├── ToolDefinitionError     @tool on a function whose signature cannot be a schema
     │   ├── DuplicateToolError      two tools with one name in a registry
@@ -112,6 +113,7 @@ __all__ = [
     "RetryAfterPastDeadline",
     "RunBusy",
     "RunFailed",
+    "RunMismatch",
     "RunawayLoop",
     "ScriptExhausted",
     "ServerGone",
@@ -870,6 +872,24 @@ class StoreError(HoneycombError):
     def __init__(self, message: str, *, path: str) -> None:
         self.path = path
         super().__init__(f"{path}: {message}")
+
+
+class RunMismatch(ConfigError):
+    """A ``run_id`` names a stored run that is not the one asked for: it was started
+    with another task, or ran another plan than the ``subtasks`` given. Nothing was run
+    or kept: go on with it with its own task (``subtasks`` left out, or its own), or
+    use a new ``run_id``.
+
+    Attributes:
+        run_id: The run.
+        task: The stored run's task (its secrets masked) when the task given is
+            another; None when the plan is what differs.
+    """
+
+    def __init__(self, run_id: str, message: str, *, task: str | None = None) -> None:
+        self.run_id = run_id
+        self.task = task
+        super().__init__(message)
 
 
 class RunBusy(StoreError):

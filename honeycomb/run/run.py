@@ -60,6 +60,7 @@ from runtime import (
     Tracer,
 )
 from runtime.concurrency import TimedOut, shielded, within
+from runtime.errors import RunMismatch
 from runtime.events import HeldText, event_time
 from runtime.limits.cut import RunCut, run_cut
 from runtime.limits.retry_policy import wall_time_ends
@@ -355,9 +356,11 @@ class Run:
         if stored is not None:
             other = record.store.another_task(stored.task, self.task)
             if other is not None:
-                raise ConfigError(
+                raise RunMismatch(
+                    self.run_id,
                     f"run {self.run_id!r} in {record.store.where} was started with another "
-                    f"task ({other[:60]!r}); resume it with its own task, or use a new run_id"
+                    f"task ({other[:60]!r}); resume it with its own task, or use a new run_id",
+                    task=other,
                 )
             if subtasks is not None and stored.plan:
                 _same_plan(subtasks, stored.plan, self.run_id, record.store.where)
@@ -798,7 +801,7 @@ def _same_plan(
     other subtasks would be another run's.
 
     Raises:
-        ConfigError: naming the first subtask that differs, and how.
+        RunMismatch: naming the first subtask that differs, and how.
         PlanError: when ``subtasks`` are no plan.
     """
     given, ran = as_plan(subtasks, "the plan given"), Plan.model_validate_json(stored)
@@ -811,9 +814,10 @@ def _same_plan(
         kept = ran[first.id]
         fields = [f for f in type(first).model_fields if getattr(first, f) != getattr(kept, f)]
         how = f"subtask {first.id!r} differs in its {' and '.join(fields)}"
-    raise ConfigError(
+    raise RunMismatch(
+        run_id,
         f"run {run_id!r} in {where} was started with another plan ({how}); resume it "
-        "without subtasks= (it goes on with its own plan), or use a new run_id"
+        "without subtasks= (it goes on with its own plan), or use a new run_id",
     )
 
 

@@ -126,6 +126,7 @@ def examples() -> list[runtime.HoneycombError]:
         e.StoreError("cannot open", path="runs.db"),
         e.RunBusy("r1", path="runs.db", host="h", pid=7, heartbeat_age_s=2.5, expired=True),
         e.RunBusy("r1", path="runs.db", host="h", pid=7, heartbeat_age_s=2.5, here=True),
+        e.RunMismatch("r1", "run 'r1' in runs.db was started with another task", task="t"),
         e.SessionError("turn 2 was interrupted", session_id="u-42", turn=2, run_id="r2"),
         e.SessionBusy("answering turn 3", session_id="u-42", turn=3, run_id="r3"),
         e.MemoryStoreError("not a memory file", path="m.db"),

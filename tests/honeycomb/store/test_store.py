@@ -15,9 +15,9 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from honeycomb import ConfigError, Executor, Role, Subtask, tool
+from honeycomb import Executor, Role, Subtask, tool
 from honeycomb.cli.main import main
-from honeycomb.errors import StoreError
+from honeycomb.errors import RunMismatch, StoreError
 from honeycomb.run.restore import stored_result
 from honeycomb.store import RunStore
 from honeycomb.store.results import whole_result
@@ -199,8 +199,9 @@ async def test_policy_can_fail_a_worker_whose_side_effect_outcome_is_unknown(
 async def test_resuming_with_another_task_is_refused(files: tuple[Where, Path, Path]) -> None:
     db, effects, calls = files
     await interrupted_run(db, effects, calls)
-    with pytest.raises(ConfigError, match=r"r1.*another task"):
+    with pytest.raises(RunMismatch, match=r"r1.*another task") as caught:
         await Setup(effects, calls).executor(db).run("something else", run_id="r1")
+    assert (caught.value.run_id, caught.value.task) == ("r1", TASK)
 
 
 async def test_resuming_with_other_subtasks_is_refused_and_leaves_the_run_as_it_was(
@@ -209,10 +210,10 @@ async def test_resuming_with_other_subtasks_is_refused_and_leaves_the_run_as_it_
     db, effects, calls = files
     await interrupted_run(db, effects, calls)  # of plan(2): w0 done, w1 cut off
     executor = Setup(effects, calls, life="2").executor(db)
-    with pytest.raises(ConfigError, match=r"'r1'.*another plan \(its subtasks are w0, w1; "):
+    with pytest.raises(RunMismatch, match=r"'r1'.*another plan \(its subtasks are w0, w1; "):
         await executor.run(TASK, subtasks=plan(3), run_id="r1")
     changed = [plan(2)[0], Subtask(id="w1", role="worker", instruction="append nothing")]
-    with pytest.raises(ConfigError, match=r"subtask 'w1' differs in its instruction\); resume"):
+    with pytest.raises(RunMismatch, match=r"subtask 'w1' differs in its instruction\); resume"):
         await executor.run(TASK, subtasks=changed, run_id="r1")
     assert not any(life == "2" for _, life in calls_by_worker(calls).get("w1", []))
     # its own plan given again goes on, as does a resume: w0 is not run again
@@ -220,7 +221,7 @@ async def test_resuming_with_other_subtasks_is_refused_and_leaves_the_run_as_it_
     assert result.status == "ok"
     assert [life for _, life in calls_by_worker(calls)["w0"]] == ["1", "1", "1"]
     # a finished run's answer is its plan's: other subtasks are refused, its own kept
-    with pytest.raises(ConfigError, match=r"another plan \(its subtasks are w0, w1; those"):
+    with pytest.raises(RunMismatch, match=r"another plan \(its subtasks are w0, w1; those"):
         await executor.run(TASK, subtasks=plan(1), run_id="r1")
     assert (await executor.run(TASK, subtasks=plan(2), run_id="r1")) == result
 
