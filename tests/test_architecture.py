@@ -161,14 +161,15 @@ FAMILIES = {
     "runtime": set(),
     "runtime.config": {"runtime"},
     "runtime.limits": {"runtime"},
-    "runtime.models": {"runtime", "runtime.limits"},
+    "runtime.models": {"runtime", "runtime.limits", "runtime.config"},
     "runtime.tools": {"runtime", "runtime.limits", "runtime.config"},
     "runtime.memory": {"runtime", "runtime.tools"},
 }
 """What each family of runtime may import: the values at its root (messages, the
 Model protocol, events, errors) import no family; limits and config build on them;
-models on limits (retries, rate limits); tools on limits (deadlines) and config
-(import paths); memory on tools (a result's text, threads)."""
+models on limits (retries, rate limits) and config (an endpoint's URL checked); tools
+on limits (deadlines) and config (import paths, an MCP server's URL checked); memory
+on tools (a result's text, threads)."""
 
 
 def test_runtime_families_import_only_the_ones_below_them() -> None:

@@ -42,6 +42,7 @@ import msgspec
 from msgspec import Meta
 
 from runtime.concurrency import TimedOut, shielded, within
+from runtime.config.urls import http_url_problem
 from runtime.errors import (
     CallNotSent,
     ConfigError,
@@ -157,6 +158,9 @@ class McpServer(Settings, frozen=True, kw_only=True):
             raise ConfigError(f"{where}: args, env and cwd are for a stdio server (command)")
         if self.command is not None and self.headers:
             raise ConfigError(f"{where}: headers are for a streamable-HTTP server (url)")
+        problem = http_url_problem(self.url, "url") if self.url is not None else None
+        if problem is not None:  # else it fails as it starts, in httpx's words
+            raise ConfigError(f"{where}: {problem}")
 
     def __repr__(self) -> str:  # never the values of env and headers: they hold secrets
         # Nor a password or a token in a URL, or a secret its args hold.

@@ -13,11 +13,11 @@ import functools
 import inspect
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
+from runtime.config.urls import http_url_problem
 from runtime.errors import ConfigError, ConfigErrors, kind_of
 from runtime.messages import (
     AssistantMessage,
@@ -28,7 +28,6 @@ from runtime.messages import (
     UserMessage,
 )
 from runtime.model import OutputSchema
-from runtime.secrets import masked_with, url_secrets
 from runtime.text import valid_text
 
 __all__ = [
@@ -245,37 +244,10 @@ def split_settings(
 
 
 def base_url_problem(base_url: str) -> str | None:
-    """What is wrong with ``base_url``, if it cannot be an endpoint's URL: one without
-    ``http://`` or ``https://`` (``localhost:11434/v1``), which every call would fail
-    to reach, one with a line break or another control character in it (read with
-    the end of a line of a Windows .env), or one no URL parser reads (a host's ``[``
-    never closed). It quotes the URL without its password and keys, scheme or none
-    (``user:PASSWORD@host/v1``)."""
-    shown = _shown_url(base_url)
-    if re.match(r"https?://[^/?#\s]", base_url.strip(), re.IGNORECASE):
-        if not base_url.isprintable():
-            return (
-                f"base_url {shown!r} holds a line break or another control character "
-                "(read with the end of its line?): remove it"
-            )
-        try:
-            urlsplit(base_url.strip()).port  # noqa: B018 (read to be checked)
-        except ValueError as exc:
-            return f"base_url {shown!r} cannot be read as a URL ({exc})"
-        return None
-    scheme, sep, _ = base_url.partition("://")
-    if sep and scheme.isascii() and scheme.isalnum():
-        return f"base_url {shown!r} is not an http:// or https:// URL ({scheme}://)"
-    meant = "http://" + shown.strip().lstrip("/")
-    return f"base_url {shown!r} has no http:// or https:// (write {meant!r})"
-
-
-def _shown_url(base_url: str) -> str:
-    """``base_url`` as an error quotes it: without the password of its userinfo or
-    the keys of its query (:func:`~runtime.secrets.url_secrets`), as those of the URL
-    it would be with ``http://`` where it has no scheme."""
-    whole = base_url if "://" in base_url else "http://" + base_url.strip().lstrip("/")
-    return masked_with(base_url, dict.fromkeys(url_secrets(whole), "password"))
+    """What is wrong with ``base_url``, if no call can go to it: no ``http://``, a
+    line break, a port that cannot be (:func:`~runtime.config.urls.http_url_problem`),
+    quoted without its password and keys."""
+    return http_url_problem(base_url, "base_url")
 
 
 def without_query(base_url: str) -> tuple[str, dict[str, str]]:

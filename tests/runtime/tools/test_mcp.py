@@ -643,6 +643,18 @@ async def test_a_password_or_a_token_in_a_server_s_url_is_a_secret() -> None:
             "McpServer.tools: must be of type dict[str, McpToolSettings] (got dict of dict)",
         ),
         ({"name": 7, "command": "x"}, "McpServer.name: must be of type str (got int)"),
+        # A url no request can go to failed as the server started, in httpx's words
+        # (UnsupportedProtocol, OverflowError), a password it held shown as written.
+        (
+            {"name": "t", "url": "bob:s3cret-pw-0123@h/mcp"},
+            "MCP server 't': url 'bob:[password hidden]@h/mcp' has no http:// or https:// "
+            "(write 'http://bob:[password hidden]@h/mcp')",
+        ),
+        (
+            {"name": "t", "url": "http://h:99999/mcp?token=s3cret-token-01"},
+            "MCP server 't': url 'http://h:99999/mcp?token=[password hidden]' cannot be read "
+            "as a URL (Port out of range 0-65535)",
+        ),
     ],
 )
 def test_a_server_is_declared_right_or_told_what_to_fix(
