@@ -59,6 +59,7 @@ from runtime import (
 )
 from runtime.concurrency import shielded
 from runtime.limits import Slots
+from runtime.limits.room import also_among
 from runtime.limits.worktime import waiting_for_room
 from runtime.secrets import add_env, masked_with
 from workers import LoopState, Worker, WorkerError, WorkerResult, WorkerSetup
@@ -393,20 +394,17 @@ class RayBackend:
     async def _room_here(self) -> AsyncIterator[None]:
         """Room for ``workers_per_actor`` workers an actor (the least loaded actor is
         picked), in the running event loop; the wait for it is not the worker's time.
-        A worker started for one that has room (nested) runs in that room."""
+        A worker started for one that has room (nested) runs in that room. Held with
+        the worker's room, it is left with it while the worker's approver asks a
+        person, as one of the run's ``max_workers`` is (:func:`also_among`)."""
         if self.workers_per_actor is None or _in_room.get():
             yield
             return
         loop = asyncio.get_running_loop()
         if self._slots is None or self._slots[0] is not loop:
             self._slots = (loop, asyncio.Semaphore(self.actors * self.workers_per_actor))
-        slots = self._slots[1]
-        with waiting_for_room():
-            await slots.acquire()
-        try:
+        async with also_among(self._slots[1]):
             yield
-        finally:
-            slots.release()
 
     def _recipe(self, model: Model) -> bytes:
         """:func:`recipe`, once a model."""

@@ -24,7 +24,7 @@ from contextvars import ContextVar
 
 from runtime.limits.worktime import asking_a_person, nested_strand, waiting_for_room
 
-__all__ = ["Room", "away_for_a_person", "in_room", "nested_work", "out_of_room"]
+__all__ = ["Room", "also_among", "away_for_a_person", "in_room", "nested_work", "out_of_room"]
 
 
 class Room:
@@ -33,10 +33,11 @@ class Room:
     works (the worker's own, and one for each nested worker under way), it is taken
     again once one of them works again."""
 
-    __slots__ = ("_own", "_slots", "_taking", "_working", "held")  # one a worker
+    __slots__ = ("_also", "_own", "_slots", "_taking", "_working", "held")  # one a worker
 
     def __init__(self, slots: asyncio.Semaphore) -> None:
         self._slots = slots
+        self._also: tuple[asyncio.Semaphore, ...] = ()  # held with it (:func:`also_among`)
         self.held = False
         self._working = 0  # its strands that work
         self._own = _Strand(self)
@@ -56,10 +57,25 @@ class Room:
             _strand.set(self._own)
 
     def give_back(self) -> None:
-        """Let the slot go, if it holds it."""
+        """Let the slot go, if it holds it (and those it holds with it)."""
         if self.held:
             self.held = False
             self._slots.release()
+            for slots in self._also:
+                slots.release()
+
+    async def _acquire(self) -> None:
+        """Take a slot, and one of each of the slots it holds with it, or none."""
+        await self._slots.acquire()
+        taken = [self._slots]
+        try:
+            for slots in self._also:
+                await slots.acquire()
+                taken.append(slots)
+        except BaseException:
+            for slots in taken:
+                slots.release()
+            raise
 
     def _less(self) -> None:
         """A strand stops working: the last lets the slot go."""
@@ -80,7 +96,7 @@ class Room:
             with waiting_for_room():  # the worker's own time limit does not count it
                 async with self._taking:  # the others, once the first has taken it
                     if not self.held:
-                        await self._slots.acquire()
+                        await self._acquire()
                         self.held = True
         except BaseException:  # cancelled as it waits: it does not work
             self._less()
@@ -151,6 +167,36 @@ async def _asked(strand: _Strand, *, cancelled: bool) -> None:
     strand.asking -= 1
     if strand.works:
         await strand.room._more(cancelled=cancelled)
+
+
+@asynccontextmanager
+async def also_among(slots: asyncio.Semaphore) -> AsyncIterator[None]:
+    """The block's worker holds one of ``slots`` too (a Ray actor's room for it) while
+    it holds its room: left with it while nothing of the worker works but its waits for
+    a person, and taken again with it. A worker with no room (no ``max_workers`` to
+    share) has a room of its own among ``slots`` for the block. The wait for the slot
+    is a wait for room, which the worker's own time limit does not count."""
+    strand = _strand.get()
+    if strand is None:
+        room = Room(slots)
+        with waiting_for_room():
+            await room.take()
+        try:
+            yield
+        finally:
+            room.give_back()
+            _strand.set(None)  # the worker's task is in no room once the block ends
+        return
+    room = strand.room
+    with waiting_for_room():
+        await slots.acquire()  # (the worker works as the block begins: its room is held)
+    room._also = (*room._also, slots)
+    try:
+        yield
+    finally:
+        room._also = tuple(s for s in room._also if s is not slots)
+        if room.held:
+            slots.release()
 
 
 @asynccontextmanager

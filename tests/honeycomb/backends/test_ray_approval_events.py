@@ -6,15 +6,23 @@ resumed run goes on with it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from honeycomb import Event, Executor, Role
+from honeycomb import ApprovalRequest, Decision, Event, Executor, Policy, Role
 from honeycomb.backends import RayBackend
-from honeycomb.events import ApprovalDecided, ApprovalRequested, RunFinished, WorkerStarted
+from honeycomb.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    RunFinished,
+    WorkerFinished,
+    WorkerStarted,
+)
 from honeycomb.run.agents import CANNOT_WAIT
 from honeycomb.testing import FunctionModel
 from runtime.secrets import add_secret
@@ -79,8 +87,6 @@ async def test_a_nested_workers_waiting_call_is_told_as_it_waits_and_as_it_is_de
 async def test_a_call_is_told_as_asked_only_when_someone_is_asked(
     backend: RayBackend | None, tmp_path: Path
 ) -> None:
-    from honeycomb import ApprovalRequest, Decision
-
     async def approver(request: ApprovalRequest) -> Decision:
         return Decision.denied("not today", by="bob")
 
@@ -168,3 +174,37 @@ async def test_a_resumed_workers_stored_decision_is_told_as_it_starts_again(
         assert isinstance(told, ApprovalDecided)
         assert (told.turn, told.call_id, told.approved, told.by) == (1, "c0_0", True, "ann")
     assert sorted(notes.read_text().split()) == ["one", "two"]
+
+
+@pytest.mark.parametrize("max_workers", [1, 4])
+async def test_a_worker_whose_approver_asks_a_person_leaves_its_room_in_the_actor(
+    ray_session: None, tmp_path: Path, max_workers: int
+) -> None:
+    # One process gives a worker's slot of max_workers back while its approver asks a
+    # person; on Ray it held its room in the actor (workers_per_actor) all along, and
+    # the run's other worker waited for the person's answer (here, for ever: the
+    # person answers once that other worker has finished).
+    other_done = asyncio.Event()
+
+    async def person(request: ApprovalRequest) -> Decision:
+        await other_done.wait()
+        return Decision(approve=True)
+
+    def heard(event: Event) -> None:
+        if isinstance(event, WorkerFinished) and event.worker == "s2":
+            other_done.set()
+
+    pool = RayBackend(actors=1, workers_per_actor=1, actor_cpus=0)
+    role = Role(name="r", tools=(f"{TOOLS}:guarded_note", f"{TOOLS}:echo"))
+    ex = Executor(
+        [role], FunctionModel(scripted), aggregator="concat", backend=pool, approver=person,
+        policy=Policy(max_workers=max_workers),
+    )  # fmt: skip
+    asks = _script([("guarded_note", {"path": str(tmp_path / "notes"), "text": "x"})])
+    quick = _script([("echo", {"text": "q", "delay": 0})])
+    try:
+        with anyio.fail_after(60):
+            result = await ex.run("t", subtasks=[("r", asks), ("r", quick)], on_event=[heard])
+    finally:
+        pool.stop()
+    assert (result.subtasks["s1"].text, result.subtasks["s2"].text) == ("noted x", "q")
