@@ -2,7 +2,8 @@
 nested worker's (``agent:ROLE``) call, made in a Ray actor, is told to the run's
 listeners in the driver as it starts waiting, its secret masked there (the actor
 knows none of the driver's secrets), and its decision, found in the store, as the
-resumed run goes on with it."""
+resumed run goes on with it; and the room in an actor a worker leaves while its
+approver asks a person."""
 
 from __future__ import annotations
 
