@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -80,13 +81,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             with keeping():
                 try:
                     given = list(sys.argv[1:] if argv is None else argv)
-                    return waiting_for_abandoned_calls(lambda: _command(given))
+                    code = waiting_for_abandoned_calls(lambda: _command(given))
+                    if argv is None:  # the process's own command: it exits next
+                        _leaves_at_once(code)
+                    return code
                 finally:
                     for stream in (sys.stdout, sys.stderr):  # what each held back
                         with contextlib.suppress(OSError, ValueError):  # a pipe, a stream closed
                             stream.flush()
         finally:
             sys.stdout, sys.stderr = out, err
+
+
+def _leaves_at_once(code: int) -> None:
+    """From here on, Ctrl-C ends the process at once with ``code``: Python waits for the
+    threads left running as it exits (one that connects to a server that does not
+    answer, which a Ctrl-C cut the command short in, until the connection times out),
+    and Ctrl-C then raised in that wait, printing its traceback."""
+    signal.signal(signal.SIGINT, lambda *_: os._exit(code))
 
 
 def _command(argv: list[str]) -> int:

@@ -71,6 +71,40 @@ def test_a_signal_while_a_sync_side_effect_runs_says_what_the_stop_waits_for() -
     assert out == "stopped\n"
 
 
+LEFT_A_THREAD = """
+import sys, threading
+from honeycomb.cli.main import main
+
+# A thread the command left, which Python waits for as it exits: one that connects to a
+# server that does not answer, as the command was cut short by Ctrl-C.
+threading.Thread(target=threading.Event().wait).start()
+sys.argv = ["honeycomb", "init", "--list"]
+code = main()
+print("returned", flush=True)
+sys.exit(code)
+"""
+
+
+def test_ctrl_c_as_python_waits_for_a_thread_the_command_left_ends_it_at_once() -> None:
+    """It raised KeyboardInterrupt in Python's wait for the thread, whose traceback was
+    the command's last words (``Exception ignored in: <module 'threading'>``)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", LEFT_A_THREAD], text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    try:
+        for line in child.stdout:  # the command's own lines, then its return
+            if line == "returned\n":
+                break
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+    finally:
+        child.kill()  # (ended by then, unless the signal did not end it)
+    assert child.returncode == 0  # the command's status
+    assert err == ""
+
+
 CUT_OFF = '''
 import asyncio, signal
 from runtime import tool
