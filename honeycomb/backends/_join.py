@@ -18,13 +18,16 @@ from runtime import ConfigError
 
 
 def start_ray(address: str | None, num_cpus: int | None) -> bool:
-    """Join the cluster at ``address``, or start a private Ray for this process (None):
-    it listens on 127.0.0.1 only, and its processes end with this one (on Linux).
-    Nothing when this process started a Ray already. Whether it started a private Ray."""
+    """Join the cluster at ``address``, or start a private Ray for this process (None,
+    or ``"local"``, as a hive names it): it listens on 127.0.0.1 only, and its
+    processes end with this one (on Linux). Nothing when this process started a Ray
+    already. Whether it started a private Ray."""
     import ray
 
     if ray.is_initialized():
         return False
+    if address == "local":  # Ray's own would listen on every interface, unwatched
+        address = None
     # Ray's usage statistics are off unless the user turned them on.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     options: dict[str, Any] = {

@@ -79,8 +79,8 @@ class RayBackend:
     """Runs subtask workers in a pool of async Ray actors; the run stays here.
 
     Args:
-        address: The Ray cluster to join (``ray://...`` or ``host:port``); None
-            starts a private local one for this process (``address="local"``), never
+        address: The Ray cluster to join (``ray://...`` or ``host:port``); None (or
+            ``"local"``) starts a private local one for this process, never
             attaching by accident to a cluster already running on the machine. A Ray
             this process already started (``ray.init`` before) is used as it is.
         actors: Actors in the pool (each one process, with its own event loop).

@@ -600,6 +600,12 @@ def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyP
     assert given["_node_ip_address"] == "127.0.0.1"
     assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
     given.clear()
+    # Named as a hive names it (and as the backend's repr says it), it was Ray's own
+    # local Ray: on every interface, with the machine's CPUs, and no warden.
+    RayBackend("local", num_cpus=1)._init()
+    assert given["_node_ip_address"] == "127.0.0.1"
+    assert given["num_cpus"] == 1
+    given.clear()
     with answering(SETTINGS) as head:
         RayBackend(head)._init()
     assert given["address"] == head
