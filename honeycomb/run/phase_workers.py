@@ -19,7 +19,6 @@ denied saying so (:data:`CANNOT_WAIT`). The agents it calls are not kept
 
 from __future__ import annotations
 
-import hashlib
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from msgspec.structs import replace
 
 from honeycomb.run.agents import current_run
 from honeycomb.run.context import RunContext
+from honeycomb.run.phase_names import is_phase_name, phase_name
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
 from runtime.tools.approvals import NoApprover
@@ -50,20 +50,6 @@ when the run has no approver."""
 _cannot_wait = NoApprover(CANNOT_WAIT)
 
 
-def is_phase_name(name: str) -> bool:
-    """Whether ``name``, a worker's in the run's store, is the planner's or the
-    aggregator's (see :func:`phase_name`)."""
-    return ":" in name and "/" not in name
-
-
-def phase_name(what: str, prompt: str) -> str:
-    """The name in the run of the planner's or the aggregator's worker that does
-    ``what`` (``plan:1.1``, ``aggregate``), asked ``prompt``: never a subtask's (its
-    ``:`` is in no subtask id) nor a nested worker's (it has no ``/``)."""
-    digest = hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"), digest_size=4)
-    return f"{what}:{digest.hexdigest()}"
-
-
 async def run_phase_worker(
     context: RunContext,
     role: Role,
@@ -76,8 +62,8 @@ async def run_phase_worker(
 ) -> tuple[Worker, WorkerResult]:
     """A worker of the run's planner or aggregator ``role`` (made as
     :meth:`RunContext.worker` makes it, given ``made``) run on ``prompt``, and its
-    result; in a run with a store, kept there under :func:`phase_name` of ``what``
-    and ``prompt``: continued from where an earlier life left it, or its answer read
+    result; in a run with a store, kept there under :func:`phase_name` of ``what`` and
+    ``prompt``: continued from where an earlier life left it, or its answer read
     back if it had finished. ``keep``: as :meth:`Worker.run` takes it; ``unkept``:
     the worker to run when nothing is kept (made so already), if any.
 

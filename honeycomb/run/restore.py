@@ -13,7 +13,7 @@ import msgspec
 from msgspec.structs import replace
 from pydantic import BaseModel, ValidationError
 
-from honeycomb.run.phase_workers import is_phase_name
+from honeycomb.run.phase_names import is_phase_name
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import StoredRun, StoredWorker
