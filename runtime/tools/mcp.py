@@ -42,7 +42,7 @@ import msgspec
 from msgspec import Meta
 
 from runtime.concurrency import TimedOut, shielded, within
-from runtime.config.urls import http_url_problem
+from runtime.config.endpoints import header_value_problem, http_url_problem
 from runtime.errors import (
     CallNotSent,
     ConfigError,
@@ -159,6 +159,8 @@ class McpServer(Settings, frozen=True, kw_only=True):
         if self.command is not None and self.headers:
             raise ConfigError(f"{where}: headers are for a streamable-HTTP server (url)")
         problem = http_url_problem(self.url, "url") if self.url is not None else None
+        for value in self.headers.values():
+            problem = problem or header_value_problem(value)
         if problem is not None:  # else it fails as it starts, in httpx's words
             raise ConfigError(f"{where}: {problem}")
 

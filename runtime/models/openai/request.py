@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from runtime.config.urls import http_url_problem
+from runtime.config.endpoints import header_value_problem, http_url_problem
 from runtime.errors import ConfigError, ConfigErrors, kind_of
 from runtime.messages import (
     AssistantMessage,
@@ -147,6 +147,8 @@ def settings_problems(
                         f"(got {kind_of(value)})",
                     )
                 )
+            elif (problem := header_value_problem(_header_text(value))) is not None:
+                problems.append((("extra_headers", name), problem))
     query = settings.get("extra_query", {})
     if not isinstance(query, Mapping):
         problems.append(
@@ -245,7 +247,7 @@ def split_settings(
 
 def base_url_problem(base_url: str) -> str | None:
     """What is wrong with ``base_url``, if no call can go to it: no ``http://``, a
-    line break, a port that cannot be (:func:`~runtime.config.urls.http_url_problem`),
+    line break, a port that cannot be (:func:`~runtime.config.endpoints.http_url_problem`),
     quoted without its password and keys."""
     return http_url_problem(base_url, "base_url")
 

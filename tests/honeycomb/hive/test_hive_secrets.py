@@ -343,3 +343,31 @@ def test_an_embeddings_key_read_with_the_end_of_its_line_is_told_at_its_line(
     assert error.message.startswith("the key begins or ends with a space or a line break")
     for each in chain(caught.value):
         assert_hidden(str(each))
+
+
+def test_a_header_read_with_the_end_of_its_line_is_told_at_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model's extra_headers value or an MCP server's header read with a Windows
+    .env's \\r passed validate, and every call failed as 'cannot reach the model
+    endpoint ...: Illegal header value' (the server, as it started). Each is an error
+    at its line that shows neither the header's name nor its value."""
+    monkeypatch.setenv("HIVE_TEST_TOKEN", KEY + "\r")
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        HEAD
+        + '    settings: {extra_headers: {X-Team-Token: "${HIVE_TEST_TOKEN}"}}\n'
+        + "mcp_servers:\n  web:\n    url: http://127.0.0.1:9/mcp\n"
+        + '    headers: {Authorization: "Bearer ${HIVE_TEST_TOKEN}"}\n'
+        + TAIL
+    )
+    assert main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    told = (
+        "a header's value begins or ends with a space or a line break, or holds a control "
+        "character (read with the end of its line?): remove it"
+    )
+    assert f"{path}:6:32: models.gpt.settings.extra_headers: {told}" in out
+    assert f"{path}:8:3: mcp_servers.web: MCP server 'web': {told}" in out
+    assert_hidden(out)
+    assert "X-Team-Token" not in out

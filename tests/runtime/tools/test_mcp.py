@@ -655,6 +655,10 @@ async def test_a_password_or_a_token_in_a_server_s_url_is_a_secret() -> None:
             "MCP server 't': url 'http://h:99999/mcp?token=[password hidden]' cannot be read "
             "as a URL (Port out of range 0-65535)",
         ),
+        (
+            {"name": "t", "url": "http://h/mcp", "headers": {"Authorization": "Bearer s3cret\r"}},
+            "MCP server 't': a header's value begins or ends with a space or a line break",
+        ),
     ],
 )
 def test_a_server_is_declared_right_or_told_what_to_fix(

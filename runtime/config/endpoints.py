@@ -1,6 +1,6 @@
-"""The URLs a person writes for an HTTP endpoint (a model's ``base_url``, an MCP
-server's ``url``): whether one can be reached, and how an error quotes it, without
-its password and keys."""
+"""What a person writes for an HTTP endpoint: its URL (a model's ``base_url``, an MCP
+server's ``url``), whether one can be reached and how an error quotes it, without its
+password and keys; and its headers' values, whether an HTTP client can send them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from runtime.secrets import masked_with, url_secrets
 
-__all__ = ["http_url_problem", "shown_url"]
+__all__ = ["header_value_problem", "http_url_problem", "shown_url"]
 
 
 def http_url_problem(url: str, field: str) -> str | None:
@@ -43,3 +43,17 @@ def shown_url(url: str) -> str:
     be with ``http://`` where it has no scheme (``user:PASSWORD@host/v1``)."""
     whole = url if "://" in url else "http://" + url.strip().lstrip("/")
     return masked_with(url, dict.fromkeys(url_secrets(whole), "password"))
+
+
+def header_value_problem(value: str) -> str | None:
+    """What keeps ``value`` from being sent as a header's value, without showing it (a
+    header may hold a secret): a space or a line break at an end, or a control
+    character in it (a token read with the end of a line of a Windows .env), which
+    HTTP refuses, so that every request would fail as if its server were away. None
+    when it can be sent."""
+    if value == value.strip() and value.replace("\t", " ").isprintable():
+        return None
+    return (
+        "a header's value begins or ends with a space or a line break, or holds a control "
+        "character (read with the end of its line?): remove it"
+    )
