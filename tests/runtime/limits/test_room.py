@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from runtime.concurrency import within
-from runtime.limits.room import Room, nested_work, out_of_room
+from runtime.limits.room import Room, also_among, in_room, nested_work, out_of_room
 
 
 async def test_overlapping_waits_for_a_person_leave_the_slot_once_and_take_it_once() -> None:
@@ -115,3 +115,27 @@ async def test_nested_workers_answered_while_the_slot_is_anothers_all_wait_for_i
     assert worked == [True, True]
     room.give_back()
     assert not slots.locked()
+
+
+async def test_slots_held_with_a_room_are_left_and_taken_again_with_it() -> None:
+    """A Ray actor's room for a worker, held with the worker's slot of max_workers:
+    left with it while the worker's approver asks a person, and taken again with it
+    (before, the actor's room was held all along, and the run's other workers waited
+    for the person). A worker with no slot has a room of its own among them."""
+    run, actor = asyncio.Semaphore(1), asyncio.Semaphore(1)
+    async with also_among(actor):  # in no room of max_workers: a room of its own
+        assert actor.locked()
+        async with out_of_room():
+            assert not actor.locked()
+        assert actor.locked()
+    assert not in_room()
+    assert not actor.locked()
+    room = Room(run)
+    await room.take()
+    async with also_among(actor):
+        assert actor.locked()
+        async with out_of_room():
+            assert (run.locked(), actor.locked()) == (False, False)  # another may run
+        assert (run.locked(), actor.locked()) == (True, True)
+    assert not actor.locked()
+    room.give_back()
