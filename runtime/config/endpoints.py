@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from runtime.secrets import masked_with, url_secrets
 
-__all__ = ["header_value_problem", "http_url_problem", "shown_url"]
+__all__ = ["header_value_problem", "http_url_problem", "sendable_in_header", "shown_url"]
 
 
 def http_url_problem(url: str, field: str) -> str | None:
@@ -45,13 +45,20 @@ def shown_url(url: str) -> str:
     return masked_with(url, dict.fromkeys(url_secrets(whole), "password"))
 
 
+def sendable_in_header(value: str) -> bool:
+    """Whether an HTTP client can send ``value`` in a header (an API key in its
+    ``Authorization``, a header a person gives): not with a space or a line break at an
+    end, nor a control character in it (a token read with the end of a line of a
+    Windows .env), which HTTP refuses, so that every request would fail as if its
+    server were away."""
+    return value == value.strip() and value.replace("\t", " ").isprintable()
+
+
 def header_value_problem(value: str) -> str | None:
-    """What keeps ``value`` from being sent as a header's value, without showing it (a
-    header may hold a secret): a space or a line break at an end, or a control
-    character in it (a token read with the end of a line of a Windows .env), which
-    HTTP refuses, so that every request would fail as if its server were away. None
-    when it can be sent."""
-    if value == value.strip() and value.replace("\t", " ").isprintable():
+    """What keeps ``value`` from being sent as a header's value
+    (:func:`sendable_in_header`), without showing it (a header may hold a secret);
+    None when it can be sent."""
+    if sendable_in_header(value):
         return None
     return (
         "a header's value begins or ends with a space or a line break, or holds a control "

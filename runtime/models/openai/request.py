@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from runtime.config.endpoints import header_value_problem, http_url_problem
+from runtime.config.endpoints import header_value_problem, http_url_problem, sendable_in_header
 from runtime.errors import ConfigError, ConfigErrors, kind_of
 from runtime.messages import (
     AssistantMessage,
@@ -413,8 +413,9 @@ def key_missing(
 def key_unsendable(what: str, key: str, source: str | None) -> str | None:
     """Why ``key`` (from ``source``, in :func:`key_source`'s words) cannot be sent: it
     begins or ends with a space or a line break (a line of a Windows .env read whole),
-    which no HTTP header holds; None when it can."""
-    if key == key.strip():
+    which no HTTP header holds (:func:`~runtime.config.endpoints.sendable_in_header`);
+    None when it can."""
+    if sendable_in_header(key):
         return None
     return (
         f"{what}: the API key {source or 'sent'} begins or ends with a space or a line "
