@@ -460,11 +460,14 @@ class Run:
 
     def _held(self) -> str | None:
         """What the run holds back until its output guards pass its answer, as its
-        record says it for every view of it: ``workers`` when its answer is made of
-        its workers' answers (``concat``, a function), which the stream holds from the
-        start too (:meth:`_hold_answer_text`); None when no output guard checks the
-        answer, or an aggregator role writes it anew."""
-        return "workers" if self.context.holds_answers else None
+        record says it for every view of it (as the stream holds its text,
+        :meth:`_hold_answer_text`): ``workers`` when its answer is made of its workers'
+        answers (``concat``, a function); ``aggregate`` when an aggregator role writes
+        it anew (its worker's answer is the run's); None when no output guard checks
+        the answer."""
+        if not self.guards.guards.output:
+            return None
+        return "workers" if self.context.holds_answers else "aggregate"
 
     def _hold_answer_text(self) -> HeldText | None:
         """The hold of the final answer's text until the run's output guards pass it
@@ -705,7 +708,7 @@ class Run:
             self.rounds.append(PlanRound(round=self._round, error=f"{type(exc).__name__}: {exc}"))
             self._round = None
         exc.partial = self._result(status, outcomes)
-        if self._held():  # its output guards never passed the answer made of them
+        if self._held() == "workers":  # its guards never passed the answer made of them
             exc.partial = answers_withheld(exc.partial)
         await self._finished(status, exc.partial, exc)
 

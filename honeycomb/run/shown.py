@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from honeycomb.run.decide import ENDED
+from honeycomb.run.phase_names import is_phase_name
 from honeycomb.run.plan import Plan
 from honeycomb.store import StoredRun
 from honeycomb.trace.spans import Span
@@ -56,12 +57,17 @@ def worker_statuses(run: StoredRun, status: str | None = None) -> dict[str, str]
     return statuses
 
 
-def answers_held(run: StoredRun, status: str | None = None) -> bool:
-    """Whether every view holds back the workers' answers of ``run``: its answer is
-    made of them (``concat``, an aggregator function) and its output guards have not
-    passed it (they will check it, check it now, or refused it), as the stream holds
-    their text; ``status`` as :func:`worker_statuses` takes it."""
-    return run.held == "workers" and (status or run.status) not in _PASSED
+def answers_held(run: StoredRun, worker: str, status: str | None = None) -> bool:
+    """Whether every view holds back the answer of ``worker`` (its name in the store)
+    of ``run``, as the stream holds its text: the run's answer is made of it (its
+    workers' under ``concat`` or an aggregator function; its aggregator role's worker's,
+    which writes it) and its output guards have not passed it (they will check it,
+    check it now, or refused it); ``status`` as :func:`worker_statuses` takes it."""
+    if (status or run.status) in _PASSED:
+        return False
+    if run.held == "workers":
+        return not is_phase_name(worker)
+    return run.held == "aggregate" and worker.startswith("aggregate:")
 
 
 def stored_timeline(run: StoredRun, spans: Sequence[Span], status: str | None = None) -> Timeline:

@@ -17,7 +17,7 @@ adding and removing forms only.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -343,7 +343,7 @@ def live_parts(
             run.workers,
             statuses,
             [row.name for row in timeline.rows],
-            held=answers_held(run, summary.status),
+            held=lambda worker: answers_held(run, worker, summary.status),
         )
         + "</div>"
     )
@@ -361,17 +361,26 @@ def _workers(
     statuses: dict[str, str],
     order: Sequence[str],
     *,
-    held: bool,
+    held: Callable[[str], bool],
 ) -> str:
-    """The workers, each with its transcript, in ``order`` (the timeline's rows: the
-    plan's), any other after by name; ``held``: without their answers (the run's answer
-    is made of them, and its output guards have not passed it)."""
+    """The workers, each with its transcript: its planner's first, then in ``order``
+    (the timeline's rows: the plan's), any other after by name, its aggregator's last;
+    those ``held`` says (by name) without their answers (the run's answer is made of
+    them, and its output guards have not passed it)."""
     if not workers:
         return ""
     place = {name: index for index, name in enumerate(order)}
+
+    def placed(name: str) -> tuple[int, str]:
+        if name in place:
+            return place[name], name
+        if name.startswith("plan:"):
+            return -1, name
+        return len(order) + name.startswith("aggregate:"), name
+
     parts = "\n".join(
-        _worker(name, workers[name], statuses.get(name, workers[name].status), held=held)
-        for name in sorted(workers, key=lambda name: (place.get(name, len(place)), name))
+        _worker(name, workers[name], statuses.get(name, workers[name].status), held=held(name))
+        for name in sorted(workers, key=placed)
     )
     return f"<h2>workers</h2>{parts}"
 

@@ -13,10 +13,11 @@ import anyio
 import httpx
 import pytest
 
-from honeycomb import Executor, GuardCheck, GuardrailTripped, Guards, ModelRequest, Role
+from honeycomb import Executor, GuardCheck, GuardrailTripped, Guards, ModelRequest, Role, tool
 from honeycomb.cli.main import main
-from honeycomb.testing import FunctionModel, ScriptedModel
+from honeycomb.testing import FunctionModel, ScriptedModel, call
 from honeycomb.web import create_app
+from runtime import AssistantMessage, ToolMessage
 from tests.honeycomb.web.test_serve import _until
 from tests.support.asgi_server import ThreadedServer
 
@@ -153,3 +154,61 @@ async def test_a_worker_whose_answer_its_guard_checks_is_running_on_the_page(db:
     row = live.split('data-worker="s1"', 1)[1].split('<div class="row', 1)[0]
     assert '">running</div>' in row
     assert "not started" not in live
+
+
+@tool
+def look(topic: str) -> str:
+    """Look a topic up."""
+    return f"found {topic}"
+
+
+def _merges(request: ModelRequest) -> AssistantMessage | str:
+    """A worker answers; the aggregator role looks once, then writes the answer."""
+    if "aggregator" not in str(request.messages[0].content):
+        return "the worker's notes"
+    if not any(isinstance(m, ToolMessage) for m in request.messages):
+        return AssistantMessage(tool_calls=(call("look", {"topic": "vault"}, id="c1"),))
+    return CODE
+
+
+@pytest.mark.parametrize("refuses", [True, False], ids=["refused", "passed"])
+async def test_an_aggregator_roles_answer_is_shown_once_the_runs_guards_pass_it(
+    db: Path, capsys: pytest.CaptureFixture[str], refuses: bool
+) -> None:
+    """The aggregator role's worker, kept in the store with its turns (it called a
+    tool), wrote the run's answer: its page shows it neither while the run's output
+    guards check it nor once they refused it; the workers it merged are shown."""
+    judge = _Judge(refuses)
+    executor = Executor(
+        [Role(name="clerk"), Role(name="aggregator", tools=("look",))],
+        FunctionModel(_merges),
+        tools=[look],
+        store=db,
+        aggregator="aggregator",
+        guards=Guards(output=(judge,)),
+    )
+
+    async def run() -> str:
+        try:
+            return (await executor.run("t", subtasks=[("clerk", "go")], run_id="r1")).status
+        except GuardrailTripped:
+            return "tripped"
+
+    app = create_app(db, token=TOKEN)
+    with ThreadedServer(app, name="serve") as server, anyio.fail_after(30):
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            async with asyncio.TaskGroup() as group:
+                running = group.create_task(run())
+                await judge.checking.wait()
+                checked = await _views(client, db, capsys)
+                judge.go.set()
+            ended = await _views(client, db, capsys)
+    assert running.result() == ("tripped" if refuses else "ok")
+    for shown in (checked, *([ended] if refuses else [])):
+        assert "4417" not in shown
+        assert 'data-worker="aggregate:' in shown  # kept, its answer held
+        assert "the worker&#x27;s notes" in shown
+    if not refuses:
+        assert CODE in ended
+    page = ended.split("<h2>workers</h2>", 1)[1]
+    assert page.index('data-worker="s1"') < page.index('data-worker="aggregate:')
