@@ -16,16 +16,20 @@ from typing import Any
 from honeycomb.backends._warden import my_children, ward
 from runtime import ConfigError
 
+_private: str | None = None
+"""The GCS address of the private Ray this process started, once it did."""
 
-def start_ray(address: str | None, num_cpus: int | None) -> bool:
+
+def start_ray(address: str | None, num_cpus: int | None) -> None:
     """Join the cluster at ``address``, or start a private Ray for this process (None,
     or ``"local"``, as a hive names it): it listens on 127.0.0.1 only, and its
     processes end with this one (on Linux). Nothing when this process started a Ray
-    already. Whether it started a private Ray."""
+    already."""
+    global _private
     import ray
 
     if ray.is_initialized():
-        return False
+        return
     if address == "local":  # Ray's own would listen on every interface, unwatched
         address = None
     # Ray's usage statistics are off unless the user turned them on.
@@ -47,9 +51,10 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
             _use_token_auth()
         before = set(my_children())
         with _on_loopback():
-            ray.init(**options)
+            started = ray.init(**options)
         ward(set(my_children()) - before)  # the processes ray.init started
-        return True
+        _private = (getattr(started, "address_info", None) or {}).get("gcs_address")
+        return
     if "RAY_AUTH_MODE" not in os.environ and _token_given():
         # A cluster with token authentication: Ray's driver sends the token only
         # when told to, and a head started with one refuses drivers without it.
@@ -59,13 +64,13 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
     # where a head that listens on the loopback only cannot be reached.
     with _on_loopback() if _on_this_machine_only(address) else contextlib.nullcontext():
         ray.init(**options)
-    return False
 
 
 def check_room(backend: object, actors: int, actor_cpus: float) -> None:
-    """Raise unless the private Ray this process started has the CPUs ``actors``
-    actors of ``actor_cpus`` each ask for: no node joins it, and Ray would never place
-    the others, whose pool would wait for them without end.
+    """Raise unless this process's Ray, when it is the private Ray it started, has the
+    CPUs ``actors`` actors of ``actor_cpus`` each ask for: no node joins it, and Ray
+    would never place the others, whose pool would wait for them without end (a
+    cluster's nodes may join it: its actors wait).
 
     Raises:
         ConfigError: naming ``backend``, what its actors ask for, what the Ray has,
@@ -73,6 +78,8 @@ def check_room(backend: object, actors: int, actor_cpus: float) -> None:
     """
     import ray
 
+    if _private is None or ray.get_runtime_context().gcs_address != _private:
+        return
     have = float(ray.cluster_resources().get("CPU", 0.0))  # type: ignore[no-untyped-call]
     need = actors * actor_cpus
     if need <= have:

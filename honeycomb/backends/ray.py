@@ -176,16 +176,15 @@ class RayBackend:
             if self._pool is None:
                 # In this thread, blocking the loop once for a few seconds: a Ray
                 # started from another thread loses its connection to its own GCS.
-                if self._init():  # no node joins a private Ray: it has what it has
-                    check_room(self, self.actors, self.actor_cpus)
+                self._init()
+                check_room(self, self.actors, self.actor_cpus)
                 self._pool = self._new_pool()
                 # Ready once each has started (its imports done): a failure shows here.
                 await asyncio.gather(*(a.handle.pid.remote() for a in self._pool))
                 ward()  # a private Ray's processes started since, its actors among them
 
-    def _init(self) -> bool:
-        """Join (or start) Ray; whether a private Ray was started."""
-        return start_ray(self.address, self.num_cpus)
+    def _init(self) -> None:
+        start_ray(self.address, self.num_cpus)
 
     def _new_pool(self) -> list[Actor]:
         """The pool's actors, made.

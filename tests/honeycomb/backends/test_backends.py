@@ -589,6 +589,7 @@ async def test_a_tool_that_kills_its_actor_fails_its_worker_after_a_bounded_numb
 
 def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     given: dict[str, Any] = {}
+    monkeypatch.setattr(ray_join, "_private", None)  # none starts: the session's is kept
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **options: given.update(options))
     monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
@@ -613,16 +614,13 @@ def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyP
 
 
 async def test_actors_a_private_ray_cannot_place_are_refused_not_waited_for(
-    monkeypatch: pytest.MonkeyPatch,
+    ray_session: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # RayBackend(actors=3) on a private Ray of two CPUs (the default two actors on a
     # machine of one, say) waited for its third actor without end: Ray never places it.
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "init", lambda **options: None)
-    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
     made: list[RayBackend] = []
     monkeypatch.setattr(RayBackend, "_new_actor", lambda self: made.append(self))
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError) as caught:  # the session's private Ray has two
         await RayBackend(actors=3).start()
     assert str(caught.value).startswith(
         "RayBackend(address='local', actors=3): its actors ask for 3 CPUs in all "
@@ -676,6 +674,19 @@ def test_a_port_that_answers_but_is_no_ray_head_is_told_at_once(
     assert time.monotonic() - started < 5
     assert why in str(caught.value)
     assert tried == []
+
+
+def test_a_key_given_empty_goes_to_the_actors_as_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hive model whose api_key comes out empty (${NAME:-}, NAME unset) has no key,
+    and sends a placeholder, never OPENAI_API_KEY, to its base_url: on Ray it was
+    refused as a key given ('drop api_key='), and the actor would have sent its own
+    OPENAI_API_KEY in its place."""
+    from honeycomb import OpenAIModel
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-actors-own-key")
+    empty = OpenAIModel("llama3.1", base_url="http://127.0.0.1:1/v1", api_key="")
+    again = pickle.loads(recipe(empty, {}))  # as an actor makes it
+    assert again._new_client().api_key == "unused"
 
 
 def test_an_api_key_is_never_sent_to_the_actors() -> None:
