@@ -65,9 +65,9 @@ class RunContext(Value, frozen=True, kw_only=True):
         aggregator: The role that merges the run's results (None: none does, a
             function or ``concat`` merges them), which a planner gives no subtask.
         kept: Whether the run keeps a store, where its subtasks' workers' calls (and
-            their nested workers') wait for decisions. Its other workers, not kept
-            turn by turn, cannot: with no approver, their calls are denied saying so
-            (:data:`NOT_KEPT`).
+            their nested workers') wait for decisions. Its other workers' cannot
+            (its planner's and aggregator's, and the agents they call): with no
+            approver, their calls are denied saying so (:data:`NOT_KEPT`).
         holds_answers: Whether its answer is made of its subtasks' answers (``concat``,
             a function) and its output guards check it: their answers are kept in
             their roles' memory once the guards passed it, not as each ends.
@@ -146,12 +146,12 @@ class RunContext(Value, frozen=True, kw_only=True):
 
 NOT_KEPT = (
     "no approver is attached, and a call of the run's planner or aggregator (or of an "
-    "agent either calls) cannot wait for a decision: the run's store keeps its subtasks' "
-    "workers turn by turn, not these. Attach an approver (Executor(approver=...), or run "
-    "it on a terminal: honeycomb run asks there)"
+    "agent either calls) cannot wait for a decision: a run waits for one only in its "
+    "subtasks' workers. Attach an approver (Executor(approver=...), or run it on a "
+    "terminal: honeycomb run asks there)"
 )
-"""Why a call of a stored run's worker that is not kept is denied when nobody can
-decide it."""
+"""Why a call of a stored run's worker that cannot wait for a decision (its planner's,
+its aggregator's, or an agent's they call) is denied when nobody can decide it."""
 
 
 _not_kept = NoApprover(NOT_KEPT)
