@@ -92,7 +92,7 @@ def _settings(endpoint: OpenAIEndpoint) -> dict[str, Any]:
     Raises:
         ConfigError: for an endpoint given its API key (or a client holding one).
     """
-    if endpoint._api_key is not None or endpoint._given is not None:
+    if endpoint._api_key or endpoint._given is not None:  # "": no key, as it is
         raise ConfigError(
             f"model {endpoint!r}: on Ray, each actor reads the API key from its own "
             "environment (the cluster's nodes', or a hive's "
@@ -105,6 +105,7 @@ def _settings(endpoint: OpenAIEndpoint) -> dict[str, Any]:
         "model": endpoint.model,
         "base_url": endpoint.base_url,
         "api_key_env": endpoint.api_key_env,  # its name: the actor reads its own
+        "api_key": endpoint._api_key,  # None, or "" (no key: never the actor's OPENAI_API_KEY)
         "timeout": endpoint.timeout,
         "retry": endpoint.retry,
         "settings": endpoint.settings,
