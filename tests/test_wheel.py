@@ -22,6 +22,10 @@ import pytest
 from honeycomb.cli.running import DEMOS
 from tests.support import ROOT
 
+pytestmark = pytest.mark.xdist_group("wheel")
+"""One test process runs them, which then builds and installs the wheel once (spread
+over the processes, each of them built its own: 4 s of CPU each)."""
+
 
 def _pip(*args: str) -> None:
     subprocess.run(
