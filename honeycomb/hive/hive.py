@@ -243,14 +243,16 @@ class Hive:
         return tuple(names)
 
     def missing_keys(self) -> list[ConfigError]:
-        """The models a run of it may call (and those of the hives its roles call) whose
-        calls need an API key that is neither given nor set, each at its declaration:
-        ``honeycomb validate`` warns of them, and a run does not start without."""
+        """The models a run of it may call (and those of the hives its roles call), and
+        its memory's embeddings when a role uses the memory, whose calls need an API key
+        that is neither given nor set, each at its declaration: ``honeycomb validate``
+        warns of them, and a run does not start without."""
         found: list[ConfigError] = []
         for name in self.models_used():
             found += self._key_missing(("models", name), self.spec.models[name])
         declared = self.spec.memory
-        if declared is not None and declared.embeddings is not None:
+        used = any(role.memory is not None for role in self.roles.values())
+        if declared is not None and declared.embeddings is not None and used:
             found += self._key_missing(("memory", "embeddings"), declared.embeddings)
         for sub in self.hives.values():
             found += sub.missing_keys()

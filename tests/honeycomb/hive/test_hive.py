@@ -386,29 +386,35 @@ def test_a_key_none_gives_is_told_one_way_by_models_embeddings_and_endpoints(
     for name in ("HIVE_TEST_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     memory = "memory:\n  embeddings:\n    model: embed-small\n"
-    keyed = GOOD.replace("base_url: http://127.0.0.1:9/v1", "api_key: ${HIVE_TEST_KEY}")
+    remembers = "    tools: [tests.support.role_tools:word_count]\n    memory: {namespace: n}\n"
+    good = GOOD.replace("    tools: [tests.support.role_tools:word_count]\n", remembers)
+    keyed = good.replace("base_url: http://127.0.0.1:9/v1", "api_key: ${HIVE_TEST_KEY}")
     path = hive(tmp_path, keyed + memory + "    api_key: ${HIVE_TEST_KEY}\n")
     unset = "reads its API key from the environment variable HIVE_TEST_KEY, which is not set"
     assert [str(error) for error in load_hive(path).missing_keys()] == [
         f"{path}:6:5: models.gpt.api_key: model 'gpt-4o-mini' {unset}",
-        f"{path}:24:5: memory.embeddings.api_key: the memory's embeddings model 'embed-small' "
+        f"{path}:25:5: memory.embeddings.api_key: the memory's embeddings model 'embed-small' "
         + unset,
     ]
     endpoint = OpenAIModel("gpt-4o-mini", api_key_env="HIVE_TEST_KEY").missing_key()
     assert endpoint is not None
     assert endpoint.message == f"model 'gpt-4o-mini' {unset}"
     (tmp_path / "openai").mkdir()
-    unkeyed = GOOD.replace("    base_url: http://127.0.0.1:9/v1\n", "") + memory
+    unkeyed = good.replace("    base_url: http://127.0.0.1:9/v1\n", "") + memory
     path = hive(tmp_path / "openai", unkeyed)
     needs = "needs an API key: set OPENAI_API_KEY (or give the model an api_key, or the base_url"
     told = [str(error) for error in load_hive(path).missing_keys()]
     assert told[0].startswith(f"{path}:4:3: models.gpt: model 'gpt-4o-mini' {needs}")
     assert told[1].startswith(
-        f"{path}:21:3: memory.embeddings: the memory's embeddings model 'embed-small' {needs}"
+        f"{path}:22:3: memory.embeddings: the memory's embeddings model 'embed-small' {needs}"
     )
     assert len(told) == 2
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-of-openai")
     assert load_hive(path).missing_keys() == []
+    monkeypatch.delenv("OPENAI_API_KEY")  # embeddings no role calls need none
+    (tmp_path / "unused").mkdir()
+    unused = hive(tmp_path / "unused", unkeyed.replace(remembers, ""))
+    assert [e.field for e in load_hive(unused).missing_keys()] == ["models.gpt"]
 
 
 def test_environment_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
