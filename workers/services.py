@@ -78,6 +78,9 @@ class Services(Value, frozen=True, kw_only=True):
         approver: Decides on calls that need approval (None: they wait in ``store``,
             or, with none, are denied).
         approval_timeout_s: Seconds a call waits for a decision before it is denied.
+        cannot_wait: Why a call that needs approval cannot wait for a decision where it
+            has no log to wait in (``store`` keeps none: the run's planner's and
+            aggregator's); None: the run has no store.
         guards: The run's own guards (its argument guards check every worker's calls).
         judge: Asks the roles that guards name as their judges.
         memory: The long-term memory of roles with ``memory:``.
@@ -94,6 +97,7 @@ class Services(Value, frozen=True, kw_only=True):
     model_slots: Slots | None = None
     approver: Approver | None = None
     approval_timeout_s: float | None = None
+    cannot_wait: str | None = None
     guards: ResolvedGuards = ResolvedGuards()
     judge: Judge | None = None
     memory: Memory | None = None

@@ -323,6 +323,7 @@ class Worker:
                 run_id=run_id,
                 timeout_s=kept.approval_timeout_s,
                 tracer=tracer,
+                cannot_wait=kept.cannot_wait,
             )
         caller = Caller(worker=self.name, run_id=run_id, tracer=tracer)
         calls = tool_calls(

@@ -60,6 +60,8 @@ class ApprovalGate:
         tracer: Told when a call starts waiting for a decision and of the decision
             the worker goes on with (``approval.requested``, ``approval.decided``),
             once each a call, as this gate sees it.
+        cannot_wait: Why a call cannot wait with no ``log`` (None: the run has no
+            store to wait in), told in its denial when nobody decides it.
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class ApprovalGate:
         run_id: str | None = None,
         timeout_s: float | None = None,
         tracer: Tracer = NO_TRACE,
+        cannot_wait: str | None = None,
     ) -> None:
         self.rule = rule
         self.approver = approver
@@ -82,6 +85,7 @@ class ApprovalGate:
         self._run_id = run_id
         self._timeout_s = timeout_s
         self._tracer = tracer
+        self._cannot_wait = cannot_wait or _NO_STORE
         self._told: set[tuple[str, int, str]] = set()  # (event kind, turn, call id)
 
     def asks(self, tool: Tool[Any, Any]) -> bool:
@@ -180,7 +184,8 @@ class ApprovalGate:
                 if self.log is None and left.cannot_wait is not None:
                     raise left.cannot_wait from None
                 if self.log is None:  # one was attached: its reason, not "no approver"
-                    return Decision.denied(f"the approver decided nothing ({left}) and {_NO_STORE}")
+                    why = self._cannot_wait
+                    return Decision.denied(f"the approver decided nothing ({left}) and {why}")
                 return None
             if isinstance(first, ApprovalEntry):  # another's, recorded first: it stands
                 assert first.decision is not None
@@ -188,7 +193,7 @@ class ApprovalGate:
                 return first.decision
             decision, by = first, first.by or "the run's approver"
         elif self.log is None:
-            return Decision.denied(_CANNOT_WAIT)
+            return Decision.denied(f"no approver is attached and {self._cannot_wait}")
         else:
             return None
         if self.log is not None:
@@ -437,7 +442,6 @@ class _Away:
 
 
 _NO_STORE = "the run has no store to wait in"
-_CANNOT_WAIT = f"no approver is attached and {_NO_STORE}"
 
 
 def _timed_out(timeout_s: float) -> Decision:

@@ -15,9 +15,11 @@ from honeycomb import Executor, Policy, Role, RunResult, ToolContext, tool
 from honeycomb.cli import main
 from honeycomb.errors import OutcomeUnknown, PlanError
 from honeycomb.models import Model, cassette
+from honeycomb.run.phase_workers import WHY_NOT
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, call
 from runtime import AssistantMessage, ModelRequest
+from runtime.tools.approvals import ApprovalRequest, Decision, LeftWaiting
 from tests.support.model_requests import Answer, observations, role_of
 
 pytestmark = pytest.mark.timeout(60)
@@ -315,3 +317,37 @@ async def test_a_store_that_fails_to_keep_the_aggregators_result_fails_nothing(d
     assert stored.status == "ok"
     [kept] = [name for name in stored.workers if name != "s1"]
     assert stored.workers[kept].result is None  # a resumed run would continue it
+
+
+async def test_an_approver_that_decides_nothing_on_an_aggregators_call_is_told_why_it_is_denied(
+    db: Path,
+) -> None:
+    """A stored run's aggregator calls a tool that needs approval, and its approver
+    decides nothing (Ctrl-D at the terminal's prompt): the call cannot wait in the
+    store, so it is denied, saying why. It said 'the run has no store to wait in',
+    false of a stored run."""
+
+    @tool(approval=True)
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    async def answer(request: ModelRequest) -> Answer:
+        if role_of(request) != "aggregator":
+            return "w's result"
+        seen = observations(request)
+        if not seen:
+            return AssistantMessage(tool_calls=(call("pay", {"to": "bob"}, id="c1"),))
+        return seen[0].content
+
+    async def closed(request: ApprovalRequest) -> Decision:
+        raise LeftWaiting("the input ended")
+
+    roles = [WORKER, Role(name="aggregator", instructions="Do it.", tools=("pay",))]
+    executor = Executor(
+        roles, FunctionModel(answer), tools=[pay], store=RunStore(db),
+        aggregator="aggregator", approver=closed,
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=[("w", "go")], run_id="r1")
+    assert result.answer == f"denied: the approver decided nothing (the input ended) and {WHY_NOT}"
+    assert "no store" not in WHY_NOT
