@@ -182,11 +182,8 @@ class RunRecord:
         before it is committed continues the worker from its checkpoint, its calls
         answered from the journal), and a store that fails to write it fails nothing.
         """
-        raised = outcome.worker.exception if outcome.worker is not None else None
-        if not finished(outcome) or unfinished(raised):
-            return
-        row = (self.run_id, outcome.subtask.id, outcome.status, model_json(outcome), time.time())
-        self.store.write((_SAVE_RESULT, row), lease=self.lease)
+        if finished(outcome) and not unfinished(_raised(outcome)):
+            self.store.write(self._result(outcome), lease=self.lease)
 
     def keeps(self, name: str) -> bool:
         """Whether worker ``name`` is kept turn by turn now as a caller whose agents
@@ -244,20 +241,26 @@ class RunRecord:
         self.spent_so_far()
         if not finished(outcome):
             return  # not finished: a resumed run continues it
-        if again or (outcome.worker is not None and unfinished(outcome.worker.exception)):
+        if again or unfinished(_raised(outcome)):
             self._rerun.add(name)  # not finished either: a resumed run runs it again
             return
-        row = (self.run_id, name, outcome.status, model_json(outcome), time.time())
+        kept = self._result(outcome)
         try:
             # With the results of the workers that end with it: one transaction for all.
-            await self.store.commit((_SAVE_RESULT, row), lease=self.lease, urgent=False)
+            await self.store.commit(kept, lease=self.lease, urgent=False)
         except StoreError:
-            self._unwritten.append((_SAVE_RESULT, row))
+            self._unwritten.append(kept)
         except asyncio.CancelledError:
             # The run stops as it is written: kept with its end (again, if it was
             # committed already), not lost to a resumed run that would redo its work.
-            self._unwritten.append((_SAVE_RESULT, row))
+            self._unwritten.append(kept)
             raise
+
+    def _result(self, outcome: SubtaskResult) -> Statement:
+        """What keeps ``outcome`` in its worker's row (a subtask's, or the planner's or
+        the aggregator's under the name it is kept by), read back by a resumed run."""
+        row = (self.run_id, outcome.subtask.id, outcome.status, model_json(outcome), time.time())
+        return _SAVE_RESULT, row
 
     async def finished(
         self, status: str, result: RunResult | None, usage: Usage, error: str | None
@@ -317,6 +320,11 @@ def finished(outcome: SubtaskResult) -> bool:
     """Whether a subtask's outcome is final, and so kept in its worker's row: not one a
     resumed run continues (cancelled, over its budget, waiting for a person)."""
     return outcome.status not in ("cancelled", "over_budget", "waiting")
+
+
+def _raised(outcome: SubtaskResult) -> BaseException | None:
+    """What the outcome's worker failed of, if it failed."""
+    return outcome.worker.exception if outcome.worker is not None else None
 
 
 def unfinished(exc: BaseException | None) -> bool:
