@@ -546,8 +546,9 @@ class Executor:
         self._check_deciders()
 
     def check_keys(self) -> None:
-        """Raise if a model of its roles (or of the hives they call as tools) needs an
-        API key that is neither given nor set: :meth:`run` asks before a run starts.
+        """Raise if a model of its roles (or of the hives they call as tools), or their
+        memory's embeddings when a role uses the memory, needs an API key that is
+        neither given nor set: :meth:`run` asks before a run starts.
 
         Raises:
             ConfigErrors: naming each such model and the variable to set.
@@ -648,16 +649,22 @@ class Executor:
         return found
 
     def _missing_keys(self) -> list[ConfigError]:
-        """What :meth:`check_keys` reports, each model once."""
+        """What :meth:`check_keys` reports, each model once: its roles' models, and
+        their memory's embeddings when a role uses the memory."""
         found: list[ConfigError] = []
         seen: set[int] = set()
         for executor in self._all_called():
             crew = executor.shared.crew
+            embeddings = getattr(executor.memory, "embeddings", None)
+            used = any(role.memory is not None for role in crew.roles.values())
             for role in crew.roles.values():
                 for model in (crew.model_for(role), crew.summarizer_for(role)):
                     if model is not None and id(model) not in seen:
                         seen.add(id(model))
                         found += filter(None, [missing_key(model)])
+            if used and embeddings is not None and id(embeddings) not in seen:
+                seen.add(id(embeddings))
+                found += filter(None, [missing_key(embeddings)])
         return found
 
     async def run(

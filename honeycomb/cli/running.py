@@ -445,22 +445,21 @@ def _named_model(args: argparse.Namespace, hive: Hive) -> Model | None:
 
 def missing_keys(hive: Hive, model: Model | None, args: argparse.Namespace) -> list[ConfigError]:
     """The API keys the run would need and lacks: of the hive's models, or of the one
-    model given instead of them (none: a cassette answers every call)."""
+    model given instead of them; and of its memory's embeddings (none: a cassette
+    answers every call)."""
     if getattr(args, "replay", None) is not None:
         return []
-    if model is None:
-        return hive.missing_keys()
-    if missing_key(model) is None:
-        return []
+    found = hive.missing_keys(models=model is None)
+    if model is None or missing_key(model) is None:
+        return found
     # Said of the option: a hive's model has an api_key: to give, --model's has not.
     # A misspelt offline or local model is taken for an endpoint's: the one meant.
     meant = did_you_mean(args.model, ["offline", LOCAL])
-    return [
-        ConfigError(
-            f"--model {args.model} needs an API key{meant}: set OPENAI_API_KEY (or give "
-            "--base-url of a local endpoint: Ollama, vLLM, llama.cpp's server)"
-        )
-    ]
+    given = ConfigError(
+        f"--model {args.model} needs an API key{meant}: set OPENAI_API_KEY (or give "
+        "--base-url of a local endpoint: Ollama, vLLM, llama.cpp's server)"
+    )
+    return [given, *found]
 
 
 def _view(args: argparse.Namespace, console: Console, out: TextIO, hive: Hive) -> View:

@@ -242,20 +242,21 @@ class Hive:
                 names.update(dict.fromkeys(own))
         return tuple(names)
 
-    def missing_keys(self) -> list[ConfigError]:
+    def missing_keys(self, *, models: bool = True) -> list[ConfigError]:
         """The models a run of it may call (and those of the hives its roles call), and
         its memory's embeddings when a role uses the memory, whose calls need an API key
         that is neither given nor set, each at its declaration: ``honeycomb validate``
-        warns of them, and a run does not start without."""
+        warns of them, and a run does not start without. Without ``models``, the
+        embeddings' alone (another model thinks for every role: ``--model``)."""
         found: list[ConfigError] = []
-        for name in self.models_used():
+        for name in self.models_used() if models else ():
             found += self._key_missing(("models", name), self.spec.models[name])
         declared = self.spec.memory
         used = any(role.memory is not None for role in self.roles.values())
         if declared is not None and declared.embeddings is not None and used:
             found += self._key_missing(("memory", "embeddings"), declared.embeddings)
         for sub in self.hives.values():
-            found += sub.missing_keys()
+            found += sub.missing_keys(models=models)
         return found
 
     def _key_missing(self, at: YamlPath, spec: ModelSpec | EmbeddingsSpec) -> list[ConfigError]:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from runtime.errors import ModelResponseError, ModelTimeout, kind_of
+from runtime.errors import ConfigError, ModelResponseError, ModelTimeout, kind_of
 from runtime.limits.retry import endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.limits.spending import Payer, payer
@@ -89,6 +89,11 @@ class OpenAIEmbeddings:
             retry=retry,
             max_concurrency=max_concurrency,
         )
+
+    def missing_key(self) -> ConfigError | None:
+        """The error its calls would fail with for want of an API key, if they would
+        (an Executor asks before a run whose roles use its memory starts)."""
+        return self.endpoint.missing_key(f"the memory's embeddings model {self.model!r}")
 
     @property
     def name(self) -> str:

@@ -254,13 +254,14 @@ class OpenAIEndpoint(abc.ABC):
             served = self._clients[loop] = (found, closed_with_loop(found.close))
         return served[0]
 
-    def missing_key(self) -> ConfigError | None:
+    def missing_key(self, what: str | None = None) -> ConfigError | None:
         """The error its calls would fail with for want of an API key, if they would
-        (an Executor asks before a run starts)."""
+        (an Executor asks before a run starts), naming it as ``what`` (default
+        ``model 'NAME'``)."""
         if self._given is not None:
             return None
         missing = key_missing(
-            f"model {self.model!r}",
+            what or f"model {self.model!r}",
             api_key=self._api_key,
             api_key_env=self.api_key_env,
             base_url=self._base_url,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -415,6 +416,42 @@ def test_a_key_none_gives_is_told_one_way_by_models_embeddings_and_endpoints(
     (tmp_path / "unused").mkdir()
     unused = hive(tmp_path / "unused", unkeyed.replace(remembers, ""))
     assert [e.field for e in load_hive(unused).missing_keys()] == ["models.gpt"]
+
+
+def _remembering_hive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A hive whose role's memory calls embeddings on OpenAI's endpoint, with no key."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    remembers = "    tools: [tests.support.role_tools:word_count]\n    memory: {namespace: n}\n"
+    good = GOOD.replace("    tools: [tests.support.role_tools:word_count]\n", remembers)
+    return hive(tmp_path, good + "memory:\n  embeddings:\n    model: embed-small\n")
+
+
+_EMBEDDINGS_NEED = (
+    "the memory's embeddings model 'embed-small' needs an API key: set OPENAI_API_KEY"
+)
+
+
+def test_embeddings_without_their_key_stop_a_run_another_model_thinks_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Embeddings a role's memory calls, with no key, and ``--model offline`` for every
+    role: the run went on, and every search of its memory failed. It is refused before
+    it starts, at the embeddings' line."""
+    path = _remembering_hive(tmp_path, monkeypatch)
+    assert main(["run", str(path), "Count.", "--no-store", "--model", "offline"]) == 2
+    assert f"{path}:23:3: memory.embeddings: {_EMBEDDINGS_NEED}" in capsys.readouterr().err
+
+
+async def test_embeddings_without_their_key_stop_a_run_of_the_hives_executor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same, of the hive's Executor made in Python (``Executor.check_keys``)."""
+    executor = Executor.from_hive(
+        load_hive(_remembering_hive(tmp_path, monkeypatch)), model=OfflineModel()
+    )
+    with pytest.raises(ConfigErrors, match=re.escape(_EMBEDDINGS_NEED)):
+        await executor.run("Count.")
 
 
 def test_environment_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
