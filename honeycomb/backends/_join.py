@@ -117,6 +117,11 @@ def _answers(address: str) -> None:
         try:
             head = socket.create_connection((host.strip("[]"), int(port)), timeout=left)
         except OSError as exc:
+            if isinstance(exc, socket.gaierror) and exc.errno == socket.EAI_NONAME:
+                raise ConnectionError(  # no wait makes a name known
+                    f"no machine is named {host.strip('[]')!r} ({exc}): is the address "
+                    f"of Ray's head, {address}, spelled right?"
+                ) from None
             if time.monotonic() >= deadline:
                 raise ConnectionError(
                     f"nothing answers at {address} within {REACH_S:g}s ({exc}): is Ray's "

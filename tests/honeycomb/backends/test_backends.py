@@ -653,6 +653,17 @@ def test_a_head_that_does_not_answer_is_told_at_once(monkeypatch: pytest.MonkeyP
     assert time.monotonic() - started < 5
     assert tried == []
 
+    # A host no name server knows was asked for again and again, the whole 10 s.
+    def unknown(address: tuple[str, int], timeout: float) -> socket.socket:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "create_connection", unknown)  # as a name server says
+    started = time.monotonic()
+    with pytest.raises(ConnectionError, match=r"no machine is named 'no-such-head\.invalid'"):
+        RayBackend("no-such-head.invalid:6379")._init()
+    assert time.monotonic() - started < 0.5
+    assert tried == []
+
 
 @pytest.mark.parametrize(
     ("reply", "why"),
