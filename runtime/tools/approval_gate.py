@@ -42,7 +42,7 @@ from runtime.tools.approvals import (
 )
 from runtime.tools.define import ArgumentsError, Tool, arguments_text
 
-__all__ = ["ApprovalGate", "decided_event", "settled_by", "withdraw"]
+__all__ = ["UNDECIDED_BY", "ApprovalGate", "decided_event", "settled_by", "withdraw"]
 
 
 class ApprovalGate:
@@ -174,18 +174,8 @@ class ApprovalGate:
         elif isinstance(self.approver, NoApprover):  # nobody is asked, nothing waits
             decision, by = Decision.denied(self.approver.reason), NOBODY_BY
         elif self.approver is not None:
-            self._requested(pending, "approver")
-            await away.leave()
-            if entry is None and self.log is not None:  # kept as asked: others may decide
-                await self.log.record(ApprovalEntry(pending=pending))
-            try:
-                first = await self._asked(pending)
-            except LeftWaiting as left:  # the approver decides nothing: it waits, as with none
-                if self.log is None and left.cannot_wait is not None:
-                    raise left.cannot_wait from None
-                if self.log is None:  # one was attached: its reason, not "no approver"
-                    why = self._cannot_wait
-                    return Decision.denied(f"the approver decided nothing ({left}) and {why}")
+            first = await self._asked_now(pending, entry, away)
+            if first is None:  # it waits in the log
                 return None
             if isinstance(first, ApprovalEntry):  # another's, recorded first: it stands
                 assert first.decision is not None
@@ -193,7 +183,8 @@ class ApprovalGate:
                 return first.decision
             decision, by = first, first.by or "the run's approver"
         elif self.log is None:
-            return Decision.denied(f"no approver is attached and {self._cannot_wait}")
+            decision = Decision.denied(f"no approver is attached and {self._cannot_wait}")
+            by = NOBODY_BY
         else:
             return None
         if self.log is not None:
@@ -206,6 +197,26 @@ class ApprovalGate:
                 decision, by = stands.decision, stands.decided_by or by
         self._decided(pending, decision, by)
         return decision
+
+    async def _asked_now(
+        self, pending: PendingApproval, entry: ApprovalEntry | None, away: _Away
+    ) -> Decision | ApprovalEntry | None:
+        """The approver's decision on ``pending``, or another decider's entry recorded
+        first; None when it decides nothing and the call waits in the log; with no log,
+        a denial saying why it cannot wait (:data:`UNDECIDED_BY`'s)."""
+        self._requested(pending, "approver")
+        await away.leave()
+        if entry is None and self.log is not None:  # kept as asked: others may decide
+            await self.log.record(ApprovalEntry(pending=pending))
+        try:
+            return await self._asked(pending)
+        except LeftWaiting as left:  # the approver decides nothing: it waits, as with none
+            if self.log is not None:
+                return None
+            if left.cannot_wait is not None:
+                raise left.cannot_wait from None
+            why = f"the approver decided nothing ({left}) and {self._cannot_wait}"
+            return Decision.denied(why, by=UNDECIDED_BY)
 
     def _requested(self, pending: PendingApproval, asked: str) -> None:
         """Tell the run's listeners that ``pending`` waits for a person (once)."""
@@ -442,6 +453,10 @@ class _Away:
 
 
 _NO_STORE = "the run has no store to wait in"
+
+UNDECIDED_BY = "the run: the approver decided nothing, and the call cannot wait"
+"""Who denied a call that needed approval when the approver decided nothing about it
+and it had nowhere to wait."""
 
 
 def _timed_out(timeout_s: float) -> Decision:

@@ -17,7 +17,8 @@ from honeycomb.errors import CassetteMismatch, RunFailed
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel, call
 from runtime import ApprovalDecided, ApprovalRequest, Event, ModelRequest, ToolMessage
-from runtime.tools.approvals import WITHDRAWN_BY
+from runtime.tools.approval_gate import UNDECIDED_BY
+from runtime.tools.approvals import NOBODY_BY, WITHDRAWN_BY, Approver, LeftWaiting
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -66,7 +67,7 @@ def decided(events: list[Event]) -> list[tuple[str | None, bool, str, str | None
 
 
 async def run(
-    models: Model, person: Person | None = None, **options: Any
+    models: Model, person: Approver | None = None, **options: Any
 ) -> tuple[RunResult, list[Event]]:
     events: list[Event] = []
     executor = Executor(
@@ -235,3 +236,27 @@ async def test_a_run_that_ended_waiting_replayed_with_no_store_says_it_needs_one
         "none to wait in: replay it with a run store (not --no-store))"
     )
     assert re.sub(r"'call_\d+'", "'CALL'", str(failed.value)).endswith(said)
+
+
+async def left_waiting(request: ApprovalRequest) -> Decision:
+    raise LeftWaiting("the input ended")
+
+
+@pytest.mark.parametrize("person", [None, left_waiting], ids=["no approver", "decides nothing"])
+async def test_a_call_denied_for_it_cannot_wait_is_replayed_as_recorded(
+    tmp_path: Path, person: Approver | None
+) -> None:
+    """A run with no store whose calls nobody decided (no approver, or one that decided
+    nothing) denied them, told no ``approval.decided``, so the cassette kept no
+    decision, and its replay failed each worker with a CassetteMismatch that said to
+    record it again, though nothing had changed. The denial is a decision, told and
+    kept as any other."""
+    tape = tmp_path / "denied.cassette.jsonl"
+    recorded, told = await run(cassette(paying(), record=tape), person)
+    assert recorded.status == "ok"
+    assert "the run has no store to wait in" in answers(recorded)["s1"]
+    by = NOBODY_BY if person is None else UNDECIDED_BY
+    assert decided(told) == [(w, False, by, answers(recorded)[w][len("done: denied: "):], False)
+                             for w in ("s1", "s2")]  # fmt: skip
+    replayed, _ = await run(cassette(paying(), replay=tape))
+    assert answers(replayed) == answers(recorded)
