@@ -20,7 +20,14 @@ from workers.services import Services, WorkerStore
 if TYPE_CHECKING:
     from honeycomb.trace.spans import SpanRecorder, SubRunSpans
 
-__all__ = ["NOT_KEPT", "Backend", "RunContext", "with_default_instructions"]
+__all__ = [
+    "NOT_KEPT",
+    "NOT_WAITING",
+    "Backend",
+    "RunContext",
+    "unwaited",
+    "with_default_instructions",
+]
 
 
 class Backend(Protocol):
@@ -139,23 +146,37 @@ class RunContext(Value, frozen=True, kw_only=True):
         if settings is not setup.settings:
             setup = msgspec.structs.replace(setup, settings=settings)
         services = self.services.kept_in(store)
-        if store is None and self.kept and services.approver is None:
-            services = msgspec.structs.replace(services, approver=_not_kept)
+        if store is None and self.kept:
+            services = unwaited(services)
         return Worker(setup, self.crew.model_for(found), name=name or found.name, services=services)
 
 
-NOT_KEPT = (
-    "no approver is attached, and a call of the run's planner or aggregator (or of an "
-    "agent either calls) cannot wait for a decision: a run waits for one only in its "
-    "subtasks' workers. Attach an approver (Executor(approver=...), or run it on a "
-    "terminal: honeycomb run asks there)"
+NOT_WAITING = (
+    "a call of the run's planner or aggregator (or of an agent either calls) cannot wait "
+    "for a decision: a run waits for one only in its subtasks' workers"
 )
-"""Why a call of a stored run's worker that cannot wait for a decision (its planner's,
-its aggregator's, or an agent's they call) is denied when nobody can decide it."""
+"""Why a call of a stored run's worker that is not its subtask's (its planner's, its
+aggregator's, an agent's they call) cannot wait in the store: told in its denial when
+nobody decides it (an approver that decides nothing)."""
+
+NOT_KEPT = (
+    f"no approver is attached, and {NOT_WAITING}. Attach an approver "
+    "(Executor(approver=...), or run it on a terminal: honeycomb run asks there)"
+)
+"""Why such a call is denied when the run has no approver."""
 
 
 _not_kept = NoApprover(NOT_KEPT)
 """The approver of a stored run's worker that is not kept, when the run has none."""
+
+
+def unwaited(services: Services) -> Services:
+    """``services`` for a worker of a stored run whose calls cannot wait in its store
+    (its planner's, its aggregator's, an agent's they call): the run's approver decides
+    them, or they are denied (:data:`NOT_KEPT`); one that decides nothing denies them
+    too (:data:`NOT_WAITING`)."""
+    approver = services.approver if services.approver is not None else _not_kept
+    return msgspec.structs.replace(services, approver=approver, cannot_wait=NOT_WAITING)
 
 
 def with_default_instructions(role: Role, instructions: str) -> Role:

@@ -13,7 +13,8 @@ its role's, is as before: events, spans and cassettes name it so.
 
 Its calls cannot wait in the store for a person: the run waits for decisions in its
 subtasks' workers only. The run's approver decides them; with none, or one that
-decides nothing, they are denied saying why (:data:`CANNOT_WAIT`, :data:`WHY_NOT`).
+decides nothing, they are denied saying why (:data:`~honeycomb.run.context.NOT_KEPT`,
+:data:`~honeycomb.run.context.NOT_WAITING`).
 The agents it calls are not kept (:mod:`honeycomb.run.agents`).
 """
 
@@ -25,34 +26,17 @@ from typing import TYPE_CHECKING, Any
 from msgspec.structs import replace
 
 from honeycomb.run.agents import current_run
-from honeycomb.run.context import RunContext
+from honeycomb.run.context import RunContext, unwaited
 from honeycomb.run.phase_names import is_phase_name, phase_name
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
-from runtime.tools.approvals import NoApprover
-from workers import Role, Services, Worker, WorkerResult
+from workers import Role, Worker, WorkerResult
 
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
 
-__all__ = ["CANNOT_WAIT", "WHY_NOT", "is_phase_name", "phase_name", "run_phase_worker"]
-
-WHY_NOT = (
-    "a call of the run's planner or aggregator (or of an agent either calls) cannot wait "
-    "for a decision: a run waits for one only in its subtasks' workers"
-)
-"""Why a call of a stored run's planner or aggregator that needs approval cannot wait
-in the store: told in its denial when nobody decides it."""
-
-CANNOT_WAIT = (
-    f"no approver is attached, and {WHY_NOT}. Attach an approver (Executor(approver=...), "
-    "or run it on a terminal: honeycomb run asks there)"
-)
-"""Why a call of a stored run's planner or aggregator that needs approval is denied
-when the run has no approver."""
-
-_cannot_wait = NoApprover(CANNOT_WAIT)
+__all__ = ["is_phase_name", "phase_name", "run_phase_worker"]
 
 
 async def run_phase_worker(
@@ -84,14 +68,6 @@ async def run_phase_worker(
     return await _kept(context, record, runs.resumed, role, prompt, what, keep, made)
 
 
-def _unwaited(services: Services) -> Services:
-    """``services`` for a worker whose calls cannot wait in the store: the run's
-    approver decides them, or they are denied (:data:`CANNOT_WAIT`); one that decides
-    nothing denies them too (:data:`WHY_NOT`)."""
-    approver = services.approver if services.approver is not None else _cannot_wait
-    return replace(services, approver=approver, cannot_wait=WHY_NOT)
-
-
 async def _kept(
     context: RunContext,
     record: RunRecord,
@@ -105,7 +81,7 @@ async def _kept(
     from honeycomb.run.restore import retyped  # a run with a store's
 
     name = phase_name(what, prompt)
-    context = replace(context, services=_unwaited(context.services))
+    context = replace(context, services=unwaited(context.services))
     ended = resumed.phases.get(name) if resumed is not None else None
     if ended is not None and ended.worker is not None:  # it finished in an earlier life
         worker = context.worker(role, **made)

@@ -17,9 +17,8 @@ from rich.console import Console
 from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy, Role, RunFailed, tool
 from honeycomb.planning import RolePlanner
 from honeycomb.run.agents import CANNOT_WAIT
-from honeycomb.run.context import NOT_KEPT
+from honeycomb.run.context import NOT_KEPT, NOT_WAITING
 from honeycomb.run.events import WorkerStarted
-from honeycomb.run.phase_workers import CANNOT_WAIT as CANNOT_WAIT_HERE
 from honeycomb.run.policy import Budgets
 from honeycomb.run.result import timings_of
 from honeycomb.store import RunStore
@@ -29,7 +28,7 @@ from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import build_timeline, measure
 from runtime import AssistantMessage, Event, ModelRequest, ToolCall, ToolCallStarted
 from runtime.testing import call
-from runtime.tools.approvals import ApprovalRequest, Decision, PendingApproval
+from runtime.tools.approvals import ApprovalRequest, Decision, LeftWaiting, PendingApproval
 from tests.support.concurrency import MEET_LIMIT_S, Overlap, Rendezvous
 from tests.support.model_requests import Answer, observations, role_of
 
@@ -532,7 +531,15 @@ async def test_an_aggregators_nested_worker_asks_as_the_aggregator_does(tmp_path
     async def approver(request: ApprovalRequest) -> Decision:
         return Decision.approved()
 
-    for asks, said in ((None, f"clerk: denied: {NOT_KEPT}"), (approver, "clerk: paid bob")):
+    async def left(request: ApprovalRequest) -> Decision:  # Ctrl-D at the terminal's prompt
+        raise LeftWaiting("the input ended")
+
+    undecided = f"clerk: denied: the approver decided nothing (the input ended) and {NOT_WAITING}"
+    for asks, said in (
+        (None, f"clerk: denied: {NOT_KEPT}"),
+        (approver, "clerk: paid bob"),
+        (left, undecided),  # said 'the run has no store to wait in', though it has one
+    ):
         executor = Executor(
             [RESEARCHER, Role(name="clerk", tools=("pay",)),
              Role(name="merger", instructions="Merge.", tools=("agent:clerk",))],
@@ -577,7 +584,7 @@ async def test_a_stored_runs_planner_is_denied_saying_it_cannot_wait(tmp_path: P
         aggregator="concat", store=tmp_path / "runs.db",
     )  # fmt: skip
     result = await executor.run("pay them")
-    assert result.plan.subtasks[0].instruction == f"denied: {CANNOT_WAIT_HERE}"
+    assert result.plan.subtasks[0].instruction == f"denied: {NOT_KEPT}"
     assert result.status == "waiting"  # the subtask's call waits in the store
     assert [(p.worker, p.tool) for p in result.pending] == [("s1", "pay")]
 

@@ -15,7 +15,7 @@ from honeycomb import Executor, Policy, Role, RunResult, ToolContext, tool
 from honeycomb.cli import main
 from honeycomb.errors import OutcomeUnknown, PlanError
 from honeycomb.models import Model, cassette
-from honeycomb.run.phase_workers import WHY_NOT
+from honeycomb.run.context import NOT_WAITING
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, call
 from runtime import AssistantMessage, ModelRequest
@@ -349,5 +349,7 @@ async def test_an_approver_that_decides_nothing_on_an_aggregators_call_is_told_w
         aggregator="aggregator", approver=closed,
     )  # fmt: skip
     result = await executor.run("t", subtasks=[("w", "go")], run_id="r1")
-    assert result.answer == f"denied: the approver decided nothing (the input ended) and {WHY_NOT}"
-    assert "no store" not in WHY_NOT
+    assert (
+        result.answer == f"denied: the approver decided nothing (the input ended) and {NOT_WAITING}"
+    )
+    assert "no store" not in NOT_WAITING
