@@ -25,7 +25,7 @@ from honeycomb.hive.paths import beside, home_known
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
 from runtime import JsonToolModel, Model, Price, PricedModel, TextToolModel
-from runtime.config.endpoints import sendable_in_header
+from runtime.config.endpoints import unsendable
 from runtime.config.stores import is_url, store_problem
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.openai.request import (
@@ -100,11 +100,9 @@ def _key_as_sent(cls: type[BaseModel], key: SecretStr | None) -> SecretStr | Non
     an end (a line of a file, or of a Windows .env, read whole) is no header value,
     and every call would fail, told as 'cannot reach the model endpoint: Illegal
     header value'."""
-    if key is not None and not sendable_in_header(key.get_secret_value()):
-        raise ValueError(
-            "the key begins or ends with a space or a line break (read with the end of "
-            "its line?): remove it"
-        )
+    why = unsendable(key.get_secret_value()) if key is not None else None
+    if why is not None:
+        raise ValueError(f"the key {why}: remove it")
     return key
 
 

@@ -9,7 +9,12 @@ from urllib.parse import urlsplit
 
 from runtime.secrets import masked_with, url_secrets
 
-__all__ = ["header_value_problem", "http_url_problem", "sendable_in_header", "shown_url"]
+__all__ = [
+    "header_value_problem",
+    "http_url_problem",
+    "shown_url",
+    "unsendable",
+]
 
 
 def http_url_problem(url: str, field: str) -> str | None:
@@ -45,22 +50,25 @@ def shown_url(url: str) -> str:
     return masked_with(url, dict.fromkeys(url_secrets(whole), "password"))
 
 
-def sendable_in_header(value: str) -> bool:
-    """Whether an HTTP client can send ``value`` in a header (an API key in its
-    ``Authorization``, a header a person gives): not with a space or a line break at an
-    end, nor a control character in it (a token read with the end of a line of a
-    Windows .env), which HTTP refuses, so that every request would fail as if its
-    server were away."""
-    return value == value.strip() and value.replace("\t", " ").isprintable()
+def unsendable(value: str) -> str | None:
+    """Why an HTTP client cannot send ``value`` in a header (an API key in its
+    ``Authorization``, a header a person gives), in words that show none of it, so that
+    every request would fail as if its server were away; None when it can. HTTP refuses
+    a space or a line break at an end (a token read with the end of a line of a Windows
+    .env) and a control character; httpx sends a header in ASCII alone (a key pasted
+    with a typographic character in it: ``…``, ``’``)."""
+    if value != value.strip():
+        return "begins or ends with a space or a line break (read with the end of its line?)"
+    if not value.isascii():
+        return "holds a character that is not ASCII, which no HTTP header carries (pasted?)"
+    if not value.replace("\t", " ").isprintable():
+        return "holds a control character"
+    return None
 
 
 def header_value_problem(value: str) -> str | None:
     """What keeps ``value`` from being sent as a header's value
-    (:func:`sendable_in_header`), without showing it (a header may hold a secret);
+    (:func:`unsendable`), without showing it (a header may hold a secret);
     None when it can be sent."""
-    if sendable_in_header(value):
-        return None
-    return (
-        "a header's value begins or ends with a space or a line break, or holds a control "
-        "character (read with the end of its line?): remove it"
-    )
+    why = unsendable(value)
+    return None if why is None else f"a header's value {why}: remove it"

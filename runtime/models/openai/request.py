@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from runtime.config.endpoints import header_value_problem, http_url_problem, sendable_in_header
+from runtime.config.endpoints import header_value_problem, http_url_problem, unsendable
 from runtime.errors import ConfigError, ConfigErrors, kind_of
 from runtime.messages import (
     AssistantMessage,
@@ -413,14 +413,10 @@ def key_missing(
 def key_unsendable(what: str, key: str, source: str | None) -> str | None:
     """Why ``key`` (from ``source``, in :func:`key_source`'s words) cannot be sent: it
     begins or ends with a space or a line break (a line of a Windows .env read whole),
-    which no HTTP header holds (:func:`~runtime.config.endpoints.sendable_in_header`);
+    or holds what no HTTP header holds (:func:`~runtime.config.endpoints.unsendable`);
     None when it can."""
-    if sendable_in_header(key):
-        return None
-    return (
-        f"{what}: the API key {source or 'sent'} begins or ends with a space or a line "
-        "break (read with the end of its line?): remove it"
-    )
+    why = unsendable(key)
+    return None if why is None else f"{what}: the API key {source or 'sent'} {why}: remove it"
 
 
 def key_source(

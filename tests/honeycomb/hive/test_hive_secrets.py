@@ -364,8 +364,8 @@ def test_a_header_read_with_the_end_of_its_line_is_told_at_its_line(
     assert main(["validate", str(path)]) == 1
     out = capsys.readouterr().out
     told = (
-        "a header's value begins or ends with a space or a line break, or holds a control "
-        "character (read with the end of its line?): remove it"
+        "a header's value begins or ends with a space or a line break (read with the end "
+        "of its line?): remove it"
     )
     assert f"{path}:6:32: models.gpt.settings.extra_headers: {told}" in out
     assert f"{path}:8:3: mcp_servers.web: MCP server 'web': {told}" in out

@@ -659,6 +659,11 @@ async def test_a_password_or_a_token_in_a_server_s_url_is_a_secret() -> None:
             {"name": "t", "url": "http://h/mcp", "headers": {"Authorization": "Bearer s3cret\r"}},
             "MCP server 't': a header's value begins or ends with a space or a line break",
         ),
+        (
+            {"name": "t", "url": "http://h/mcp", "headers": {"Authorization": "Bearer s3cret…"}},
+            "MCP server 't': a header's value holds a character that is not ASCII, which no "
+            "HTTP header carries",
+        ),
     ],
 )
 def test_a_server_is_declared_right_or_told_what_to_fix(

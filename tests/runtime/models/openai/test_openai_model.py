@@ -793,6 +793,21 @@ async def test_a_key_with_the_end_of_its_line_is_refused_before_any_call(
     assert openai_server.requests == []
 
 
+async def test_a_key_pasted_with_a_character_no_header_carries_is_refused_before_any_call(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    """A key with a character that is not ASCII (pasted with a typographic '…') passed
+    for one, and every call failed with httpx's UnicodeEncodeError (header
+    'Authorization'), neither a ConfigError nor said of the key."""
+    with pytest.raises(ConfigError) as caught:
+        await make_model(api_key="sk-abc…").complete(ask())
+    assert caught.value.message == (
+        "model 'gpt-test': the API key given as the model's api_key holds a character that is "
+        "not ASCII, which no HTTP header carries (pasted?): remove it"
+    )
+    assert openai_server.requests == []
+
+
 NOT_FOUND = (
     'model "llama3" not found, try pulling it first with `ollama pull llama3`; none of the '
     "EMPTY slots match"
