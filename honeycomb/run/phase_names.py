@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["is_phase_name", "phase_name"]
+__all__ = ["is_phase_name", "phase_name", "phase_of"]
 
 
 def phase_name(what: str, prompt: str) -> str:
@@ -21,3 +21,9 @@ def is_phase_name(name: str) -> bool:
     """Whether ``name``, a worker's in the run's store, is the planner's or the
     aggregator's."""
     return ":" in name and "/" not in name
+
+
+def phase_of(name: str) -> str | None:
+    """What the worker kept as ``name`` in the run's store is for, when it is its
+    planner's or its aggregator's (``plan``, ``aggregate``); None for a subtask's."""
+    return name.partition(":")[0] if is_phase_name(name) else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from honeycomb.run.decide import ENDED
-from honeycomb.run.phase_names import is_phase_name
+from honeycomb.run.phase_names import phase_of
 from honeycomb.run.plan import Plan
 from honeycomb.store import StoredRun
 from honeycomb.trace.spans import Span
@@ -65,9 +65,8 @@ def answers_held(run: StoredRun, worker: str, status: str | None = None) -> bool
     check it now, or refused it); ``status`` as :func:`worker_statuses` takes it."""
     if (status or run.status) in _PASSED:
         return False
-    if run.held == "workers":
-        return not is_phase_name(worker)
-    return run.held == "aggregate" and worker.startswith("aggregate:")
+    phase = phase_of(worker)
+    return (run.held == "workers" and phase is None) or run.held == phase == "aggregate"
 
 
 def stored_timeline(run: StoredRun, spans: Sequence[Span], status: str | None = None) -> Timeline:

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from honeycomb.run.conversation import Turn
+from honeycomb.run.phase_names import phase_of
 from honeycomb.run.shown import answers_held, stored_timeline, worker_statuses
 from honeycomb.store import RunSummary, StoredRun, StoredWorker
 from honeycomb.trace.format import counted, format_cost, format_took
@@ -374,9 +375,8 @@ def _workers(
     def placed(name: str) -> tuple[int, str]:
         if name in place:
             return place[name], name
-        if name.startswith("plan:"):
-            return -1, name
-        return len(order) + name.startswith("aggregate:"), name
+        phase = phase_of(name)
+        return -1 if phase == "plan" else len(order) + (phase == "aggregate"), name
 
     parts = "\n".join(
         _worker(name, workers[name], statuses.get(name, workers[name].status), held=held(name))
