@@ -181,8 +181,10 @@ class RunRecord:
         Queued, not waited for: no guarantee rests on it (a run whose process dies
         before it is committed continues the worker from its checkpoint, its calls
         answered from the journal), and a store that fails to write it fails nothing.
+        The spans that ended go before it (:meth:`spent_so_far`), as a subtask's do.
         """
         if finished(outcome) and not unfinished(_raised(outcome)):
+            self.spent_so_far()
             self.store.write(self._result(outcome), lease=self.lease)
 
     def keeps(self, name: str) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -317,6 +318,37 @@ async def test_a_store_that_fails_to_keep_the_aggregators_result_fails_nothing(d
     assert stored.status == "ok"
     [kept] = [name for name in stored.workers if name != "s1"]
     assert stored.workers[kept].result is None  # a resumed run would continue it
+
+
+async def test_the_aggregators_spans_go_to_the_store_with_its_result(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run reads a kept result back and never runs that worker again: the spans that
+    ended before it must go to the store no later than it, or a crash after the
+    result's write loses them from the run's trace for good (as a subtask's go with its
+    result): the aggregator's last model call's span went with the run's end."""
+    mail = Mailroom("aggregator")
+    mail.released = True
+    store = RunStore(db)
+    spans: list[str] = []  # the spans handed to the store so far
+    before: list[str] = []  # those as the aggregator's result was
+    save, write = store.save, store.write
+
+    def saved(*statements: Any, **options: Any) -> None:
+        spans.extend(row[1] for text, row in statements if "INTO spans" in text)
+        save(*statements, **options)
+
+    def written(*statements: Any, **options: Any) -> None:
+        if any("aggregate:" in str(row) for _, row in statements):
+            before.extend(spans)
+        write(*statements, **options)
+
+    monkeypatch.setattr(store, "save", saved)
+    monkeypatch.setattr(store, "write", written)
+    await mail.executor(store).run("t", subtasks=[("w", "go")], run_id="r1")
+    store.close()
+    calls = [s for batch in before for s in json.loads(batch) if s[2] == "model_call"]
+    assert [s[8] for s in calls].count("aggregator") == 2  # asked for a tool, then answered
 
 
 async def test_an_approver_that_decides_nothing_on_an_aggregators_call_is_told_why_it_is_denied(
