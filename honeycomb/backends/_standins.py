@@ -87,6 +87,7 @@ def served(
         judge=DriverJudge() if "judge" in at else None,
         models=models,
         store=DriverStore(link, sent) if sent.journal is not None else None,
+        cannot_wait=sent.cannot_wait,
     )
 
 

@@ -186,6 +186,8 @@ class SentServices:
             it has none): its model calls' retries end there, as in one process.
         case: The eval's case its model calls are those of, in a cassette (see
             ``runtime.models.layers.cassette.cassette_case``).
+        cannot_wait: Why its calls cannot wait for a decision where it runs, told when
+            its approver decides nothing (None: the default reason).
     """
 
     run_id: str | None
@@ -203,6 +205,7 @@ class SentServices:
     scope: str = ""
     wall_left_s: float | None = None
     case: str | None = None
+    cannot_wait: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -302,6 +305,7 @@ def sent_services(
         scope=record.scope if record is not None else "",
         wall_left_s=None if ends is None else ends - time.monotonic(),
         case=current_case(),  # the eval's, whose worker is sent in its task
+        cannot_wait=services.cannot_wait,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,13 @@ from honeycomb.events import (
     WorkerStarted,
 )
 from honeycomb.run.agents import CANNOT_WAIT
+from honeycomb.run.context import NOT_WAITING
 from honeycomb.testing import FunctionModel
+from runtime import AssistantMessage, ModelRequest
 from runtime.secrets import add_secret
-from runtime.tools.approvals import NOBODY_BY
+from runtime.testing import call
+from runtime.tools.approvals import NOBODY_BY, LeftWaiting
+from tests.support.model_requests import observations, role_of
 from tests.support.ray_tools import scripted
 
 pytest.importorskip("ray")
@@ -209,3 +214,51 @@ async def test_a_worker_whose_approver_asks_a_person_leaves_its_room_in_the_acto
     finally:
         pool.stop()
     assert (result.subtasks["s1"].text, result.subtasks["s2"].text) == ("noted x", "q")
+
+
+def _merging(request: ModelRequest) -> AssistantMessage | str:
+    """The merger asks the clerk agent to note a line in the file its task names; the
+    clerk asks to (a call that needs approval), then says what came of it."""
+    role, seen = role_of(request), observations(request)
+    if role == "researcher":
+        return "found"
+    if role == "merger":
+        if seen:
+            return f"merged: {seen[0].content}"
+        return AssistantMessage(tool_calls=(call("clerk", {"instruction": _notes(request)}),))
+    if seen:
+        return f"clerk: {seen[0].content}"
+    return AssistantMessage(
+        tool_calls=(call("guarded_note", {"path": _notes(request), "text": "hi"}),)
+    )
+
+
+def _notes(request: ModelRequest) -> str:
+    """The notes file the run's task names (the merger is told it, and the clerk)."""
+    found = re.search(r"/\S+/notes\b", " ".join(str(m.content) for m in request.messages))
+    assert found is not None
+    return found.group()
+
+
+async def _decides_nothing(request: ApprovalRequest) -> Decision:
+    raise LeftWaiting("the input ended")  # Ctrl-D at the terminal's prompt
+
+
+async def test_an_agent_of_the_aggregator_whose_approver_decides_nothing_is_told_why(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    """A stored run's aggregator calls an agent whose call needs approval, and the
+    approver decides nothing: the call cannot wait, and is denied saying why. From an
+    actor, it said 'the run has no store to wait in' (why it could not wait stayed at
+    the driver)."""
+    notes = tmp_path / "notes"
+    executor = Executor(
+        [Role(name="researcher"), Role(name="clerk", tools=(f"{TOOLS}:guarded_note",)),
+         Role(name="merger", instructions="Merge.", tools=("agent:clerk",))],
+        FunctionModel(_merging), aggregator="merger", approver=_decides_nothing,
+        store=tmp_path / "runs.db", backend=backend,
+    )  # fmt: skip
+    result = await executor.run(f"note into {notes}", subtasks=[("researcher", "look")])
+    said = f"denied: the approver decided nothing (the input ended) and {NOT_WAITING}"
+    assert result.answer_text == f"merged: clerk: {said}"
+    assert not notes.exists()
