@@ -10,6 +10,7 @@ import ipaddress
 import os
 import socket
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,10 @@ from runtime import ConfigError
 
 _private: str | None = None
 """The GCS address of the private Ray this process started, once it did."""
+
+_held: weakref.WeakKeyDictionary[object, tuple[str, float]] = weakref.WeakKeyDictionary()
+"""The live pools of this process: the GCS address of the Ray each is on, and the CPUs
+its actors hold there."""
 
 
 def start_ray(address: str | None, num_cpus: int | None) -> None:
@@ -68,28 +73,58 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
 
 def check_room(backend: object, actors: int, actor_cpus: float) -> None:
     """Raise unless this process's Ray, when it is the private Ray it started, has the
-    CPUs ``actors`` actors of ``actor_cpus`` each ask for: no node joins it, and Ray
-    would never place the others, whose pool would wait for them without end (a
-    cluster's nodes may join it: its actors wait).
+    CPUs ``actors`` actors of ``actor_cpus`` each ask for beside those its live pools
+    hold (:func:`hold_room`): no node joins it, and Ray would never place the others,
+    whose pool would wait for them without end (a cluster's nodes may join it: its
+    actors wait).
 
     Raises:
-        ConfigError: naming ``backend``, what its actors ask for, what the Ray has,
-            and what to change.
+        ConfigError: naming ``backend``, what its actors ask for, what the Ray has and
+            which pools hold it, and what to change.
     """
     import ray
 
     if _private is None or ray.get_runtime_context().gcs_address != _private:
         return
     have = float(ray.cluster_resources().get("CPU", 0.0))  # type: ignore[no-untyped-call]
+    holders = [
+        (pool, cpus)
+        for pool, (gcs, cpus) in _held.items()
+        if gcs == _private and cpus and pool is not backend
+    ]
     need = actors * actor_cpus
-    if need <= have:
+    if need + sum(cpus for _, cpus in holders) <= have:
         return
     raise ConfigError(
         f"{backend!r}: its actors ask for {need:g} CPUs in all (actor_cpus={actor_cpus:g} "
-        f"each), and the private Ray it started has {have:g} (num_cpus): Ray would never "
-        "place them all, and they would be waited for without end; lower actors or "
-        "actor_cpus (0 lets the actors share the CPUs), or raise num_cpus"
+        f"each), and the private Ray this process started has {have:g} (num_cpus)"
+        f"{_holding(holders)}: Ray would never place them all, and they would be waited "
+        "for without end; lower actors or actor_cpus (0 lets the actors share the CPUs), "
+        "or raise num_cpus"
     )
+
+
+def _holding(holders: list[tuple[object, float]]) -> str:
+    """What of a private Ray's CPUs live pools hold, and which, as :func:`check_room`
+    tells it ("" when none)."""
+    if not holders:
+        return ""
+    held = sum(cpus for _, cpus in holders)
+    pools = ", ".join(f"{pool!r} holds {cpus:g}" for pool, cpus in holders)
+    return f", {held:g} of them held by live pools until they stop ({pools})"
+
+
+def hold_room(backend: object, actors: int, actor_cpus: float) -> None:
+    """Count the CPUs of ``backend``'s pool, just made, as held on this process's Ray
+    until :func:`free_room` (or until ``backend`` is gone, its actors with it)."""
+    import ray
+
+    _held[backend] = (ray.get_runtime_context().gcs_address, actors * actor_cpus)
+
+
+def free_room(backend: object) -> None:
+    """Count ``backend``'s pool, stopped, as holding no CPUs any more."""
+    _held.pop(backend, None)
 
 
 REACH_S = 10.0

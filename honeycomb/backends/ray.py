@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from honeycomb.backends._actor import Hive
 from honeycomb.backends._driver import Driver
-from honeycomb.backends._join import check_room, start_ray
+from honeycomb.backends._join import check_room, free_room, hold_room, start_ray
 from honeycomb.backends._pool import Actor, cut_off
 from honeycomb.backends._setup import (
     SetupFailed,
@@ -179,6 +179,7 @@ class RayBackend:
                 self._init()
                 check_room(self, self.actors, self.actor_cpus)
                 self._pool = self._new_pool()
+                hold_room(self, self.actors, self.actor_cpus)
                 # Ready once each has started (its imports done): a failure shows here.
                 await asyncio.gather(*(a.handle.pid.remote() for a in self._pool))
                 ward()  # a private Ray's processes started since, its actors among them
@@ -232,6 +233,7 @@ class RayBackend:
         import ray
 
         pool, self._pool = self._pool, None
+        free_room(self)
         for actor in pool or []:
             with contextlib.suppress(Exception):
                 ray.kill(actor.handle)

@@ -624,10 +624,34 @@ async def test_actors_a_private_ray_cannot_place_are_refused_not_waited_for(
         await RayBackend(actors=3).start()
     assert str(caught.value).startswith(
         "RayBackend(address='local', actors=3): its actors ask for 3 CPUs in all "
-        "(actor_cpus=1 each), and the private Ray it started has 2 (num_cpus)"
+        "(actor_cpus=1 each), and the private Ray this process started has 2 (num_cpus): "
     )
     assert made == []  # no actor was made to wait for
     ray_join.check_room("pool", 4, 0.5)  # as many as it has: placed
+
+
+async def test_a_pool_the_live_pools_leave_no_room_for_is_refused_not_waited_for(
+    ray_session: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A second pool on the private Ray (a retry, a service's next run) was checked
+    # against all its CPUs, not those the live pools left: it waited without end.
+    holding = RayBackend(actors=1, actor_cpus=2)  # the session's private Ray has two
+    await holding.start()
+    made: list[RayBackend] = []
+    monkeypatch.setattr(RayBackend, "_new_actor", lambda self: made.append(self))
+    try:
+        with pytest.raises(ConfigError) as caught:
+            await RayBackend(actors=1).start()
+    finally:
+        holding.stop()
+    assert str(caught.value).startswith(
+        "RayBackend(address='local', actors=1): its actors ask for 1 CPUs in all "
+        "(actor_cpus=1 each), and the private Ray this process started has 2 (num_cpus), "
+        "2 of them held by live pools until they stop (RayBackend(address='local', "
+        "actors=1) holds 2): "
+    )
+    assert made == []
+    ray_join.check_room("pool", 2, 1)  # the stopped pool holds none: placed
 
 
 @contextlib.contextmanager
