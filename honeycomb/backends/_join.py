@@ -16,6 +16,7 @@ from typing import Any
 
 from honeycomb.backends._warden import my_children, ward
 from runtime import ConfigError
+from runtime.config.endpoints import shown_url
 
 _private: str | None = None
 """The GCS address of the private Ray this process started, once it did."""
@@ -60,6 +61,7 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
         ward(set(my_children()) - before)  # the processes ray.init started
         _private = (getattr(started, "address_info", None) or {}).get("gcs_address")
         return
+    _check_port(address)
     if "RAY_AUTH_MODE" not in os.environ and _token_given():
         # A cluster with token authentication: Ray's driver sends the token only
         # when told to, and a head started with one refuses drivers without it.
@@ -125,6 +127,24 @@ def hold_room(backend: object, actors: int, actor_cpus: float) -> None:
 def free_room(backend: object) -> None:
     """Count ``backend``'s pool, stopped, as holding no CPUs any more."""
     _held.pop(backend, None)
+
+
+def _check_port(address: str) -> None:
+    """Raise if ``address`` (``host:port`` or ``ray://host:port``) names a port past
+    65535, as a URL may not (:func:`~runtime.config.endpoints.http_url_problem`): the
+    socket would take it modulo 65536 (70000 is 4464), and nothing would answer, or a
+    stranger would.
+
+    Raises:
+        ConfigError: naming the address.
+    """
+    host, _, port = address.rpartition(":")
+    if host and port.isdigit() and int(port) > 65535:
+        raise ConfigError(
+            f"the address of Ray's head, {shown_url(address)}, names port {port}, past 65535: "
+            "name the head's GCS port (ray start --head --port=..., 6379 by default), "
+            "or ray://host:port for Ray's client server"
+        )
 
 
 REACH_S = 10.0

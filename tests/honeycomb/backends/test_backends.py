@@ -689,6 +689,27 @@ def test_a_head_that_does_not_answer_is_told_at_once(monkeypatch: pytest.MonkeyP
     assert tried == []
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1:70000", "ray://ray:hunter2-pw@head:99999"])
+def test_a_heads_port_past_65535_is_refused_at_once(
+    address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 127.0.0.1:70000 was tried for 10 s (as port 4464: the socket takes it modulo
+    # 65536), then told as nothing answering there, Connection refused.
+    tried: list[str] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **options: tried.append(options["address"]))
+    monkeypatch.setattr(ray_join, "REACH_S", 0.5)
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        RayBackend(address)._init()
+    assert time.monotonic() - started < 1
+    assert f"names port {address.rpartition(':')[2]}, past 65535: name the head's GCS" in str(
+        caught.value
+    )
+    assert "hunter2-pw" not in str(caught.value)
+    assert tried == []
+
+
 @pytest.mark.parametrize(
     ("reply", "why"),
     [(b"", "it said nothing within 0.5s"), (b"HTTP/1.1 404 Not Found\r\n\r\n", "HTTP/1")],
