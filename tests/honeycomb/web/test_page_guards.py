@@ -85,19 +85,15 @@ async def _views(client: httpx.AsyncClient, db: Path, capsys: pytest.CaptureFixt
     return "\n".join([*shown, capsys.readouterr().out])
 
 
-@pytest.mark.parametrize("refuses", [True, False], ids=["refused", "passed"])
-async def test_workers_answers_are_shown_once_the_runs_guards_pass_the_answer_made_of_them(
-    db: Path, capsys: pytest.CaptureFixture[str], refuses: bool
-) -> None:
-    judge = _Judge(refuses)
-    executor = Executor(
-        [Role(name="clerk")],
-        FunctionModel(_answers),
-        store=db,
-        aggregator="concat",
-        guards=Guards(output=(judge,)),
-    )
-    plan = [("clerk", "first"), ("clerk", "second")]
+async def _judged(
+    executor: Executor,
+    plan: list[tuple[str, str]],
+    judge: _Judge,
+    db: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> tuple[str, str, str]:
+    """Run ``plan`` as run ``r1``: how it ended (its status, or ``tripped``), and what
+    its views showed while ``judge`` checked its answer, and once it ended."""
 
     async def run() -> str:
         try:
@@ -114,7 +110,24 @@ async def test_workers_answers_are_shown_once_the_runs_guards_pass_the_answer_ma
                 checked = await _views(client, db, capsys)
                 judge.go.set()
             ended = await _views(client, db, capsys)
-    assert running.result() == ("tripped" if refuses else "ok")
+    return running.result(), checked, ended
+
+
+@pytest.mark.parametrize("refuses", [True, False], ids=["refused", "passed"])
+async def test_workers_answers_are_shown_once_the_runs_guards_pass_the_answer_made_of_them(
+    db: Path, capsys: pytest.CaptureFixture[str], refuses: bool
+) -> None:
+    judge = _Judge(refuses)
+    executor = Executor(
+        [Role(name="clerk")],
+        FunctionModel(_answers),
+        store=db,
+        aggregator="concat",
+        guards=Guards(output=(judge,)),
+    )
+    plan = [("clerk", "first"), ("clerk", "second")]
+    ended_as, checked, ended = await _judged(executor, plan, judge, db, capsys)
+    assert ended_as == ("tripped" if refuses else "ok")
     assert CODE not in checked
     assert "the run&#x27;s output guards have not passed it" in checked
     if refuses:
@@ -188,22 +201,8 @@ async def test_an_aggregator_roles_answer_is_shown_once_the_runs_guards_pass_it(
         guards=Guards(output=(judge,)),
     )
 
-    async def run() -> str:
-        try:
-            return (await executor.run("t", subtasks=[("clerk", "go")], run_id="r1")).status
-        except GuardrailTripped:
-            return "tripped"
-
-    app = create_app(db, token=TOKEN)
-    with ThreadedServer(app, name="serve") as server, anyio.fail_after(30):
-        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
-            async with asyncio.TaskGroup() as group:
-                running = group.create_task(run())
-                await judge.checking.wait()
-                checked = await _views(client, db, capsys)
-                judge.go.set()
-            ended = await _views(client, db, capsys)
-    assert running.result() == ("tripped" if refuses else "ok")
+    ended_as, checked, ended = await _judged(executor, [("clerk", "go")], judge, db, capsys)
+    assert ended_as == ("tripped" if refuses else "ok")
     for shown in (checked, *([ended] if refuses else [])):
         assert "4417" not in shown
         assert 'data-worker="aggregate:' in shown  # kept, its answer held
