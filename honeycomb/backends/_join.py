@@ -130,18 +130,19 @@ def free_room(backend: object) -> None:
 
 
 def _check_port(address: str) -> None:
-    """Raise if ``address`` (``host:port`` or ``ray://host:port``) names a port past
-    65535, as a URL may not (:func:`~runtime.config.endpoints.http_url_problem`): the
-    socket would take it modulo 65536 (70000 is 4464), and nothing would answer, or a
-    stranger would.
+    """Raise if ``address`` (``host:port`` or ``ray://host:port``) names port 0, which
+    no server listens on, or a port past 65535, as a URL may not
+    (:func:`~runtime.config.endpoints.http_url_problem`): the socket would take it modulo
+    65536 (70000 is 4464), and nothing would answer, or a stranger would.
 
     Raises:
         ConfigError: naming the address.
     """
     host, _, port = address.rpartition(":")
-    if host and port.isdigit() and int(port) > 65535:
+    if host and port.isdigit() and not 0 < int(port) <= 65535:
+        past = "past 65535" if int(port) else "which no server listens on"
         raise ConfigError(
-            f"the address of Ray's head, {shown_url(address)}, names port {port}, past 65535: "
+            f"the address of Ray's head, {shown_url(address)}, names port {port}, {past}: "
             "name the head's GCS port (ray start --head --port=..., 6379 by default), "
             "or ray://host:port for Ray's client server"
         )

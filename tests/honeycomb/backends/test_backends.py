@@ -689,12 +689,19 @@ def test_a_head_that_does_not_answer_is_told_at_once(monkeypatch: pytest.MonkeyP
     assert tried == []
 
 
-@pytest.mark.parametrize("address", ["127.0.0.1:70000", "ray://ray:hunter2-pw@head:99999"])
-def test_a_heads_port_past_65535_is_refused_at_once(
-    address: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("127.0.0.1:70000", "past 65535"),
+        ("ray://ray:hunter2-pw@head:99999", "past 65535"),
+        ("127.0.0.1:0", "which no server listens on"),
+    ],
+)
+def test_a_heads_port_past_65535_or_0_is_refused_at_once(
+    address: str, why: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 127.0.0.1:70000 was tried for 10 s (as port 4464: the socket takes it modulo
-    # 65536), then told as nothing answering there, Connection refused.
+    # 65536), then told as nothing answering there, Connection refused; so was port 0.
     tried: list[str] = []
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **options: tried.append(options["address"]))
@@ -703,9 +710,8 @@ def test_a_heads_port_past_65535_is_refused_at_once(
     with pytest.raises(ConfigError) as caught:
         RayBackend(address)._init()
     assert time.monotonic() - started < 1
-    assert f"names port {address.rpartition(':')[2]}, past 65535: name the head's GCS" in str(
-        caught.value
-    )
+    port = address.rpartition(":")[2]
+    assert f"names port {port}, {why}: name the head's GCS" in str(caught.value)
     assert "hunter2-pw" not in str(caught.value)
     assert tried == []
 
