@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from msgspec.structs import replace
@@ -406,7 +406,7 @@ class Run:
             conversation = await self.converse(self.context)
             self.context = replace(self.context, conversation=conversation)
         if self.resumed is not None and self.resumed.plan is not None:
-            self.plan = _still_fits(self.resumed.plan, self.resumed, self.context)
+            self.plan = _still_fits(self.resumed.plan, self.resumed.finished, self.context)
         else:
             self.plan = await plan_with(planner, self.task, self.context)
         self.times["plan"] = time.perf_counter() - began
@@ -824,15 +824,15 @@ def _same_plan(
     )
 
 
-def _still_fits(plan: Plan, resumed: Resumed, context: RunContext) -> Plan:
+def _still_fits(plan: Plan, finished: Collection[str], context: RunContext) -> Plan:
     """The plan of a resumed run, if it still fits the roles of the Executor that
-    continues it: the subtasks still to run need theirs; a finished one's role may
+    continues it: the subtasks still to run need theirs; a ``finished`` one's role may
     have gone (renamed, taken out of the hive): its result is kept, never run again.
 
     Raises:
         PlanError: naming every problem.
     """
-    problems = plan_problems(plan, list(context.roles), finished=resumed.finished)
+    problems = plan_problems(plan, list(context.roles), finished=finished)
     if problems:
         raise PlanError(problems)
     return plan
