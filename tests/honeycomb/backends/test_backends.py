@@ -661,14 +661,23 @@ def listening() -> Iterator[str]:
         yield f"127.0.0.1:{server.getsockname()[1]}"
 
 
-def test_a_head_that_does_not_answer_is_told_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def tried(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The addresses Ray's own connect was asked to join (none, when refused before it),
+    a head given half a second to answer."""
+    joined: list[str] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **options: joined.append(options["address"]))
+    monkeypatch.setattr(ray_join, "REACH_S", 0.5)
+    return joined
+
+
+def test_a_head_that_does_not_answer_is_told_at_once(
+    tried: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Ray's driver waited for a GCS at an address where nothing answers some fourteen
     # minutes (twenty tries of forty seconds), the event loop held, its warnings on
     # standard error: honeycomb run --ray-address with a mistyped port hung there.
-    tried: list[str] = []
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "init", lambda **options: tried.append(options["address"]))
-    monkeypatch.setattr(ray_join, "REACH_S", 0.5)
     with listening() as gone:
         pass  # closed: nothing answers there now
     started = time.monotonic()
@@ -698,14 +707,10 @@ def test_a_head_that_does_not_answer_is_told_at_once(monkeypatch: pytest.MonkeyP
     ],
 )
 def test_a_heads_port_past_65535_or_0_is_refused_at_once(
-    address: str, why: str, monkeypatch: pytest.MonkeyPatch
+    address: str, why: str, tried: list[str]
 ) -> None:
     # 127.0.0.1:70000 was tried for 10 s (as port 4464: the socket takes it modulo
     # 65536), then told as nothing answering there, Connection refused; so was port 0.
-    tried: list[str] = []
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "init", lambda **options: tried.append(options["address"]))
-    monkeypatch.setattr(ray_join, "REACH_S", 0.5)
     started = time.monotonic()
     with pytest.raises(ConfigError) as caught:
         RayBackend(address)._init()
@@ -721,14 +726,10 @@ def test_a_heads_port_past_65535_or_0_is_refused_at_once(
     [(b"", "it said nothing within 0.5s"), (b"HTTP/1.1 404 Not Found\r\n\r\n", "HTTP/1")],
 )
 def test_a_port_that_answers_but_is_no_ray_head_is_told_at_once(
-    reply: bytes, why: str, monkeypatch: pytest.MonkeyPatch
+    reply: bytes, why: str, tried: list[str]
 ) -> None:
     # Ray's driver, given a port where something else listens (a dashboard's, a server
     # that says nothing), waited for a GCS there as long as where nothing answers.
-    tried: list[str] = []
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "init", lambda **options: tried.append(options["address"]))
-    monkeypatch.setattr(ray_join, "REACH_S", 0.5)
     started = time.monotonic()
     with answering(reply) as stranger, pytest.raises(ConnectionError) as caught:
         RayBackend(stranger)._init()

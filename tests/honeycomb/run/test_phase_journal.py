@@ -28,6 +28,16 @@ pytestmark = pytest.mark.timeout(60)
 WORKER = Role(name="w")
 
 
+async def stopped_when(reached: asyncio.Event, executor: Executor, **given: Any) -> None:
+    """Run ``r1`` of ``executor`` until ``reached`` is set, then stop it (as Ctrl-C
+    would)."""
+    run = asyncio.create_task(executor.run("t", run_id="r1", **given))
+    await reached.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+
+
 class Mailroom:
     """A side-effecting ``send`` tool that counts what it sent, and a model whose
     planner or aggregator (``phase``) calls it, then answers; until ``released``, its
@@ -82,11 +92,7 @@ class Mailroom:
         """The run's first life, stopped (as Ctrl-C would) once the call was made."""
         store = RunStore(db)
         given = [("w", "go")] if self.phase == "aggregator" else None
-        run = asyncio.create_task(self.executor(store).run("t", subtasks=given, run_id="r1"))
-        await self.called.wait()
-        run.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await run
+        await stopped_when(self.called, self.executor(store), subtasks=given)
         assert store.find("r1").status == "interrupted"  # type: ignore[union-attr]
         store.close()
 
@@ -198,11 +204,7 @@ async def test_a_resumed_run_whose_planner_fails_again_has_no_partial_result(db:
         return Executor(roles, FunctionModel(planner), tools=[send], store=store, policy=policy)
 
     store = RunStore(db)
-    run = asyncio.create_task(executor(store).run("t", run_id="r1"))
-    await stopped.wait()
-    run.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await run
+    await stopped_when(stopped, executor(store))
     store.close()
     released = True
     store = RunStore(db)
@@ -242,11 +244,7 @@ async def test_an_aggregators_idempotent_call_cut_off_is_made_again_with_its_own
         return Executor(roles, FunctionModel(answer), tools=[charge], store=store)
 
     store = RunStore(db)
-    run = asyncio.create_task(executor(store).run("t", subtasks=[("w", "go")], run_id="r1"))
-    await inside.wait()
-    run.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await run
+    await stopped_when(inside, executor(store), subtasks=[("w", "go")])
     store.close()
     released = True
     store = RunStore(db)
@@ -284,11 +282,7 @@ async def test_a_planners_call_of_unknown_outcome_under_fail_fails_the_run(db: P
         return Executor(roles, FunctionModel(planner), tools=[send], store=store, policy=policy)
 
     store = RunStore(db)
-    run = asyncio.create_task(executor(store).run("t", run_id="r1"))
-    await inside.wait()
-    run.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await run
+    await stopped_when(inside, executor(store))
     store.close()
     released = True
     store = RunStore(db)
