@@ -87,7 +87,7 @@ def create_app(executor: Executor) -> Starlette:
             request,
             active,
             lambda: executor.run(task, run_id=run_id or None),
-            _refusal(run_id),
+            run_id,
         )
 
     async def stream(request: Request) -> Response:
@@ -99,7 +99,7 @@ def create_app(executor: Executor) -> Starlette:
             _streamed(
                 active,
                 lambda: executor.stream(task, run_id=run_id or None),
-                _refusal(run_id),
+                run_id,
             )
         )
 
@@ -144,19 +144,14 @@ def create_app(executor: Executor) -> Starlette:
     )
 
 
-Refusal = Callable[[HoneycombError], tuple[int, dict[str, Any]] | None]
-"""The status and JSON body of a request whose run raised this error as the client's
-mistake (None: not the client's): what ``/run`` answers, and what ``/stream`` sends as
-its ``error`` (with the status in it)."""
-
-
 async def _answered(
     request: Request,
     active: _Counter,
     answer: Callable[[], Awaitable[RunResult]],
-    refusal: Refusal | None = None,
+    run_id: str | None = None,
 ) -> Response:
-    """The JSON response to a request whose answer is a run's result."""
+    """The JSON response to a request whose answer is a run's result (of ``run_id``,
+    when the client named it)."""
     result: RunResult | None = None
     error: HoneycombError | None = None
     async with anyio.create_task_group() as tg:
@@ -173,7 +168,7 @@ async def _answered(
             tg.cancel_scope.cancel()
     if result is not None:
         return JSONResponse(_payload(result))
-    mistaken = refusal(error) if refusal is not None and error is not None else None
+    mistaken = _refused(error, run_id) if error is not None else None
     if mistaken is not None:
         return JSONResponse(mistaken[1], status_code=mistaken[0])
     if error is not None:
@@ -186,38 +181,35 @@ async def _answered(
     return Response(status_code=499)  # the client went away
 
 
-def _refusal(run_id: str | None) -> Refusal:
-    """How a request on run ``run_id`` is refused as the client's mistake, with 409
-    (not naming where the service keeps its runs, nor its processes): a run under way
-    (another request carries it on, here or in another replica: send again once it
-    ended), or one the store keeps of another task (it goes on only with its own
-    task), naming that task."""
-
-    def refused(error: HoneycombError) -> tuple[int, dict[str, Any]] | None:
-        if not run_id:
-            return None
-        if isinstance(error, RunBusy):
-            said = f"run {run_id!r} is under way for another request: send it again once it ended"
-            return 409, {"error": said, "run_id": run_id}
-        if isinstance(error, RunMismatch) and error.task is not None:
-            said = (
-                f"run {run_id!r} is a run of another task ({error.task!r}): send that task "
-                "to go on with it, or a new run_id for this one"
-            )
-            return 409, {"error": said, "run_id": run_id, "task": error.task}
+def _refused(error: HoneycombError, run_id: str | None) -> tuple[int, dict[str, Any]] | None:
+    """The status and JSON body of a request on run ``run_id`` whose run raised
+    ``error`` as the client's mistake, with 409 (not naming where the service keeps its
+    runs, nor its processes): a run under way (another request carries it on, here or
+    in another replica: send again once it ended), or one the store keeps of another
+    task (it goes on only with its own task), naming that task. None: not the client's
+    mistake."""
+    if not run_id:
         return None
-
-    return refused
+    if isinstance(error, RunBusy):
+        said = f"run {run_id!r} is under way for another request: send it again once it ended"
+        return 409, {"error": said, "run_id": run_id}
+    if isinstance(error, RunMismatch) and error.task is not None:
+        said = (
+            f"run {run_id!r} is a run of another task ({error.task!r}): send that task "
+            "to go on with it, or a new run_id for this one"
+        )
+        return 409, {"error": said, "run_id": run_id, "task": error.task}
+    return None
 
 
 def _streamed(
     active: _Counter,
     start: Callable[[], AbstractAsyncContextManager[RunStream]],
-    refusal: Refusal | None = None,
+    run_id: str | None = None,
 ) -> Producer:
-    """What a stream's response sends: every event of the run ``start`` starts, then
-    its result (or its error: the client's mistake as ``refusal`` tells it, with its
-    status, as ``/run`` answers it)."""
+    """What a stream's response sends: every event of the run ``start`` starts (of
+    ``run_id``, when the client named it), then its result (or its error: the client's
+    mistake as :func:`_refused` tells it, with its status, as ``/run`` answers it)."""
 
     async def produce(send: MemoryObjectSendStream[bytes]) -> None:
         active.value += 1
@@ -227,7 +219,7 @@ def _streamed(
                     async for event in run:
                         await send.send(_sse(event.kind, _fields(event)))
                 except HoneycombError as exc:
-                    told = refusal(exc) if refusal is not None else None
+                    told = _refused(exc, run_id)
                     said: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}"}
                     if told is not None:
                         said = {**told[1], "status": told[0]}

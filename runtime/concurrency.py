@@ -80,6 +80,7 @@ __all__ = [
     "PerLoop",
     "TimedOut",
     "closed_with_loop",
+    "innermost",
     "require_asyncio",
     "run_together",
     "shielded",
@@ -174,6 +175,14 @@ class Bell:
     def next_ring(self) -> asyncio.Event:
         """Set by the next :meth:`ring`."""
         return self._next
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """What was raised, out of the exception groups of the tasks it went through (a
+    task group's, a parallel tool call's, a guard's): the first of each."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def require_asyncio(what: str) -> None:

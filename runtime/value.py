@@ -41,7 +41,6 @@ __all__ = [
     "SettingsModel",
     "Value",
     "config_error",
-    "kinds",
     "packed",
     "pydantic_errors",
     "validation_summary",
@@ -98,7 +97,7 @@ class Settings(Value, frozen=True, kw_only=True):
         for name, annotation, is_of in _annotations(cls):
             value = getattr(self, name)
             if not is_of(value):
-                expected = f"must be of type {_type_name(annotation)} (got {kinds(value)})"
+                expected = f"must be of type {_type_name(annotation)} (got {_kinds(value)})"
                 raise ConfigError(expected, field=f"{cls.__name__}.{name}")
         for name, meta in _bounds(cls):
             value = getattr(self, name)
@@ -306,7 +305,7 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
-def kinds(value: object) -> str:
+def _kinds(value: object) -> str:
     """The types ``value`` holds, not its values (which may be secrets): ``str``,
     ``tuple of int, str``, ``dict of dict``."""
     if isinstance(value, str) or not isinstance(value, tuple | list | dict):

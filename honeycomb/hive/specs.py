@@ -25,11 +25,10 @@ from honeycomb.hive.paths import beside, home_known
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
 from runtime import JsonToolModel, Model, Price, PricedModel, TextToolModel
-from runtime.config.endpoints import unsendable
+from runtime.config.endpoints import http_url_problem, unsendable
 from runtime.config.stores import is_url, store_problem
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.openai.request import (
-    base_url_problem,
     key_missing,
     split_settings,
 )
@@ -300,7 +299,7 @@ _LLAMA_FIELDS = frozenset({"path", "parallel", "context", "threads", "seed"})
 
 def _http_url(url: str | None) -> str | None:
     """``url``, if an endpoint can be reached at it (as the adapters decide when made)."""
-    problem = base_url_problem(url) if url else None
+    problem = http_url_problem(url, "base_url") if url else None
     if problem is not None:
         raise ValueError(problem)
     return url

@@ -27,7 +27,7 @@ from msgspec.structs import replace
 
 from honeycomb.run.agents import current_run
 from honeycomb.run.context import RunContext, unwaited
-from honeycomb.run.phase_names import is_phase_name, phase_name
+from honeycomb.run.phase_names import phase_name
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
 from workers import Role, Worker, WorkerResult
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
 
-__all__ = ["is_phase_name", "phase_name", "run_phase_worker"]
+__all__ = ["run_phase_worker"]
 
 
 async def run_phase_worker(
@@ -61,11 +61,10 @@ async def run_phase_worker(
             asked for (the role's ``output_schema`` changed since).
     """
     runs = current_run()
-    record = runs.record if runs is not None else None
-    if record is None or runs is None or record.run_id != context.run_id:
+    if runs is None or runs.record is None or runs.record.run_id != context.run_id:
         worker = unkept or context.worker(role, **made)
         return worker, await worker.run(prompt, keep=keep)
-    return await _kept(context, record, runs.resumed, role, prompt, what, keep, made)
+    return await _kept(context, runs.record, runs.resumed, role, prompt, what, keep, made)
 
 
 async def _kept(

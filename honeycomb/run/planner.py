@@ -22,7 +22,15 @@ from __future__ import annotations
 import contextlib
 import inspect
 import reprlib
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import ValidationError
@@ -435,15 +443,16 @@ def as_plan(made: object, what: str) -> Plan:
     return Plan(subtasks=tuple(subtasks))
 
 
-def checked(plan: Plan, context: RunContext) -> Plan:
+def checked(plan: Plan, context: RunContext, *, finished: Collection[str] = ()) -> Plan:
     """``plan``, if valid for this run's roles: refused, not repaired (a planner
     role's plans are repaired as it makes them), and of any length (the policy's
-    ``max_subtasks`` bounds a model's plans, as its planner asks for them).
+    ``max_subtasks`` bounds a model's plans, as its planner asks for them). The roles
+    of its ``finished`` subtasks (a resumed run's) may be gone: they never run again.
 
     Raises:
         PlanError: naming every problem.
     """
-    problems = plan_problems(plan, list(context.roles))
+    problems = plan_problems(plan, list(context.roles), finished=finished)
     if problems:
         raise PlanError(problems)
     return plan

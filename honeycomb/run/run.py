@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from msgspec.structs import replace
@@ -28,6 +28,7 @@ from honeycomb.run.planner import (
     StaticPlanner,
     SubtaskSpec,
     as_plan,
+    checked,
     follow_up_with,
     plan_with,
 )
@@ -59,7 +60,7 @@ from runtime import (
     RunFailed,
     Tracer,
 )
-from runtime.concurrency import TimedOut, shielded, within
+from runtime.concurrency import TimedOut, innermost, shielded, within
 from runtime.errors import RunMismatch
 from runtime.events import HeldText, event_time
 from runtime.limits.cut import RunCut, run_cut
@@ -216,7 +217,7 @@ class Run:
             await self._interrupted(exc)
             raise
         except BaseException as exc:  # KeyboardInterrupt, SystemExit ... from a tool or model
-            stopped = _original(exc)
+            stopped = innermost(exc)
         else:
             await self._finished(result.status, result, None)
             if result.status == "waiting":
@@ -385,10 +386,11 @@ class Run:
 
     async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
         given = subtasks is not None
-        if self.resumed is not None and self.resumed.plan is not None:
+        ran = self.resumed.plan if self.resumed is not None else None  # by earlier lives
+        if self.resumed is not None and ran is not None:
             given = self.resumed.given  # as the earlier life was: given it, or planned
-            subtasks = self.resumed.plan  # the plan of the earlier life: never re-planned
-            self.plan = self.resumed.plan  # what its earlier lives ran, whatever its check says
+            subtasks = ran  # the plan of the earlier life: never re-planned
+            self.plan = ran  # what its earlier lives ran, whatever its check says
         lead = None if given else self.shared.phases.planner
         if not isinstance(lead, RoundPlanner) or lead.rounds < 2:
             lead = None  # planned once
@@ -400,13 +402,13 @@ class Run:
                 "the Executor a planner"
             )
         began = self._phase("plan")
-        if self.guards.guards.input and (self.resumed is None or self.resumed.plan is None):
+        if self.guards.guards.input and ran is None:
             _tripwire("input", await self.guards.input(self.task))  # before anything runs
         if self.converse is not None:  # the session's conversation, within its budget
             conversation = await self.converse(self.context)
             self.context = replace(self.context, conversation=conversation)
-        if self.resumed is not None and self.resumed.plan is not None:
-            self.plan = _still_fits(self.resumed.plan, self.resumed.finished, self.context)
+        if self.resumed is not None and ran is not None:
+            self.plan = checked(ran, self.context, finished=self.resumed.finished)
         else:
             self.plan = await plan_with(planner, self.task, self.context)
         self.times["plan"] = time.perf_counter() - began
@@ -789,13 +791,6 @@ def _tripwire(kind: GuardKind, refusals: list[Refusal]) -> None:
         raise tripped(kind, refusals)
 
 
-def _original(exc: BaseException) -> BaseException:
-    """What was raised, out of the exception groups of the tasks it went through."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
 def _same_plan(
     subtasks: Plan | Sequence[SubtaskSpec], stored: str, run_id: str, where: str
 ) -> None:
@@ -822,17 +817,3 @@ def _same_plan(
         f"run {run_id!r} in {where} was started with another plan ({how}); resume it "
         "without subtasks= (it goes on with its own plan), or use a new run_id",
     )
-
-
-def _still_fits(plan: Plan, finished: Collection[str], context: RunContext) -> Plan:
-    """The plan of a resumed run, if it still fits the roles of the Executor that
-    continues it: the subtasks still to run need theirs; a ``finished`` one's role may
-    have gone (renamed, taken out of the hive): its result is kept, never run again.
-
-    Raises:
-        PlanError: naming every problem.
-    """
-    problems = plan_problems(plan, list(context.roles), finished=finished)
-    if problems:
-        raise PlanError(problems)
-    return plan

@@ -44,7 +44,7 @@ from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus, why_failed
 from runtime import BudgetExceeded, HoneycombError, RunFailed
-from runtime.concurrency import TimedOut, run_together, stoppable
+from runtime.concurrency import TimedOut, innermost, run_together, stoppable
 from runtime.limits.budget import InFlight
 from runtime.limits.cut import worker_cut
 from runtime.limits.room import Room, in_room, nested_work
@@ -239,7 +239,7 @@ class Scheduler:
                 self._fatal = exc
             started = self._began.get(subtask.id)
             if started is not None:  # its end is the run's, which it stops
-                self._stopped_now(subtask, started, raised=_raised(exc))
+                self._stopped_now(subtask, started, raised=innermost(exc))
             self._cancel()
             # Raised by run(), in the run's own task: out of a task of its own, asyncio
             # would let a KeyboardInterrupt or SystemExit escape its event loop.
@@ -593,14 +593,6 @@ async def _nested(running: Awaitable[WorkerResult]) -> WorkerResult:
     and beside its caller's other work against their time limits."""
     async with nested_work():
         return await running
-
-
-def _raised(exc: BaseException) -> BaseException:
-    """What was raised, out of the exception groups of the tasks it went through (a
-    parallel tool call's, a guard's)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 def _lost(outcome: SubtaskResult) -> bool:

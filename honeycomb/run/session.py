@@ -304,7 +304,7 @@ class Session:
         Raises:
             SessionBusy: when that turn is being answered (here or in another process).
         """
-        async with self._edit_lock("pop"):
+        async with self._turn_lock(None, edit="pop"):
             turns = await self._rows.turns(self.id)
             if not turns:
                 return None
@@ -329,7 +329,7 @@ class Session:
         Raises:
             SessionBusy: when a turn is being answered.
         """
-        async with self._edit_lock("clear"):
+        async with self._turn_lock(None, edit="clear"):
             self._not_answering(await self._rows.turns(self.id))
             await self._rows.drop(self.id, 0)
 
@@ -356,7 +356,7 @@ class Session:
             raise ValueError(f"session {self.id!r} has turns 1 to {len(turns)}, not {number}")
         self._not_answering(turns[:number])
         target = self._open(session_id or f"{self.id}~{os.urandom(3).hex()}")
-        async with target._edit_lock("a fork over it"):
+        async with target._turn_lock(None, edit="a fork over it"):
             target._not_answering(await self._rows.turns(target.id))
             await self._rows.copy(self.id, target.id, number)  # refused if taken meanwhile
         return target
@@ -369,7 +369,7 @@ class Session:
             SessionBusy: when a turn is being answered, or a run of the session carried
                 on (resumed by its id).
         """
-        async with self._edit_lock("forget"):
+        async with self._turn_lock(None, edit="forget"):
             self._not_answering(await self._rows.turns(self.id))
             await self._rows.forget([self.id])
 
@@ -474,39 +474,23 @@ class Session:
                 path="-",
             )
 
-    def _turn_lock(self, busy: Busy | None) -> TurnLock:
+    def _turn_lock(self, busy: Busy | None, *, edit: str | None = None) -> TurnLock:
         """The session's lock, once it is this caller's to take: refused at once if
-        taken and ``busy`` (or the session's default) is ``refuse``.
+        taken and ``busy`` (or the session's default) is ``refuse``; for an ``edit``
+        (``pop``, ``forget`` ...), always, in words of the edit (a message's
+        busy='wait' is no choice of it).
 
         Raises:
             SessionBusy: refused.
         """
-        if (busy or self.busy) == "refuse" and self._lock.locked():
-            raise SessionBusy(
-                f"session {self.id!r} is answering another message; send this one once "
-                "it has ended (or wait for it: busy='wait')",
-                session_id=self.id,
-                turn=0,
-                run_id="",
+        if (edit is not None or (busy or self.busy) == "refuse") and self._lock.locked():
+            said = (
+                f"is answering a message: {edit} refused; try again once it has ended"
+                if edit is not None
+                else "is answering another message; send this one once it has ended (or "
+                "wait for it: busy='wait')"
             )
-        return self._lock
-
-    def _edit_lock(self, edit: str) -> TurnLock:
-        """The session's lock, for ``edit`` (``pop``, ``forget`` ...): refused at once
-        while this process answers a message of the session, in words of the edit (a
-        message's busy='wait' is no choice of it).
-
-        Raises:
-            SessionBusy: refused.
-        """
-        if self._lock.locked():
-            raise SessionBusy(
-                f"session {self.id!r} is answering a message: {edit} refused; try again "
-                "once it has ended",
-                session_id=self.id,
-                turn=0,
-                run_id="",
-            )
+            raise SessionBusy(f"session {self.id!r} {said}", session_id=self.id, turn=0, run_id="")
         return self._lock
 
     async def _answer(

@@ -75,6 +75,10 @@ class _Clock(_Strand):
         self.waited_s = 0.0  # the time it was stopped, added up
         self.woken: Callable[[], None] | None = None  # the limit's check, once it runs
 
+    def worked_s(self, now: float) -> float:
+        """The time it has worked by ``now`` (less the stretches it was stopped)."""
+        return now - self.started - self.waited_s
+
     def less(self, now: float) -> None:
         """One of its strands stops working: the last stops the clock."""
         self.working -= 1
@@ -151,7 +155,7 @@ def time_left() -> tuple[float, str] | None:
     least: tuple[float, str] | None = None
     clock: _Clock | None = strand.clock
     while clock is not None:  # each works while the work under way does
-        left = clock.limit - (now - clock.started - clock.waited_s)
+        left = clock.limit - clock.worked_s(now)
         if least is None or left < least[0]:
             least = (left, clock.named)
         clock = clock.parent
@@ -244,7 +248,7 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
         if not clock.working:
             clock.woken = check  # again once some of its work goes on
             return
-        left = limit - (loop.time() - started - clock.waited_s)
+        left = limit - clock.worked_s(loop.time())
         if left <= 0:
             (cut.now if cut is not None else deadline.expire)()
         else:
@@ -268,7 +272,7 @@ def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within
         if timer is not None:
             timer.cancel()
         if own is not None:
-            own.worked_s = loop.time() - started - clock.waited_s
+            own.worked_s = clock.worked_s(loop.time())
 
 
 class OwnTime:

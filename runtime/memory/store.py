@@ -184,7 +184,8 @@ def _class(spans: tuple[tuple[int, int], ...]) -> str:
 
 
 _ONE_SEA_LETTER = f"[{_class(_SEA_LETTERS)}]"
-_LETTER = f"{_CJK}|{_ONE_SEA_LETTER}(?:[\u17d2\u1039]{_ONE_SEA_LETTER}|[{_class(_SEA_MARKS)}])*"
+_SEA_MARK = f"[{_class(_SEA_MARKS)}]"
+_LETTER = f"{_CJK}|{_ONE_SEA_LETTER}(?:[\u17d2\u1039]{_ONE_SEA_LETTER}|{_SEA_MARK})*"
 """A letter of a script that writes no space between words, as the word index takes
 it: a Chinese, Japanese or Korean letter, or a Thai, Lao, Burmese or Khmer one with its
 marks, and a letter a Khmer coeng or a Burmese virama stacks under it (``รุ``,
@@ -195,7 +196,7 @@ WORD_CHARACTERS = "".join(
 """What the word index must keep inside a word, as its tokenizer's ``tokenchars``: the
 marks of Thai, Lao, Burmese and Khmer (to SQLite's Unicode 6.1 tables, separators) and
 their letters (some of which those tables do not know)."""
-_WORD = f"(?:[^\\W_]|[{_class(_SEA_MARKS)}])+"
+_WORD = f"(?:[^\\W_]|{_SEA_MARK})+"
 """A word of a query: letters and digits, with the marks of the scripts above.
 Compiled by re's cache on the first query, as :data:`_CJK` is."""
 

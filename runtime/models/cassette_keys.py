@@ -34,6 +34,7 @@ __all__ = [
     "run_of",
     "texts_key",
     "there",
+    "told_run",
     "worker_of",
 ]
 
@@ -65,9 +66,15 @@ def worker_of(request: ModelRequest) -> str | None:
 
 def run_of(request: ModelRequest) -> str | None:
     """The run a request's conversation names (``run_id/worker``), when its id is
-    long enough to be told from words (:data:`RUN`)."""
+    long enough to be told from words (:func:`told_run`)."""
     run_id, slash, _ = (request.conversation or "").partition("/")
-    return run_id if slash and len(run_id) >= MIN_RUN_ID else None
+    return told_run(run_id) if slash else None
+
+
+def told_run(run_id: str | None) -> str | None:
+    """``run_id``, when it is long enough (:data:`MIN_RUN_ID`) to be told from words
+    and written :data:`RUN` in a cassette; None when it is not."""
+    return run_id if run_id is not None and len(run_id) >= MIN_RUN_ID else None
 
 
 def renamed(value: Any, old: str, new: str) -> Any:

@@ -12,7 +12,7 @@ import msgspec
 from msgspec.structs import replace
 
 from runtime.errors import CassetteError
-from runtime.models.cassette_keys import MIN_RUN_ID, RUN, here, renamed, run_of
+from runtime.models.cassette_keys import RUN, here, renamed, run_of, told_run
 from runtime.models.cassette_lines import (
     Cut,
     Decided,
@@ -77,11 +77,11 @@ class CassetteWriter:
     def searched(self, searched: Searched, run: str | None) -> None:
         """Record one search of a memory, made by run ``run`` (its id written
         :data:`RUN`: a memory that run kept names it)."""
-        line = masked(searched)
-        if run is None or len(run) < MIN_RUN_ID:
+        line, told = masked(searched), told_run(run)
+        if told is None:
             self._append(line)
         else:
-            self._append(renamed(msgspec.to_builtins(line), run, RUN))
+            self._append(renamed(msgspec.to_builtins(line), told, RUN))
 
     def call(self, recorded: Recorded) -> None:
         """Record one call (the id of its run written :data:`RUN`; a secret its text

@@ -73,7 +73,6 @@ from runtime.model import ModelRequest
 from runtime.models.cassette_cuts import Cuts, cutting
 from runtime.models.cassette_keys import (
     CWD,
-    MIN_RUN_ID,
     RUN,
     canonical,
     canonical_arguments,
@@ -84,6 +83,7 @@ from runtime.models.cassette_keys import (
     run_of,
     texts_key,
     there,
+    told_run,
     worker_of,
 )
 from runtime.models.cassette_lines import (
@@ -348,8 +348,7 @@ class Cassette:
         """``worker`` of run ``run`` (of ``case``) failed as its recording did not
         (``how``): a call that then differs only for what came of it names it first
         (:meth:`answered`), as a call not recorded is."""
-        kept = run if run is not None and len(run) >= MIN_RUN_ID else None  # as run_of
-        self._first.setdefault((case, kept), (worker, how))
+        self._first.setdefault((case, told_run(run)), (worker, how))
 
     def ran(self, worker: str, case: str | None, *, ended: bool) -> None:
         """A replayed run's ``worker`` (of ``case``) started, or ``ended``: a cut of

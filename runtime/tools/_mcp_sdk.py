@@ -25,7 +25,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from runtime.concurrency import TimedOut, within
+from runtime.concurrency import TimedOut, innermost, within
 from runtime.errors import CallNotSent, McpServerError, ModelRetry, ServerGone
 from runtime.secrets import masked
 from runtime.tools._mcp_logs import ours
@@ -475,8 +475,7 @@ def _line(message: SessionMessage) -> str:
 
 def _reason(exc: BaseException) -> str:
     """What went wrong, out of the exception groups of the SDK's task groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    exc = innermost(exc)
     if isinstance(exc, MCPError):
         return exc.message
     if isinstance(exc, pydantic.ValidationError):  # an answer MCP does not allow

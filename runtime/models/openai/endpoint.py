@@ -38,6 +38,7 @@ from msgspec.structs import replace
 
 from runtime import logs
 from runtime.concurrency import TimedOut, closed_with_loop, within
+from runtime.config.endpoints import http_url_problem
 from runtime.errors import (
     ConfigError,
     ModelConnectionError,
@@ -76,7 +77,6 @@ from runtime.models.openai.request import (
     KEY_VARIABLE,
     NO_KEY,
     Api,
-    base_url_problem,
     key_missing,
     key_source,
     key_unsendable,
@@ -211,7 +211,7 @@ class OpenAIEndpoint(abc.ABC):
             add_secret(secret, "password", owner=self)
         # The URL calls go to (a client given has its own).
         sent_to = self.base_url if client is None else None
-        problem = base_url_problem(sent_to) if sent_to else None
+        problem = http_url_problem(sent_to, "base_url") if sent_to else None
         if problem is not None:
             given = "" if base_url else " (from OPENAI_BASE_URL)"
             raise ConfigError(masked(f"model {model!r}: {problem}{given}"))

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from runtime.config.endpoints import header_value_problem, http_url_problem, unsendable
+from runtime.config.endpoints import header_value_problem, unsendable
 from runtime.errors import ConfigError, ConfigErrors, kind_of
 from runtime.messages import (
     AssistantMessage,
@@ -35,7 +35,6 @@ __all__ = [
     "RESERVED_RESPONSES_SETTINGS",
     "RESERVED_SETTINGS",
     "Api",
-    "base_url_problem",
     "check_settings",
     "key_missing",
     "key_source",
@@ -243,13 +242,6 @@ def split_settings(
     extra = {k: v for k, v in settings.items() if k not in known}
     extra.update(settings.get("extra_body", {}))  # the settings' own extra_body wins
     return sdk, extra
-
-
-def base_url_problem(base_url: str) -> str | None:
-    """What is wrong with ``base_url``, if no call can go to it: no ``http://``, a
-    line break, a port that cannot be (:func:`~runtime.config.endpoints.http_url_problem`),
-    quoted without its password and keys."""
-    return http_url_problem(base_url, "base_url")
 
 
 def without_query(base_url: str) -> tuple[str, dict[str, str]]:
