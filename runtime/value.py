@@ -83,7 +83,8 @@ class Settings(Value, frozen=True, kw_only=True):
     Made in Python, each field is checked against its annotation too (a type checker's
     mistakes: ``args="-m x"`` for a tuple, ``approval="false"`` for a bool, text where
     a number goes), told by the field's type and the type it got, never its value
-    (it may be a secret).
+    (it may be a secret). A list given for a tuple (``args=["-m", "x"]``) is kept as a
+    tuple, so that the value stays hashable and its owner's list cannot change it.
 
     Raises:
         ConfigError: made in Python with a value not of its field's type or out of
@@ -99,6 +100,9 @@ class Settings(Value, frozen=True, kw_only=True):
             if not is_of(value):
                 expected = f"must be of type {_type_name(annotation)} (got {_kinds(value)})"
                 raise ConfigError(expected, field=f"{cls.__name__}.{name}")
+            if isinstance(value, list) and name in _tuple_fields(cls):
+                # Kept as its field says: hashable, and not changed by the caller's list.
+                msgspec.structs.force_setattr(self, name, tuple(value))
         for name, meta in _bounds(cls):
             value = getattr(self, name)
             problem = None if value is None else _out_of_bounds(value, meta)
@@ -256,6 +260,21 @@ def _metas(annotation: Any) -> list[msgspec.Meta]:
 def _annotations(cls: type[Settings]) -> tuple[tuple[str, Any, Callable[[Any], bool]], ...]:
     """Each field's name, annotation, and the test of a value's type it says."""
     return tuple((f.name, f.type, _is_of(f.type)) for f in msgspec.structs.fields(cls))
+
+
+@functools.cache
+def _tuple_fields(cls: type[Settings]) -> frozenset[str]:
+    """The fields of ``cls`` that hold a tuple (a list given for one becomes one)."""
+    return frozenset(f.name for f in msgspec.structs.fields(cls) if _holds_tuple(f.type))
+
+
+def _holds_tuple(annotation: Any) -> bool:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _holds_tuple(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_holds_tuple(member) for member in args)
+    return origin is tuple or annotation is tuple
 
 
 def _is_of(annotation: Any) -> Callable[[Any], bool]:

@@ -675,6 +675,21 @@ def test_a_server_is_declared_right_or_told_what_to_fix(
     assert "123456" not in str(told.value)
 
 
+def test_a_server_s_args_given_as_a_list_are_kept_as_a_tuple() -> None:
+    """As users write them: the server equals the one written with a tuple, and the
+    lists changed afterwards change nothing of it (its secrets masked still)."""
+    token = "s3cret-token-01"
+    args, secrets = ["-m", "x", "--token", token], [token]
+    server = McpServer(name="t", command="python", args=args, secrets=secrets)
+    args.append("--more")
+    secrets.clear()
+    assert (server.args, server.secrets) == (("-m", "x", "--token", token), (token,))
+    assert server == McpServer(
+        name="t", command="python", args=("-m", "x", "--token", token), secrets=(token,)
+    )
+    assert token not in repr(server)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
