@@ -143,8 +143,11 @@ _COMMON = frozenset(
         when where which who why will with you your""",
     )
 )
-MAX_TERMS = 32
-"""Words of a query used at most (a whole subtask's text can be a query)."""
+MAX_TERMS = 256
+"""Terms of a query used at most, its first ones: a whole subtask's text can be a query.
+A term is a word, or a pair of neighbouring letters of a script that writes no space
+between words (:func:`_terms`): about 256 words of English, or a run of about 257
+letters of Thai or Chinese."""
 
 
 _CJK = (
@@ -215,7 +218,7 @@ def fts_query(text: str, *, match: Literal["any", "all"] = "any") -> str | None:
     Common English words are left out, unless there are no others. A run of Chinese,
     Japanese, Korean, Thai, Lao, Burmese or Khmer letters is its pairs of neighbours,
     each a phrase (``any``), or its letters (``all``: each must be there): it has no
-    spaces to tell its words by.
+    spaces to tell its words by. At most :data:`MAX_TERMS` terms, the first ones.
     None when the text has no words.
     """
     found = re.findall(_WORD, text)

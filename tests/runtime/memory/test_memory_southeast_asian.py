@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from runtime.memory import SQLiteMemory, db
-from runtime.memory.store import fts_query
-from tests.runtime.memory.test_memory_cjk import _SCHEMA_1
+from runtime.memory.store import MAX_TERMS, fts_query
+from tests.runtime.memory.test_memory_cjk import _SCHEMA_1, TOKYO
 from tests.support.openai_server import embedding
 
 THAI = "เชียงใหม่มีอากาศเย็นในเดือนธันวาคม"  # Chiang Mai is cool in December
@@ -95,6 +95,36 @@ async def test_a_forgotten_memory_in_khmer_is_found_no_more(memory: SQLiteMemory
 def test_a_query_searches_pairs_of_letters_each_with_its_marks() -> None:
     assert fts_query("ภูเก็ต") == '"ภู เ" OR "เ ก็" OR "ก็ ต"'
     assert fts_query("ភ្នំពេញ", match="all") == '"ភ្នំ" AND "ពេ" AND "ញ"'  # coeng: one letter
+
+
+@pytest.mark.parametrize(
+    ("asked", "word", "text"),
+    [
+        ("ขอแนะนำร้านกาแฟสำหรับการทำงานพร้อมปลั๊กไฟด้วยครับที่", "เชียงใหม่", THAI),
+        (
+            "私は来週の旅行の計画を立てていますがまだ決めていないことがたくさんあります",
+            "東京",
+            TOKYO,
+        ),
+    ],
+    ids=["thai", "japanese"],
+)
+async def test_a_long_query_without_spaces_is_searched_past_its_first_33_letters(
+    memory: SQLiteMemory, asked: str, word: str, text: str
+) -> None:
+    await memory.add(TOKYO, namespace="trip")
+    assert len(asked) > 33  # the first 32 pairs were all a query searched for
+    assert (await _found(memory, asked + word))[:1] == [text]
+
+
+def test_a_query_uses_its_first_max_terms_terms() -> None:
+    letters = [chr(c) for c in range(0x4E00, 0x4E00 + MAX_TERMS + 10)]
+    terms = (fts_query("".join(letters)) or "").split(" OR ")
+    assert len(terms) == MAX_TERMS
+    assert terms[-1] == f'"{letters[MAX_TERMS - 1]} {letters[MAX_TERMS]}"'
+    words = (fts_query(" ".join(f"w{n}" for n in range(MAX_TERMS + 10))) or "").split(" OR ")
+    assert words[0] == '"w0"'
+    assert words[-1] == f'"w{MAX_TERMS - 1}"'
 
 
 @pytest.mark.parametrize("version", [1, 2])
