@@ -18,6 +18,7 @@ from runtime.tools.mcp import (
     McpRun,
     McpServer,
     McpServers,
+    by_name,
     current_mcp_run,
     mcp_ref,
     mcp_tools,
@@ -36,10 +37,13 @@ class McpTools:
 
     Args:
         servers: The servers the roles may name (``server:tool``, ``server:*``).
+
+    Raises:
+        ConfigError: when one is not an ``McpServer``, or two have one name.
     """
 
     def __init__(self, servers: Sequence[McpServer]) -> None:
-        self.servers = {s.name: s for s in servers}
+        self.servers = by_name(servers)
         self._host: McpServers | None = None
         self._tools: dict[str, dict[str, Tool[..., Any]]] = {}
         self._unfit: dict[str, dict[str, str]] = {}  # tools no model can be offered, why

@@ -70,6 +70,7 @@ __all__ = [
     "McpServer",
     "McpServers",
     "McpToolSettings",
+    "by_name",
     "current_mcp_run",
     "mcp_ref",
     "mcp_tools",
@@ -183,6 +184,36 @@ class McpServer(Settings, frozen=True, kw_only=True):
         database's ``postgresql://user:PASSWORD@host/db``, ``?token=``); those in its
         ``env`` are its env's secrets (:func:`~runtime.secrets.add_env`)."""
         return url_secrets(" ".join((self.url or "", *self.args)))
+
+
+def by_name(servers: Iterable[McpServer]) -> dict[str, McpServer]:
+    """``servers`` by their names, as roles name them (``name:tool``).
+
+    Raises:
+        ConfigError: at ``mcp_servers``, when they are one server rather than a list of
+            them, when one is not an :class:`McpServer` (a dict of its fields), or when
+            two have one name (a role's ``name:tool`` would reach only one of them).
+    """
+    if isinstance(servers, McpServer):
+        raise ConfigError(
+            f"must be a list of servers (got one, {servers.name!r}: put it in a list)",
+            field="mcp_servers",
+        )
+    found: dict[str, McpServer] = {}
+    for index, server in enumerate(servers):
+        if not isinstance(server, McpServer):
+            raise ConfigError(
+                f"must be an McpServer(...) (got {type(server).__name__})",
+                field=f"mcp_servers[{index}]",
+            )
+        if server.name in found:
+            raise ConfigError(
+                f"two servers are named {server.name!r}: give each its own name (roles "
+                f"name a server's tools {server.name}:tool)",
+                field=f"mcp_servers[{index}]",
+            )
+        found[server.name] = server
+    return found
 
 
 def mcp_ref(ref: str, servers: Collection[str]) -> tuple[str, str] | None:
@@ -526,7 +557,7 @@ class McpServers:
     """
 
     def __init__(self, servers: Iterable[McpServer]) -> None:
-        self.servers = {s.name: s for s in servers}
+        self.servers = by_name(servers)
         for server in self.servers.values():  # secrets: masked wherever a run shows one
             add_env(server.env, owner=self)
             for value in server.secrets:

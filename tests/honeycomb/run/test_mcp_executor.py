@@ -19,7 +19,14 @@ from honeycomb import Executor, Policy, Role, RunFailed, Subtask
 from honeycomb.cli.main import main as cli
 from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.tools import McpToolSettings
-from runtime import ApprovalError, AssistantMessage, ConfigErrors, ModelRequest, ToolMessage
+from runtime import (
+    ApprovalError,
+    AssistantMessage,
+    ConfigError,
+    ConfigErrors,
+    ModelRequest,
+    ToolMessage,
+)
 from runtime.testing import call
 from tests.support import ROOT
 from tests.support.mcp_servers import child_pids, sdk_server
@@ -290,6 +297,36 @@ async def test_a_role_naming_a_tool_the_server_lacks_fails_alone() -> None:
         "role 'typo': MCP server 't' has no tool 'lokup' (did you mean 'lookup'?); its tools: "
         "append_note, die, gather, long, lookup, picture, pid, refuse, set_flag, slow, spawn, where"
     )
+
+
+@pytest.mark.parametrize(
+    ("servers", "message"),
+    [
+        # The first was dropped: its role's calls went to the other, unsaid.
+        (
+            [sdk_server("t"), sdk_server("t", args=("--without", "pid"))],
+            "mcp_servers[1]: two servers are named 't': give each its own name (roles name a "
+            "server's tools t:tool)",
+        ),
+        # Python's words: 'McpServer' object is not iterable, 'dict' object has no
+        # attribute 'name'.
+        (
+            sdk_server("t"),
+            "mcp_servers: must be a list of servers (got one, 't': put it in a list)",
+        ),
+        (
+            [sdk_server("t"), {"name": "u", "command": "x"}],
+            "mcp_servers[1]: must be an McpServer(...) (got dict)",
+        ),
+    ],
+    ids=["two of one name", "one server", "a dict"],
+)
+def test_servers_that_are_not_a_list_of_servers_of_their_own_names_are_told_at_once(
+    servers: Any, message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        Executor([CLERK], ScriptedModel(["done"]), mcp_servers=servers)
+    assert str(info.value) == message
 
 
 def test_a_misspelt_server_or_one_named_without_a_tool_is_told_as_the_executor_is_made() -> None:
