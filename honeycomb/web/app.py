@@ -282,21 +282,21 @@ class _Site:
             shown = (summary, progress, pending, [decidable(p) for p in pending], unable)
             return Look(shown=shown, status=summary.status, ended=summary.status in _FINISHED)
 
-        return self._follow(request, look, f"no run {run_id!r} in {self.store.name}")
+        return await self._follow(request, look, f"no run {run_id!r} in {self.store.name}")
 
     async def runs_events(self, request: Request) -> Response:
         """The list of runs' events: a change as a run starts, goes on or ends."""
-        return self._listed(request, self.store.runs)
+        return await self._listed(request, self.store.runs)
 
     async def evals_events(self, request: Request) -> Response:
         """The list of evals' events: a change as an eval is kept."""
-        return self._listed(request, self.store.evals)
+        return await self._listed(request, self.store.evals)
 
     async def sessions_events(self, request: Request) -> Response:
         """The list of sessions' events: a change as a session starts or takes a turn."""
-        return self._listed(request, StoredSessions(self.store).sessions)
+        return await self._listed(request, StoredSessions(self.store).sessions)
 
-    def _listed(self, request: Request, read: Callable[[int], Sequence[object]]) -> Response:
+    async def _listed(self, request: Request, read: Callable[[int], Sequence[object]]) -> Response:
         """The events of a list whose rows ``read(limit)`` reads (as its page, with one
         row past its ``?limit=``: whether the store holds more changes it too)."""
         limit = _limit(request)
@@ -304,7 +304,7 @@ class _Site:
         async def look() -> Look:
             return Look(shown=await asyncio.to_thread(read, limit + 1))
 
-        return self._follow(request, look, "")
+        return await self._follow(request, look, "")
 
     async def session_events(self, request: Request) -> Response:
         """A session page's events: a change as it takes a turn or its run goes on,
@@ -316,10 +316,11 @@ class _Site:
             turns = await rows.turns(session_id)
             return Look(shown=turns) if turns else None
 
-        return self._follow(request, look, f"no session {session_id!r} in {self.store.name}")
+        gone = f"no session {session_id!r} in {self.store.name}"
+        return await self._follow(request, look, gone)
 
-    def _follow(self, request: Request, look: Looker, gone: str) -> Response:
-        return follow(
+    async def _follow(self, request: Request, look: Looker, gone: str) -> Response:
+        return await follow(
             request,
             look,
             gone=gone,

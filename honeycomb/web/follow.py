@@ -24,6 +24,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
+from honeycomb.web.guard import Refused
 from runtime import StoreError
 from runtime.value import Value
 
@@ -48,7 +49,7 @@ Raises:
 """
 
 
-def follow(
+async def follow(
     request: Request,
     look: Looker,
     *,
@@ -58,20 +59,26 @@ def follow(
     ending: Callable[[], bool],
 ) -> StreamingResponse:
     """The events of a page that ``look`` reads (every ``poll_s``); ``gone``: what its
-    ``gone`` event says; ``ending``: whether the server stops (the events end at once)."""
+    ``gone`` event says; ``ending``: whether the server stops (the events end at once).
+
+    Raises:
+        Refused: 404, saying ``gone``, when what the page shows is not in the store as
+            its events are asked for: the answer is that, not events that say so.
+    """
+    first = await _look(look)
+    if first is None:
+        raise Refused(404, gone)
 
     async def stream() -> AsyncIterator[str]:
-        last = None
-        quiet = 0.0
+        now: Look | StoreError | None = first
+        last, quiet = None, 0.0
         until = time.monotonic() + stream_s
         while not ending() and not await request.is_disconnected():
             if time.monotonic() >= until:
                 yield _event("again", {})
                 return
-            try:
-                now = await look()
-            except StoreError as exc:  # said to the page, which keeps what it shows
-                yield _event("failed", {"error": str(exc)})
+            if isinstance(now, StoreError):  # said to the page, which keeps what it shows
+                yield _event("failed", {"error": str(now)})
                 return
             if now is None:
                 yield _event("gone", {"error": gone})
@@ -88,8 +95,17 @@ def follow(
                 return
             await asyncio.sleep(poll_s)
             quiet += poll_s
+            now = await _look(look)
 
     return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+async def _look(look: Looker) -> Look | StoreError | None:
+    """What ``look`` reads, or why the store could not be read."""
+    try:
+        return await look()
+    except StoreError as exc:
+        return exc
 
 
 def _event(name: str, data: dict[str, Any]) -> str:

@@ -153,6 +153,26 @@ async def test_a_run_page_names_a_missing_run(finished: Path, server: ThreadedSe
     assert "no run &#x27;nope&#x27; in runs.db" in missing.text
 
 
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("/runs/nope/events", "no run &#x27;nope&#x27; in runs.db"),
+        ("/runs/a%20b/events", "no run &#x27;a b&#x27; in runs.db"),
+        ("/sessions/nope/events", "no session &#x27;nope&#x27; in runs.db"),
+    ],
+)
+async def test_events_of_what_the_store_does_not_have_are_refused_before_they_start(
+    finished: Path, server: ThreadedServer, path: str, said: str
+) -> None:
+    """They were answered 200, as events, whose first said the run was gone: a client
+    could not tell a wrong id from a run deleted as it followed it."""
+    with _signed_in(server) as client:
+        missing = client.get(path, timeout=10)
+    assert missing.status_code == 404
+    assert not missing.headers["content-type"].startswith("text/event-stream")
+    assert said in missing.text
+
+
 async def test_events_of_a_finished_run_say_so_and_end(
     finished: Path, server: ThreadedServer
 ) -> None:
@@ -395,8 +415,13 @@ class _Watched:
     def __init__(self, page: Any) -> None:
         self.page = page
         self.errors: list[str] = []
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("console", self._console)
         page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def _console(self, message: Any) -> None:
+        if message.type == "error":  # a resource refused: which, with its status
+            where = message.location.get("url")
+            self.errors.append(f"{message.text} ({where})" if where else message.text)
 
     async def dataset(self, name: str) -> str | None:
         found: str | None = await self.page.evaluate(f"document.documentElement.dataset.{name}")
