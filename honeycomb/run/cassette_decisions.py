@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from honeycomb.run.events import RunFinished, WorkerFinished, WorkerStarted
+from honeycomb.run.scheduler import why_stopped
 from runtime.errors import CassetteError
 from runtime.events import ApprovalDecided, ApprovalRequested, EventHandler
 from runtime.model import Model
@@ -97,7 +98,8 @@ class DecisionsKept:
 class WorkersFollowed:
     """Tells a cassette as the run's workers start and end (its ``worker.started`` and
     ``worker.finished`` events): a recording's cut of the run records which had ended,
-    and a replay's falls once they have ended replayed too.
+    and a replay's falls once they have ended replayed too; a replay's calls held as
+    cancelled fail once nothing else runs to cancel them.
 
     Args:
         cassette: The cassette's writer (recording), or the cassette (replaying).
@@ -109,7 +111,16 @@ class WorkersFollowed:
     def __call__(self, event: Any) -> None:
         if isinstance(event, WorkerStarted | WorkerFinished) and event.worker is not None:
             ended = isinstance(event, WorkerFinished)
-            self.cassette.ran(event.worker, current_case(), ended=ended)
+            if isinstance(self.cassette, Cassette):  # its calls held as cancelled too
+                self.cassette.ran(event.worker, current_case(), ended=ended, stopping=_stopping)
+            else:
+                self.cassette.ran(event.worker, current_case(), ended=ended)
+
+
+def _stopping() -> bool:
+    """Whether the run whose worker asks is stopping its workers (the failure policy
+    gave up, a budget ran out): it cancels a replay's calls held as cancelled then."""
+    return why_stopped() is not None
 
 
 class CassetteApprover:

@@ -68,6 +68,10 @@ class Recorded(Line, frozen=True, kw_only=True, tag="call"):
             refusal of a retry (None: it answered; its ``response`` is then empty).
         cut: It was under way when the run's wall time cut it off (its ``response``
             is then empty, its ``pieces`` those it had streamed).
+        cancelled: It was under way when its worker was cancelled otherwise (the run
+            stopped it: another worker failed under ``fail_fast``, say): no answer
+            came (its ``response`` is then empty, its ``pieces`` those it had
+            streamed).
     """
 
     model: str
@@ -79,6 +83,7 @@ class Recorded(Line, frozen=True, kw_only=True, tag="call"):
     timeouts: int = 0
     error: RecordedFailure | None = None
     cut: bool = False
+    cancelled: bool = False
 
 
 class Cut(Line, frozen=True, kw_only=True, tag="cut"):

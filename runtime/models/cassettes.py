@@ -20,7 +20,10 @@ tool call that needed approval, as its worker went on with it, has a ``decision`
 (:mod:`honeycomb.run.cassette_decisions`). A run its wall time cut off (a worker its
 own time limit cut off) has a ``cut`` line where the cut fell, and the calls it cut
 under way (and the asks of its approver it cut off) recorded ``cut`` after it, which
-a replay holds until it is cut there too (:mod:`runtime.models.cassette_cuts`).
+a replay holds until it is cut there too (:mod:`runtime.models.cassette_cuts`). A
+call under way when its run stopped its worker otherwise (another worker failed under
+``fail_fast``) is recorded ``cancelled``, which a replay holds until it stops that
+worker too (:mod:`runtime.models.cassette_held`).
 Secrets are masked (:func:`runtime.secrets.masked`) before a line is written, and
 the folder the run worked in is written ``<cwd>`` (a tool that answers with a path
 under it, replayed in another clone, answers alike; a replayed answer that names
@@ -62,7 +65,7 @@ the call and its tool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -71,6 +74,7 @@ import msgspec
 from runtime.errors import CassetteMismatch
 from runtime.model import ModelRequest
 from runtime.models.cassette_cuts import Cuts, cutting
+from runtime.models.cassette_held import Held
 from runtime.models.cassette_keys import (
     CWD,
     RUN,
@@ -159,6 +163,7 @@ class Cassette:
         self._first: dict[tuple[str | None, str | None], tuple[str | None, str]] = {}
         lines = list(read_lines(self.path))
         self._cuts = Cuts(lines)
+        self._held = Held(str(self.path))
         for line in lines:
             if isinstance(line, ModelLine):
                 self.prices.setdefault(line.name, line.price)
@@ -350,11 +355,34 @@ class Cassette:
         (:meth:`answered`), as a call not recorded is."""
         self._first.setdefault((case, told_run(run)), (worker, how))
 
-    def ran(self, worker: str, case: str | None, *, ended: bool) -> None:
+    def ran(
+        self,
+        worker: str,
+        case: str | None,
+        *,
+        ended: bool,
+        stopping: Callable[[], bool] | None = None,
+    ) -> None:
         """A replayed run's ``worker`` (of ``case``) started, or ``ended``: a cut of
-        the recorded run after that worker ended falls once it ended replayed too."""
+        the recorded run after that worker ended falls once it ended replayed too; a
+        call held as cancelled (:meth:`cancelled_off`) is bounded by the run's workers,
+        ``stopping`` telling whether the run is stopping them."""
         if self._cuts:
             self._cuts.ran(worker, case, ended=ended, cuts=cutting())
+        if stopping is not None:
+            self._held.ran(worker, case, ended=ended, stopping=stopping)
+
+    async def cancelled_off(
+        self, model: str, call: Recorded, *, worker: str | None, case: str | None
+    ) -> NoReturn:
+        """Hold ``call``, which its worker was cancelled in when recorded, until the
+        replayed run cancels its worker too (:mod:`runtime.models.cassette_held`).
+
+        Raises:
+            CassetteMismatch: once the replayed run's other workers ended and nothing
+                cancelled it, naming the worker and the call.
+        """
+        await self._held.hold(model, call, worker=worker, case=case)
 
     async def cut_off(
         self,

@@ -116,8 +116,11 @@ class RecordingModel(WrapperModel):
             self._keep(request, None, _streamed(pieces, on_text), before, exc)
             raise
         except asyncio.CancelledError:
-            if any(cut.used is not None for cut in cuts):  # its run's (worker's) time ran out
-                self._keep(request, None, _streamed(pieces, on_text), before, cut=True)
+            # Its run's (worker's) time ran out: cut; else its worker was stopped (the run
+            # stopped it: another worker failed, say): a replay holds it until it is too.
+            cut = any(cut.used is not None for cut in cuts)
+            streamed = _streamed(pieces, on_text)
+            self._keep(request, None, streamed, before, cut=cut, cancelled=not cut)
             raise
         except Exception as exc:  # the model's own (not Honeycomb's): named as the run does
             if isinstance(exc, HoneycombError):
@@ -144,11 +147,12 @@ class RecordingModel(WrapperModel):
         error: ModelError | BudgetExceeded | None = None,
         *,
         cut: bool = False,
+        cancelled: bool = False,
     ) -> None:
         """Record a call that ended: its answer, or its ``error``, or that its run's
-        wall time ``cut`` it off, and the attempts its endpoint did not answer in time
-        (counted past ``before``)."""
-        if error is None and not cut and not isinstance(response, ModelResponse):
+        wall time ``cut`` it off, or that its worker was ``cancelled`` under it, and the
+        attempts its endpoint did not answer in time (counted past ``before``)."""
+        if error is None and not (cut or cancelled) and not isinstance(response, ModelResponse):
             return  # the checks outside will say why
         call = attempting.get()
         self.writer.call(
@@ -162,6 +166,7 @@ class RecordingModel(WrapperModel):
                 timeouts=call.timeouts - before if call is not None else 0,
                 error=failure_of(error) if error is not None else None,
                 cut=cut,
+                cancelled=cancelled,
             )
         )
 
@@ -189,7 +194,9 @@ class ReplayModel:
     what it raised, and one whose retry the budget refused asks the budget for that
     retry again (refused by it, spent alike; else refused as recorded); a call its
     run's wall time cut off is held, its text streamed, until the replayed run is cut
-    where the recorded one was (:mod:`runtime.models.cassette_cuts`).
+    where the recorded one was (:mod:`runtime.models.cassette_cuts`); one its worker
+    was cancelled in (the run stopped it), until the replay's is
+    (:mod:`runtime.models.cassette_held`).
 
     Args:
         cassette: The file, or a :class:`Cassette` read once that several models
@@ -214,7 +221,7 @@ class ReplayModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         recorded = await self._recorded(request)
-        if recorded.cut:
+        if recorded.cut or recorded.cancelled:
             await self._cut_off(recorded, request)
         return _ended(recorded)
 
@@ -226,16 +233,18 @@ class ReplayModel:
         for piece in pieces or ():
             if piece:
                 on_text(piece)
-        if recorded.cut:  # once the text it had streamed was shown
+        if recorded.cut or recorded.cancelled:  # once the text it had streamed was shown
             await self._cut_off(recorded, request)
         return _ended(recorded)
 
     async def _cut_off(self, recorded: Recorded, request: ModelRequest) -> NoReturn:
         """Hold a call the recorded run's wall time cut off until the replayed run is
-        cut where it was (:meth:`Cassette.cut_off`)."""
-        await self.cassette.cut_off(
-            self.name, recorded, worker=worker_of(request), case=_case.get()
-        )
+        cut where it was (:meth:`Cassette.cut_off`); one its worker was cancelled in,
+        until the replay's is (:meth:`Cassette.cancelled_off`)."""
+        worker, case = worker_of(request), _case.get()
+        if recorded.cancelled:
+            await self.cassette.cancelled_off(self.name, recorded, worker=worker, case=case)
+        await self.cassette.cut_off(self.name, recorded, worker=worker, case=case)
 
     async def _recorded(self, request: ModelRequest) -> Recorded:
         recorded = await self.cassette.answered(

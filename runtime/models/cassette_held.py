@@ -1,0 +1,119 @@
+"""The calls a recorded run cancelled under way, as a replay comes to them.
+
+A model call its worker was cancelled in (the run stopped: another worker failed
+under ``failure: fail_fast``, a quorum could no more be reached, a budget ran out) has
+no answer; the cassette keeps it ``cancelled``, with the text it had streamed. Answered
+at once, a replay would let that worker run on where the recording's stopped; so the
+call is held, never answered, until the replayed run cancels its worker as the
+recorded one did. So that nothing hangs when the replayed run goes otherwise (the
+worker whose failure stopped the run succeeds now), a held call is bounded by the
+other workers of its run: once every worker still running is held so (or waits in a
+nested worker or judge that is) and the run is not stopping, nothing is left to
+cancel them, and each held call fails its worker with a
+:class:`~runtime.errors.CassetteMismatch` naming the worker and the call.
+
+Whether the run is stopping is asked of the run (:meth:`Held.ran`'s ``stopping``), a
+turn of the event loop after a worker ended or a call was held: a run stops a worker
+after it told of the end that stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import NoReturn
+
+from runtime.errors import CassetteMismatch
+from runtime.models.cassette_lines import Recorded
+
+__all__ = ["Held", "root_worker"]
+
+
+def root_worker(name: str) -> str:
+    """The worker of a run that a call of ``name`` is made in: itself, or the worker a
+    judge (``reviewer of s1``) or a nested worker (``s1/call_1``) works for."""
+    return name.rpartition(" of ")[2].partition("/")[0]
+
+
+class _Hold:
+    """One call held: its future (never set, but to fail it), and what names it."""
+
+    __slots__ = ("future", "model", "recorded", "worker")
+
+    def __init__(self, model: str, recorded: Recorded, worker: str) -> None:
+        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.model, self.recorded, self.worker = model, recorded, worker
+
+
+class Held:
+    """The calls held of a cassette's replays, by case, and the workers running.
+
+    Args:
+        path: The cassette's file (what a mismatch names).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._running: dict[str | None, set[str]] = {}
+        self._held: dict[str | None, list[_Hold]] = {}
+        self._stopping: Callable[[], bool] | None = None  # None: not told of workers
+
+    def ran(
+        self, worker: str, case: str | None, *, ended: bool, stopping: Callable[[], bool]
+    ) -> None:
+        """``worker`` (of ``case``) started, or ``ended`` (``stopping``: whether its run
+        is stopping its workers, asked in the context it ended in): a call held may
+        then be all that is left running."""
+        self._stopping = stopping
+        running = self._running.setdefault(case, set())
+        if not ended:
+            running.add(worker)
+            return
+        running.discard(worker)
+        if self._held.get(case):
+            asyncio.get_running_loop().call_soon(self._check, case)
+
+    async def hold(
+        self, model: str, recorded: Recorded, *, worker: str | None, case: str | None
+    ) -> NoReturn:
+        """Hold ``recorded``, a call the recording cancelled under way, until the replay
+        cancels it too.
+
+        Raises:
+            CassetteMismatch: once nothing is left in the replayed run to cancel it.
+        """
+        hold = _Hold(model, recorded, worker or "")
+        held = self._held.setdefault(case, [])
+        held.append(hold)
+        if self._stopping is not None:  # told of the run's workers: bounded by them
+            asyncio.get_running_loop().call_soon(self._check, case)
+        try:
+            await hold.future
+        finally:
+            held.remove(hold)
+        raise AssertionError("unreachable: a held call is cancelled, or fails")
+
+    def _check(self, case: str | None) -> None:
+        """Fail the calls held of ``case``'s run once each worker still running is held
+        and the run is not stopping them."""
+        held = [hold for hold in self._held.get(case, ()) if not hold.future.done()]
+        running = {root_worker(name) for name in self._running.get(case, ())}
+        roots = {root_worker(hold.worker) for hold in held}
+        stopping = self._stopping
+        if not running or not running <= roots or stopping is None or stopping():
+            return
+        for hold in held:
+            if root_worker(hold.worker) in running:
+                hold.future.set_exception(self._unanswered(hold, case))
+
+    def _unanswered(self, hold: _Hold, case: str | None) -> CassetteMismatch:
+        """What fails a call held that nothing cancelled."""
+        turn = hold.recorded.request.turn
+        difference = (
+            f"its call of turn {turn} was under way when the recorded run cancelled its "
+            "worker (the run stopped: another worker failed, say), and no answer was "
+            "recorded; replayed, the run's other workers ended and nothing cancelled it"
+        )
+        return CassetteMismatch(
+            self.path, hold.model, difference, worker=hold.worker or None, case=case
+        )

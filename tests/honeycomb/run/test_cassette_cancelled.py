@@ -1,0 +1,88 @@
+"""A worker whose run stopped it while its model call was under way (another worker
+failed under ``fail_fast``), recorded on a cassette, replays alike: its call, which
+had no answer, is held until the replayed run stops the worker too, and it ends
+cancelled, not failed on a call the cassette did not record; a replay that goes
+otherwise, with nothing left to stop it, fails it at once naming the worker and the
+call."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from honeycomb import Executor, Policy, Role, RunResult
+from honeycomb.errors import ModelError, RunFailed
+from honeycomb.models import Cassette, Model, cassette
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def failing_s1() -> FunctionModel:
+    """s1's endpoint is down, once the others' calls are under way; theirs never
+    answer (the run stops them)."""
+    asked: set[str] = set()
+    under_way = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> object:
+        who = (request.conversation or "").rpartition("/")[2]
+        if who == "s1":
+            await under_way.wait()
+            raise ModelError("endpoint down")
+        asked.add(who)
+        if asked == {"s2", "s3"}:
+            under_way.set()
+        await asyncio.Event().wait()
+
+    return FunctionModel(answer)
+
+
+async def ran(models: Model, failure: Literal["fail_fast", "best_effort"]) -> RunResult:
+    executor = Executor([Role(name="writer")], models, policy=Policy(failure=failure))
+    with pytest.raises(RunFailed) as caught:
+        await executor.run("notes", subtasks=[("writer", n) for n in ("one", "two", "three")])
+    partial = caught.value.partial
+    assert partial is not None
+    return partial
+
+
+def ended(result: RunResult) -> dict[str, tuple[str, str | None]]:
+    return {
+        name: (sub.status, sub.error.type if sub.error else None)
+        for name, sub in result.subtasks.items()
+    }
+
+
+async def test_a_worker_fail_fast_stopped_in_its_call_ends_cancelled_replayed(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "stopped.cassette.jsonl"
+    recorded = await ran(cassette(failing_s1(), record=tape), "fail_fast")
+    assert ended(recorded) == {
+        "s1": ("failed", "ModelError"),
+        "s2": ("cancelled", "RunFailed"),
+        "s3": ("cancelled", "RunFailed"),
+    }
+    assert sorted(c.worker or "" for c in Cassette(tape).calls if c.cancelled) == ["s2", "s3"]
+
+    replayed = await ran(cassette(failing_s1(), replay=tape), "fail_fast")
+    assert ended(replayed) == ended(recorded)
+
+
+async def test_a_call_held_as_cancelled_that_nothing_stops_fails_naming_it(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "stopped.cassette.jsonl"
+    await ran(cassette(failing_s1(), record=tape), "fail_fast")
+    # Replayed under best_effort, s1's failure stops nobody: once it ended, the calls
+    # held are all that runs, and each fails its worker rather than waiting forever.
+    replayed = await ran(cassette(failing_s1(), replay=tape), "best_effort")
+    error = replayed.subtasks["s2"].error
+    assert error is not None
+    assert error.type == "CassetteMismatch"
+    assert "(worker 's2')" in error.message
+    assert "its call of turn 1 was under way when the recorded run cancelled" in error.message
