@@ -5,11 +5,13 @@ The tools are made once, with the Executor's setups, and serve every run: a call
 finds the run it belongs to in :data:`_current_run` (set by the run for its whole
 life, so every task of the run sees it). The nested worker is one of the run's own:
 its budget, limiters, exclusive locks, tracer, approver and store are the run's.
-It is named after its call (``s1/call_1``), is kept in the run store under that
-name, and a resumed run continues it: the caller's state asking for the call is
-saved before the call runs (the tool is ``durable``), so a resumed caller makes that
-very call again, and the nested worker goes on from its last turn (or, if it had
-finished, its answer is given at once, as it is to a turn run again in the same life).
+It is named after its call (``s1/call_1``; a stored run's planner's or aggregator's,
+after the name their worker is kept under: ``aggregate:0b7d44e2/call_1``), is kept in
+the run store under that name, and a resumed run continues it: the caller's state
+asking for the call is saved before the call runs (the tool is ``durable``), so a
+resumed caller makes that very call again, and the nested worker goes on from its last
+turn (or, if it had finished, its answer is given at once, as it is to a turn run again
+in the same life).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from msgspec.structs import replace
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-from honeycomb.run.context import RunContext
+from honeycomb.run.context import RunContext, unwaited
 from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
@@ -34,6 +36,7 @@ from honeycomb.run.scheduler import stopped_error, stopped_status, why_stopped
 from honeycomb.run.sub_runs import CANNOT_WAIT, NO_WAIT, asked_as, may_ask, nobody_decides
 from runtime import BudgetExceeded, HoneycombError, ModelRetry, Tool, ToolContext
 from runtime.errors import NotStarted
+from runtime.events import event_time
 from runtime.limits.budget import Budget
 from runtime.limits.cut import run_cut
 from runtime.limits.room import nested_work
@@ -141,9 +144,9 @@ class NestedRuns:
             NotStarted: when an earlier life left it paused, and it cannot start again.
         """
         caller = ctx.worker or role
-        if self.record is None or not self.record.keeps(caller):
+        if self.record is None or not self.record.keeps(self.record.kept_as(caller)):
             return await self._unkept_call(role, instruction, ctx, caller)
-        name = nested_name(caller, ctx.call_id)
+        name = nested_name(self.record.kept_as(caller), ctx.call_id)
         resumed = self.resumed
         ended = self._ended.get(name)
         if ended is None and resumed is not None:
@@ -159,13 +162,14 @@ class NestedRuns:
         return await self._run(role, instruction, ctx, name, state, record)
 
     async def _unkept_call(self, role: str, instruction: str, ctx: ToolContext, caller: str) -> str:
-        """A call of a caller that is not kept (the planner, the aggregator, any worker
-        of a run without a store): its nested worker is not either (it cannot wait for
-        a decision, nor be resumed), and is named anew when its name was taken in this
-        life or an earlier one: the planner is asked afresh each round and each attempt,
-        and again in a resumed life, its call ids starting over (``lead/call_1``, then
+        """A call of a caller that is not kept (any worker of a run without a store):
+        its nested worker is not either (it cannot wait for a decision, nor be
+        resumed), and is named anew when its name was taken in this life or an earlier
+        one: the planner is asked afresh each round and each attempt, and again in a
+        resumed life, its call ids starting over (``lead/call_1``, then
         ``lead/call_1~2``; in the run's second life ``lead/call_1@2``, then
-        ``lead/call_1@2~2``)."""
+        ``lead/call_1@2~2``). A stored run's planner's and aggregator's are kept, under
+        the name of the attempt that calls them (:meth:`call`)."""
         call_id = ctx.call_id
         taken = self._unkept[call_id, caller] = self._unkept.get((call_id, caller), 0) + 1
         life = self.record.life if self.record is not None else 1
@@ -198,6 +202,8 @@ class NestedRuns:
         """Run the nested worker ``name`` of ``role`` (from ``state``, kept in
         ``record`` if given) for the call ``ctx``; its answer."""
         ctx_run = self.context
+        if record is not None and not record.waits:  # under the planner or the aggregator
+            ctx_run = replace(ctx_run, services=unwaited(ctx_run.services))
         try:
             await ctx_run.crew.prepare([ctx_run.roles[role]])  # its MCP tools, as any worker's
         except HoneycombError as exc:
@@ -300,10 +306,12 @@ class _Told:
         self.began: float | None = None  # when it started (time.perf_counter)
 
     def started(self) -> None:
-        """It starts now (told once: not again as it goes on in another actor)."""
+        """It starts now, or, on the run's backend, when it began there, which
+        :data:`~runtime.events.told_at` says (told once: not again as it goes on in
+        another actor)."""
         if self.began is not None:
             return
-        self.began = time.perf_counter()
+        self.began = time.perf_counter() - (time.time() - event_time())
         if self._run.tracer.enabled:
             ctx = self._ctx
             self._run.tracer.emit(

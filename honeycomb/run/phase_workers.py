@@ -11,11 +11,15 @@ changed since: a worker the store failed ran again) is another worker, which sta
 afresh, and no call of the first is taken for one of its own. The worker's own name,
 its role's, is as before: events, spans and cassettes name it so.
 
-Its calls cannot wait in the store for a person: the run waits for decisions in its
-subtasks' workers only. The run's approver decides them; with none, or one that
-decides nothing, they are denied saying why (:data:`~honeycomb.run.context.NOT_KEPT`,
-:data:`~honeycomb.run.context.NOT_WAITING`).
-The agents it calls are not kept (:mod:`honeycomb.run.agents`).
+The agents it calls (``agent:`` tools) are kept as a subtask's are, under its name
+(``aggregate:0b7d44e2/call_1``): a resumed run continues them, or reads back the answer
+of one that had finished (:mod:`honeycomb.run.agents`).
+
+Its calls, and theirs, cannot wait in the store for a person: the run waits for
+decisions in its subtasks' workers only. The run's approver decides them, and the store
+keeps each decision, which a resumed run goes on with rather than ask again; with no
+approver, or one that decides nothing, they are denied saying why
+(:data:`~honeycomb.run.context.NOT_KEPT`, :data:`~honeycomb.run.context.NOT_WAITING`).
 """
 
 from __future__ import annotations
@@ -86,10 +90,13 @@ async def _kept(
         worker = context.worker(role, **made)
         return worker, retyped(ended.worker, "output", worker.setup.settings.output_type)
     state = resumed.states.get(name) if resumed is not None else None
-    store = record.phase_worker(name, len(state.messages) if state is not None else 0)
-    worker = context.worker(role, store=store, **made)
-    started = time.perf_counter()
-    result = await worker.run(prompt, resume=state, keep=keep)
+    store = record.phase_worker(name, role.name, len(state.messages) if state else 0)
+    try:
+        worker = context.worker(role, store=store, **made)
+        started = time.perf_counter()
+        result = await worker.run(prompt, resume=state, keep=keep)
+    finally:
+        record.phase_ended(role.name)
     if store.written:  # one that kept nothing (no turn of tools) is asked again
         outcome = SubtaskResult(
             subtask=Subtask(id=name, role=role.name, instruction=prompt),

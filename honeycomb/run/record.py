@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from honeycomb.run.phase_names import is_phase_name
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.run.spending import LifeSpending
@@ -65,7 +66,8 @@ class RunRecord:
         self._approvals: dict[str, dict[tuple[int, str], ApprovalEntry]] = {}
         self._spans: list[Span] = []
         self._spans_due: asyncio.TimerHandle | None = None  # writes what waits
-        self._workers: dict[str, WorkerRecord] = {}  # running, by subtask
+        self._workers: dict[str, WorkerRecord] = {}  # running, by the name kept under
+        self._phases: dict[str, str] = {}  # the planner's or aggregator's running, by worker
         self._unwritten: list[Statement] = []  # results the store did not take, to retry
         self._rerun: set[str] = set()  # subtasks that failed because the store did
 
@@ -160,17 +162,37 @@ class RunRecord:
         )
 
     def worker(self, name: str, resumed_from: int = 0) -> WorkerRecord:
-        """The checkpoint and journal of subtask ``name``'s worker."""
-        record = WorkerRecord(self, name, self._journals.get(name, {}), resumed_from)
+        """The checkpoint, journal and approval log of subtask ``name``'s worker, or of
+        the nested worker ``name`` (``CALLER/CALL``), whose calls wait in the store
+        as its caller's do: not under the planner or the aggregator."""
+        waits = not is_phase_name(name.partition("/")[0])
+        return self._made(name, resumed_from, waits=waits)
+
+    def phase_worker(self, name: str, worker: str, resumed_from: int = 0) -> WorkerRecord:
+        """The checkpoint, journal and approval log of the planner's or the aggregator's
+        worker kept under ``name`` (:mod:`honeycomb.run.phase_workers`), whose own name
+        (its role's) is ``worker``: the agents it calls are kept under ``name`` too
+        (:meth:`kept_as`) until :meth:`phase_ended`. Its calls cannot wait in the store."""
+        self._phases[worker] = name
+        return self._made(name, resumed_from, phase=True)
+
+    def _made(self, name: str, resumed_from: int, **options: bool) -> WorkerRecord:
+        """A worker's record, its earlier lives' journal and decisions in it."""
+        record = WorkerRecord(self, name, self._journals.get(name, {}), resumed_from, **options)
         record.decisions.update(self._approvals.get(name, {}))
         self._workers[name] = record
         return record
 
-    def phase_worker(self, name: str, resumed_from: int = 0) -> WorkerRecord:
-        """The checkpoint and journal of the planner's or the aggregator's worker kept
-        under ``name`` (:mod:`honeycomb.run.phase_workers`); its calls cannot wait in
-        the store, and the agents it calls are not kept (:meth:`keeps`)."""
-        return WorkerRecord(self, name, self._journals.get(name, {}), resumed_from, phase=True)
+    def phase_ended(self, worker: str) -> None:
+        """The planner's or the aggregator's worker named ``worker`` has ended."""
+        name = self._phases.pop(worker, None)
+        if name is not None:
+            self._workers.pop(name, None)
+
+    def kept_as(self, worker: str) -> str:
+        """The name ``worker`` is kept under in the run: its own, or, for the planner's
+        or the aggregator's worker running now (named after its role), its name there."""
+        return self._phases.get(worker, worker)
 
     def phase_finished(self, outcome: SubtaskResult) -> None:
         """Keep the result of the planner's or the aggregator's worker (``outcome``,
@@ -188,10 +210,9 @@ class RunRecord:
             self.store.write(self._result(outcome), lease=self.lease)
 
     def keeps(self, name: str) -> bool:
-        """Whether worker ``name`` is kept turn by turn now as a caller whose agents
-        (``agent:`` tools) are kept too: a subtask's or a nested worker's. The planner's
-        and the aggregator's, kept under names of their own (:meth:`phase_worker`), are
-        not: the agents they call cannot wait, as they cannot."""
+        """Whether the worker kept under ``name`` (:meth:`kept_as`) is kept turn by turn
+        now as a caller whose agents (``agent:`` tools) are kept too: a subtask's, a
+        nested worker's, the planner's or the aggregator's."""
         return name in self._workers
 
     def use_journals(self, journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]]) -> None:

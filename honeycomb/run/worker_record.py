@@ -126,13 +126,16 @@ cut it off, its checkpoint kept; ``running`` again as a call continues it."""
 
 class WorkerRecord:
     """One worker's checkpoint (its state after every turn), journal (its
-    side-effecting calls) and approval log (its calls asked about).
+    side-effecting calls) and approval log (its calls asked about, and their
+    decisions), kept under ``worker``, its name in the run.
 
     With ``phase``, the worker is one of the run's planner or aggregator, kept under
-    ``worker``, a name of its own in the run (:mod:`honeycomb.run.phase_workers`): its
-    calls cannot wait in the store for a person (it has no approval log), and their
+    a name of its own in the run (:mod:`honeycomb.run.phase_workers`), and its calls'
     idempotency keys are made from that name too, since its worker's own name (its
-    role's) is that of every attempt and round of the planner."""
+    role's) is that of every attempt and round of the planner. Its calls, and those
+    of the agents it calls, cannot wait in the store for a person (``waits`` is
+    False): their log keeps what the approver decided, which a resumed run goes on
+    with."""
 
     def __init__(
         self,
@@ -142,6 +145,7 @@ class WorkerRecord:
         saved: int,
         *,
         phase: bool = False,
+        waits: bool = True,
     ) -> None:
         self._run = run
         self._worker = worker
@@ -150,7 +154,9 @@ class WorkerRecord:
         self.on_unknown: OnUnknown = run.on_unknown
         self.decisions: dict[tuple[int, str], ApprovalEntry] = {}
         """Its calls asked about so far, and their decisions, by turn and call id."""
-        self.approvals = _ApprovalLog(self) if not phase else None
+        self.approvals = _ApprovalLog(self)
+        self.waits = waits and not phase
+        """Whether its calls may wait in the store for a person's decision."""
         # The run's identity for its calls' idempotency keys: its id, and when its first
         # life started (a run of the same id in another store is another run).
         self.scope = f"{run.run_id}\0{run.started_at!r}"
@@ -306,9 +312,10 @@ class WorkerRecord:
     # --- ApprovalLog ------------------------------------------------------------------
 
     async def record_approval(self, entry: ApprovalEntry) -> ApprovalEntry:
-        """Keep ``entry``; the entry that stands (a decision recorded first, by a person
-        meanwhile, stands over this one)."""
+        """Keep ``entry``, under this worker's name in the run; the entry that stands (a
+        decision recorded first, by a person meanwhile, stands over this one)."""
         run = self._run
+        entry = replace(entry, pending=replace(entry.pending, worker=self._worker))
         run.spent_so_far()
         try:
             await run.store.keep_approval(run.run_id, entry, lease=run.lease)
@@ -325,7 +332,7 @@ class WorkerRecord:
         approve``, ``Executor.decide`` here): read every :data:`LOOK_EVERY_S` and at
         each ring of the run's bell, as a paused worker reads it (a
         read that fails is tried again)."""
-        called = _call(pending)
+        called = _call(replace(pending, worker=self._worker))
 
         def decided(entries: list[ApprovalEntry]) -> ApprovalEntry | None:
             found = (e for e in entries if e.decision is not None and _call(e.pending) == called)

@@ -60,8 +60,10 @@ class ApprovalGate:
         tracer: Told when a call starts waiting for a decision and of the decision
             the worker goes on with (``approval.requested``, ``approval.decided``),
             once each a call, as this gate sees it.
-        cannot_wait: Why a call cannot wait with no ``log`` (None: the run has no
-            store to wait in), told in its denial when nobody decides it.
+        cannot_wait: Why a call cannot wait, told in its denial when nobody decides it
+            (None: it waits in ``log``; with none, the run has no store to wait in).
+            Given with a ``log``, the log keeps the asks and decisions, and no call
+            waits in it (a stored run's planner's and aggregator's calls).
     """
 
     def __init__(
@@ -86,6 +88,7 @@ class ApprovalGate:
         self._timeout_s = timeout_s
         self._tracer = tracer
         self._cannot_wait = cannot_wait or _NO_STORE
+        self._waits = log is not None and cannot_wait is None  # in the log, for a person
         self._told: set[tuple[str, int, str]] = set()  # (event kind, turn, call id)
 
     def asks(self, tool: Tool[Any, Any]) -> bool:
@@ -148,8 +151,11 @@ class ApprovalGate:
             return None
         if entry is None:
             pending = self._pending(call, tool, kwargs, turn, why)
-        else:  # the store keeps no summary: the tool tells it again
-            pending = replace(entry.pending, summary=described(tool, entry.pending.arguments))
+        else:  # the store keeps no summary: the tool tells it again; nor this worker's
+            # name, when the log keeps it under another (a planner's attempt's)
+            worker = self._worker or entry.pending.worker
+            summary = described(tool, entry.pending.arguments)
+            pending = replace(entry.pending, worker=worker, summary=summary)
         decision = await self._decision(pending, entry, away)
         if decision is None:
             if entry is None and self.log is not None:
@@ -182,7 +188,7 @@ class ApprovalGate:
                 self._decided(pending, first.decision, first.decided_by)
                 return first.decision
             decision, by = first, first.by or "the run's approver"
-        elif self.log is None:
+        elif not self._waits:
             decision = Decision.denied(f"no approver is attached and {self._cannot_wait}")
             by = NOBODY_BY
         else:
@@ -211,7 +217,7 @@ class ApprovalGate:
         try:
             return await self._asked(pending)
         except LeftWaiting as left:  # the approver decides nothing: it waits, as with none
-            if self.log is not None:
+            if self._waits:
                 return None
             if left.cannot_wait is not None:
                 raise left.cannot_wait from None

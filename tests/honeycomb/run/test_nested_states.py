@@ -155,7 +155,9 @@ async def test_a_leads_nested_workers_of_a_resumed_life_have_names_of_their_own(
 ) -> None:
     """A lead planning in rounds, resumed as it planned its second round, was asked for
     it again, and its helper, which a model numbering its calls anew called call_1
-    again, was lead/call_1 as in the first life: one row of the trace for two workers."""
+    again, was lead/call_1 as in the first life: one row of the trace for two workers.
+    Each is named after the attempt that called it, kept in the store, and the resumed
+    life continues the second round's: one worker, one row."""
     events: list[Event] = []
     life = {"now": 1}
     helping = anyio.Event()
@@ -192,10 +194,14 @@ async def test_a_leads_nested_workers_of_a_resumed_life_have_names_of_their_own(
 
     assert result.rounds_ended == "done"
     nested = [e.worker for e in events if isinstance(e, WorkerStarted) and e.parent == "lead"]
-    assert nested == ["lead/call_1", "lead/call_1~2", "lead/call_1@2"]
+    first, second, again = nested
+    assert first.startswith("plan:1.1:")
+    assert first.endswith("/call_1")
+    assert second.startswith("plan:2.1:")
+    assert again == second  # continued, not run anew
     spans = RunStore(store).spans("r1")
     rows = stored_timeline(await loaded(store), spans).workers
-    assert [r.name for r in rows if r.name.startswith("lead/")] == nested
+    assert [r.name for r in rows if r.name.startswith("plan:")] == [first, second]
 
 
 async def test_a_nested_worker_beside_a_paused_one_runs_once_when_the_turn_goes_on(
