@@ -32,7 +32,7 @@ from runtime.memory._sqlite import (
     is_read_only_folder,
     use_wal,
 )
-from runtime.memory.store import WORD_CHARACTERS, indexed_text
+from runtime.memory.store import indexed_text, word_characters
 
 __all__ = [
     "APPLICATION_ID",
@@ -50,11 +50,13 @@ __all__ = [
 ]
 
 APPLICATION_ID = 0x4859434D  # "HYCM" (the run store's is "HYCB")
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: the word index took a run of Chinese, Japanese or Korean letters for one word;
 2: it indexes each (:func:`~runtime.memory.store.indexed_text`); 3: each Thai, Lao,
-Burmese or Khmer letter too, with its marks (its tokenizer keeps them in a word). A
-file of an earlier version is indexed anew as it is first opened."""
+Burmese or Khmer letter too, with its marks (its tokenizer keeps them in a word); 4:
+the vowel signs and viramas of the scripts of India and their kin are kept in their
+words too, which 3 cut into letters. A file of an earlier version is indexed anew as
+it is first opened."""
 INDEXED = "honeycomb_indexed_text"
 """The SQL function the triggers index a text through, made on each connection."""
 SCHEMA = (
@@ -72,7 +74,7 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS memories_of_namespace ON memories (namespace, created_at)",
     f"""CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(
         text, content='memories', content_rowid='seq',
-        tokenize="porter unicode61 remove_diacritics 2 tokenchars '{WORD_CHARACTERS}'"
+        tokenize="porter unicode61 remove_diacritics 2 tokenchars '{word_characters()}'"
     )""",
     f"""CREATE TRIGGER IF NOT EXISTS memory_indexed AFTER INSERT ON memories BEGIN
         INSERT INTO memory_text (rowid, text) VALUES (new.seq, {INDEXED}(new.text));

@@ -13,6 +13,7 @@ A query is never passed to FTS5 as it is: its words are quoted, so quotes, ``NEA
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ __all__ = [
     "fts_query",
     "indexed_text",
     "memory_id",
+    "word_characters",
 ]
 
 DEFAULT_NAMESPACE = "default"
@@ -193,15 +195,56 @@ _LETTER = f"{_CJK}|{_ONE_SEA_LETTER}(?:[\u17d2\u1039]{_ONE_SEA_LETTER}|{_SEA_MAR
 it: a Chinese, Japanese or Korean letter, or a Thai, Lao, Burmese or Khmer one with its
 marks, and a letter a Khmer coeng or a Burmese virama stacks under it (``รุ``,
 ``မြို့``, ``ភ្នំ``)."""
-WORD_CHARACTERS = "".join(
-    "".join(map(chr, range(first, last + 1))) for first, last in (*_SEA_LETTERS, *_SEA_MARKS)
+_MARKED_BLOCKS = (
+    (0x0900, 0x0DFF),  # Devanagari, Bengali, Gurmukhi, Gujarati, Oriya, Tamil ... Sinhala
+    (0x0F00, 0x0FFF),  # Tibetan
+    (0x1700, 0x177F),  # Tagalog, Hanunoo, Buhid, Tagbanwa
+    (0x1900, 0x1AAF),  # Limbu, Tai Le, New Tai Lue, Buginese, Tai Tham
+    (0x1B00, 0x1CFF),  # Balinese, Sundanese, Batak, Lepcha, Vedic extensions
+    (0xA800, 0xA95F),  # Syloti Nagri, Saurashtra, Devanagari extended, Kayah Li, Rejang
+    (0xA980, 0xA9DF),  # Javanese
+    (0xAA00, 0xAA5F),  # Cham
+    (0xAA80, 0xAAFF),  # Tai Viet, Meetei Mayek extensions
+    (0xABC0, 0xABFF),  # Meetei Mayek
+    (0x11000, 0x11FFF),  # Brahmi, Kaithi, Chakma, Sharada, Grantha, Takri ...
 )
-"""What the word index must keep inside a word, as its tokenizer's ``tokenchars``: the
-marks of Thai, Lao, Burmese and Khmer (to SQLite's Unicode 6.1 tables, separators) and
-their letters (some of which those tables do not know)."""
-_WORD = f"(?:[^\\W_]|{_SEA_MARK})+"
-"""A word of a query: letters and digits, with the marks of the scripts above.
-Compiled by re's cache on the first query, as :data:`_CJK` is."""
+"""The blocks of the scripts of India and their kin, which write a word's vowels and
+viramas as marks (``दिल्ली``, ``சென்னை``): to SQLite's Unicode 6.1 tables, separators,
+which cut each word into letters. Their words are spaced: each is a word whole."""
+
+
+@functools.cache
+def _inner_marks() -> tuple[tuple[int, int], ...]:
+    """The marks of :data:`_MARKED_BLOCKS` (Unicode's categories ``M*``), as ranges of
+    code points. Made on first use, not at import: it takes 2 ms."""
+    import unicodedata
+
+    spans: list[tuple[int, int]] = []
+    for first, last in _MARKED_BLOCKS:
+        for point in range(first, last + 1):
+            if not unicodedata.category(chr(point)).startswith("M"):
+                continue
+            if spans and spans[-1][1] == point - 1:
+                spans[-1] = (spans[-1][0], point)
+            else:
+                spans.append((point, point))
+    return tuple(spans)
+
+
+@functools.cache
+def word_characters() -> str:
+    """What the word index must keep inside a word, as its tokenizer's ``tokenchars``:
+    the marks of Thai, Lao, Burmese and Khmer and their letters (some of which SQLite's
+    tables do not know), and those of :data:`_MARKED_BLOCKS`."""
+    spans = (*_SEA_LETTERS, *_SEA_MARKS, *_inner_marks())
+    return "".join("".join(map(chr, range(first, last + 1))) for first, last in spans)
+
+
+@functools.cache
+def _word() -> str:
+    """A word of a query: letters and digits, with the marks of the scripts above.
+    Compiled by re's cache on the first query, as :data:`_CJK` is."""
+    return f"(?:[^\\W_]|[{_class(_SEA_MARKS)}{_class(_inner_marks())}])+"
 
 
 def indexed_text(text: str) -> str:
@@ -218,15 +261,25 @@ def fts_query(text: str, *, match: Literal["any", "all"] = "any") -> str | None:
     Common English words are left out, unless there are no others. A run of Chinese,
     Japanese, Korean, Thai, Lao, Burmese or Khmer letters is its pairs of neighbours,
     each a phrase (``any``), or its letters (``all``: each must be there): it has no
-    spaces to tell its words by. At most :data:`MAX_TERMS` terms, the first ones.
-    None when the text has no words.
+    spaces to tell its words by. A word of a script of :data:`_MARKED_BLOCKS` is a
+    prefix (``சென்னை`` finds ``சென்னையில்``, in Chennai: those languages join endings
+    to their words, which no stemmer here takes off). At most :data:`MAX_TERMS` terms,
+    the first ones. None when the text has no words.
     """
-    found = re.findall(_WORD, text)
+    found = re.findall(_word(), text)
     words = list(dict.fromkeys(t for w in found for t in _terms(w.lower(), match)))
     telling = [w for w in words if w not in _COMMON] or words
     if not telling:
         return None
-    return f" {'OR' if match == 'any' else 'AND'} ".join(f'"{w}"' for w in telling[:MAX_TERMS])
+    joined = f" {'OR' if match == 'any' else 'AND'} "
+    return joined.join(_quoted(w) for w in telling[:MAX_TERMS])
+
+
+def _quoted(term: str) -> str:
+    """``term`` as the query searches for it: quoted, a prefix if it is of a script of
+    :data:`_MARKED_BLOCKS`."""
+    marked = not term.isascii() and re.search(f"[{_class(_MARKED_BLOCKS)}]", term)
+    return f'"{term}" *' if marked else f'"{term}"'
 
 
 def _terms(word: str, match: Literal["any", "all"]) -> list[str]:

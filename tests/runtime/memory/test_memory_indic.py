@@ -1,0 +1,78 @@
+"""Memories in Hindi, Tamil, Bengali and the other scripts of India and their kin,
+searched by their words: SQLiteMemory's word index took their vowel signs and
+viramas for spaces, so that ``दिल्ली`` (Delhi) was searched for as its letters ``द``
+and ``ल``, and found any memory that held them."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from runtime.memory import SQLiteMemory, db
+from runtime.memory.store import fts_query
+from tests.runtime.memory.test_memory_cjk import _SCHEMA_1
+
+DELHI = "दिल्ली में आज बारिश होगी"  # it will rain in Delhi today
+MUMBAI = "मुंबई में धूप है"  # it is sunny in Mumbai
+RED_DOOR = "लाल दरवाज़ा बंद है"  # the red door is closed: the letters of दिल्ली, not it
+CHENNAI = "சென்னையில் இன்று மழை பெய்யும்"  # it will rain in Chennai today
+MADURAI = "மதுரையில் வெயில்"  # sunshine in Madurai
+SMALL_BOY = "சின்ன பையன்"  # a small boy: the letters of சென்னை, not it
+KOLKATA = "কলকাতায় আজ বৃষ্টি হবে"  # it will rain in Kolkata today
+DHAKA = "ঢাকায় রোদ"  # sun in Dhaka
+HOME = "তিনি বাড়ি গেছেন"  # he went home: a letter of কলকাতা, cut as it was
+TEXTS = (DELHI, MUMBAI, RED_DOOR, CHENNAI, MADURAI, SMALL_BOY, KOLKATA, DHAKA, HOME)
+
+
+async def _found(memory: SQLiteMemory, query: str, *, match: str = "any") -> list[str]:
+    hits = await memory.search(query, namespace="trip", match=match)  # type: ignore[arg-type]
+    return [hit.record.text for hit in hits]
+
+
+@pytest.mark.parametrize(
+    ("query", "text"),
+    [
+        ("दिल्ली", DELHI),
+        ("दिल्ली का मौसम", DELHI),  # Delhi's weather
+        ("சென்னையில்", CHENNAI),
+        ("சென்னை", CHENNAI),  # Chennai: a prefix of "in Chennai"
+        ("কলকাতা", KOLKATA),
+    ],
+    ids=["hindi-delhi", "hindi-delhi-weather", "tamil-in-chennai", "tamil-chennai", "bengali"],
+)
+async def test_a_word_with_vowel_signs_is_searched_whole(
+    tmp_path: Path, query: str, text: str
+) -> None:
+    memory = SQLiteMemory(tmp_path / "m.db")
+    for kept in TEXTS:
+        await memory.add(kept, namespace="trip")
+    assert await _found(memory, query) == [text]
+
+
+def test_a_query_keeps_vowel_signs_and_viramas_in_its_words() -> None:
+    assert fts_query("दिल्ली।") == '"दिल्ली" *'  # the danda ends the sentence, not the word
+    assert fts_query("சென்னை வானிலை", match="all") == '"சென்னை" * AND "வானிலை" *'
+
+
+@pytest.mark.parametrize("version", [1, 3])
+async def test_a_file_that_cut_them_into_letters_is_indexed_anew(
+    tmp_path: Path, version: int
+) -> None:
+    path = tmp_path / "m.db"
+    raw = sqlite3.connect(path, isolation_level=None)
+    for statement in _SCHEMA_1:  # 3 indexed these texts as 1 did: each letter a word
+        raw.execute(statement.replace("user_version = 1", f"user_version = {version}"))
+    for seq, text in enumerate((DELHI, RED_DOOR), start=1):
+        raw.execute(
+            "INSERT INTO memories (id, namespace, text, kind, created_at) "
+            "VALUES (?, 'trip', ?, 'note', ?)",
+            (f"id{seq}", text, float(seq)),
+        )
+    raw.close()
+    memory = SQLiteMemory(path)
+    assert await _found(memory, "दिल्ली") == [DELHI]
+    memory.close()
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
