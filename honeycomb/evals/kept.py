@@ -19,7 +19,14 @@ async def keep_report(store: RunStore, report: EvalReport) -> None:
         StoreError: when the store cannot be written.
     """
     data = report.to_json()
-    await store.keep_eval(report.eval_id, report.name, report.started_at, report.passed, data)
+    await store.keep_eval(
+        report.eval_id,
+        report.name,
+        report.started_at,
+        report.passed,
+        data,
+        interrupted=report.interrupted,
+    )
 
 
 async def interrupted(store: RunStore, eval_id: str) -> EvalReport | None:

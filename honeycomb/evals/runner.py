@@ -34,12 +34,12 @@ from honeycomb.evals.record import (
     tool_uses,
 )
 from honeycomb.evals.report import Attempt, CaseReport, EvalReport
-from honeycomb.evals.undecided import deny_undecided
+from honeycomb.evals.undecided import deny_left, deny_undecided
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive
 from honeycomb.run.result import RunResult
 from honeycomb.run.sub_runs import may_ask
-from honeycomb.store.evals import eval_run_id
+from honeycomb.store.evals import KEEP_EVAL_RUN, eval_run_id
 from honeycomb.trace.format import counted
 from runtime import Model, StoreError, Usage
 from runtime.concurrency import run_together, shielded
@@ -143,6 +143,9 @@ async def evaluate(
     named_by_caller, eval_id = bool(eval_id), eval_id or new_eval_id()
     session = _Session(eval_id, executor, judges, budget, len(named) * repeat, on_run, each_run)
     store = executor.store if keep else None
+    if named_by_caller and executor.store is not None:
+        # Runs of it a killed process left with calls waiting: nobody else denies them.
+        await deny_left(executor.store, eval_id)
     earlier = None
     # Cases that share the eval's own memory build on what the runs before kept: that
     # of an interrupted eval is gone, so its runs are not taken, but made again.
@@ -340,15 +343,15 @@ class _Session:
         error: Exception | None = None
         calls = RunCalls()
         try:
-            # A new run. One whose calls may wait for a person has an id that says it
-            # is the eval's, in any process that reads the store: nobody decides on
+            # A new run. One whose calls may wait for a person is kept as the eval's
+            # before it starts, in any process that reads the store: nobody decides on
             # them (the page and Executor.decide refuse; the eval denies those it
-            # leaves waiting, below). Others are given none: a run given an id is
+            # leaves waiting, below). Others are given no id: a run given one is
             # looked up in the store first (to be resumed), a wait for its writer.
             # Its model calls are the case's (a cassette records and replays them so).
             # Its memory is its own (when the cases share none): empty as it starts.
             scope = self.memory.scope() if self.memory is not None else _NO_SCOPE
-            named = eval_run_id(self.eval_id) if self._asks else None
+            named = await self._named_run()
             with cassette_case(case.id), scope:
                 result = await self.executor.run(case.task, run_id=named, on_event=[calls])
         except Exception as exc:
@@ -391,6 +394,20 @@ class _Session:
         # What a check says may quote the case's task or expected answer: masked before
         # anyone is told of it (``on_run``), as the run's result is.
         return masked(scored(case, run, verdicts, judges.spent, allows_error=allowed, allows=about))
+
+    async def _named_run(self) -> str | None:
+        """The id of a new run of the eval whose calls may wait for a person, kept as
+        the eval's in the store before it starts (None: its calls never wait there).
+
+        Raises:
+            StoreError: when the store cannot be written.
+        """
+        store = self.executor.store
+        if store is None or not self._asks:
+            return None
+        named = eval_run_id(self.eval_id)
+        await store.commit((KEEP_EVAL_RUN, (named, self.eval_id)))
+        return named
 
     async def _deny_undecided(self, run_id: str, *, cut_off: bool = False) -> None:
         """Deny the calls run ``run_id`` left waiting for a person (nobody decides for

@@ -5,18 +5,22 @@ Left waiting, they would be listed by ``honeycomb serve`` and ``honeycomb approv
 and approving one would resume the run into its side effect after the eval ended. A
 denial is recorded as any decision is (the first stands: a person's made before it
 is left as it is), so the call is listed as waiting nowhere, a decision on it is
-refused (``AlreadyDecided``), and a resumed run never makes it.
+refused (``AlreadyDecided``), and a resumed run never makes it. An eval whose process
+was killed denied nothing: the eval gone on with (or run again) by its id denies what
+its runs no process carries on left waiting (:func:`deny_left`).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 
 from honeycomb.store import RunStore
+from honeycomb.store.evals import runs_of_eval
 from runtime.errors import AlreadyDecided
 from runtime.tools.approvals import ApprovalEntry, Decision
 
-__all__ = ["DECIDED_BY", "REASON", "deny_undecided"]
+__all__ = ["DECIDED_BY", "REASON", "deny_left", "deny_undecided"]
 
 DECIDED_BY = "the eval: nobody decides on an eval's calls"
 """Who denied the calls an eval's run left undecided (an entry's ``decided_by``)."""
@@ -51,4 +55,21 @@ async def deny_undecided(store: RunStore, run_id: str) -> int:
         except AlreadyDecided:
             continue  # decided meanwhile, elsewhere: the first decision stands
         denied += 1
+    return denied
+
+
+async def deny_left(store: RunStore, eval_id: str) -> int:
+    """Deny every call that a run of eval ``eval_id`` no process carries on any more
+    left waiting (the eval's process was killed before it denied them); return how
+    many were denied.
+
+    Raises:
+        StoreError: when the store cannot be read or written.
+    """
+    denied = 0
+    none: list[str] = []
+    for run_id in await store.reading(functools.partial(runs_of_eval, eval_id=eval_id), none):
+        summary = await store.summary(run_id)
+        if summary is not None and summary.status != "running":
+            denied += await deny_undecided(store, run_id)
     return denied

@@ -10,7 +10,9 @@ the others get :class:`~runtime.errors.AlreadyDecided`, saying who made it and w
 
 from __future__ import annotations
 
+import functools
 import getpass
+import shlex
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -18,8 +20,8 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from honeycomb.store import RunStore
-from honeycomb.store.evals import of_an_eval
+from honeycomb.store import RunStore, RunSummary
+from honeycomb.store.evals import eval_of
 from runtime import ArgumentsError, Tool
 from runtime.errors import AlreadyDecided, ApprovalError, HoneycombError
 from runtime.tools.approvals import (
@@ -126,7 +128,8 @@ async def decide(
         AlreadyDecided: when the call was decided already (here or in another
             process, even a moment ago): the first decision stands.
         ApprovalError: when the run has no such call waiting, or ended (:data:`ENDED`)
-            with it undecided, or is an eval's (:data:`EVALS_DECIDE`), the call id is
+            with it undecided, or is an eval's (:data:`EVALS_DECIDE`; once no process
+            carries the run on, a denial is taken, an approval never), the call id is
             that of several waiting calls (of several workers, or turns) and ``worker``
             and ``turn`` do not pick one, its time to decide ran out, arguments come
             with a denial, or the edited arguments fail the tool's validation or
@@ -162,8 +165,8 @@ async def decide(
             decided_by=first.decided_by,
             decided_at=first.decided_at,
         )
-    if of_an_eval(run_id):  # its case says what it does, not a person: it is denied
-        raise ApprovalError(run_id, call_id, EVALS_DECIDE)
+    summary = await store.summary(run_id)
+    await _not_an_evals(store, run_id, call_id, approve, summary)
     if len(undecided) > 1:
         calls = ", ".join(sorted(f"{e.pending.worker} (turn {e.pending.turn})" for e in undecided))
         raise ApprovalError(
@@ -172,7 +175,6 @@ async def decide(
             f"calls of {calls} each wait under this id: name the worker and the turn",
         )
     pending = undecided[0].pending
-    summary = await store.summary(run_id)
     if summary is not None and summary.status in ENDED:
         raise ApprovalError(run_id, call_id, ended_undecided(summary.status))
     now = time.time()
@@ -203,8 +205,36 @@ EVALS_DECIDE = (
     "it is a call of an eval's run, and nobody decides on an eval's calls: the run ends "
     "waiting, as its case may expect, and the eval denies the call"
 )
-"""Why a call of an eval's run is decided by nobody (the eval denies it as its run
-ends, or is cut off)."""
+"""Why a call of an eval's run is decided by nobody while the run goes (the eval
+denies it as its run ends, or is cut off)."""
+
+
+async def _not_an_evals(
+    store: RunStore, run_id: str, call_id: str, approve: bool, summary: RunSummary | None
+) -> None:
+    """Refuse a decision on a call of an eval's run: its case says what the run does,
+    not a person. Once no process carries the run on (its eval's process was killed,
+    and left the call waiting), the call may be denied, never approved.
+
+    Raises:
+        ApprovalError: saying so, and what may be done.
+    """
+    eval_id = await store.reading(functools.partial(eval_of, run_id=run_id), None)
+    if eval_id is None:
+        return
+    going = summary is not None and summary.status == "running"
+    if going:
+        raise ApprovalError(run_id, call_id, EVALS_DECIDE)
+    if approve:
+        raise ApprovalError(
+            run_id,
+            call_id,
+            f"it is a call of a run of eval {eval_id}, and nobody approves an eval's calls; "
+            "its eval no longer carries the run on (its process stopped before it denied "
+            f"the call): deny it (honeycomb approve {shlex.quote(run_id)} "
+            f"{shlex.quote(call_id)} --deny), or go on with the eval (honeycomb eval HIVE "
+            f"CASES --eval-id {shlex.quote(eval_id)}), which denies it",
+        )
 
 
 ENDED = frozenset({"ok", "partial", "failed", "over_budget"})

@@ -11,6 +11,7 @@ import msgspec
 from honeycomb.store import lease as _lease
 from honeycomb.store.approvals import read_approvals
 from honeycomb.store.database import Connection
+from honeycomb.store.evals import eval_of
 from honeycomb.store.schema import columns
 from honeycomb.trace.spans import Span
 from runtime import JournalEntry, Usage
@@ -135,6 +136,9 @@ class StoredRun(Value, frozen=True, kw_only=True):
     held: str | None = None
     """What it holds back until its output guards pass its answer: ``workers`` (its
     answer is made of its workers' answers); None: nothing (or a store of schema 7)."""
+    eval_id: str | None = None
+    """The eval it is a run of, when the eval kept it as its own (its calls may wait
+    for a person, and nobody decides them: the eval denies them); None: no eval's."""
 
 
 class _Worker(Value, frozen=True):
@@ -322,6 +326,7 @@ def read_run(db: Connection, run_id: str) -> StoredRun | None:
         spent=spent,
         error=error if status != "running" else None,  # a life before this one's
         held=held,
+        eval_id=eval_of(db, run_id),
     )
 
 

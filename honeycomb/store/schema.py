@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -151,6 +151,11 @@ ADDED: dict[int, dict[str, tuple[tuple[str, str, str], ...]]] = {
         # so no view shows them before); NULL: nothing a view shows.
         "runs": (("held", "TEXT", "NULL"),),
     },
+    9: {
+        # Whether an eval was interrupted (its report says so too); NULL: kept by an
+        # earlier version (its report is read to know).
+        "evals": (("interrupted", "INTEGER", "NULL"),),
+    },  # and the table of evals' runs (CREATED)
 }
 """The columns each version adds, by table: ``(name, declaration, what a store of an
 earlier version reads for it)``."""
@@ -255,12 +260,32 @@ TAKEN_BACK_OF_RUN = (
     "CREATE INDEX IF NOT EXISTS session_taken_back_of_run ON session_taken_back (run_id)"
 )
 
+EVAL_RUNS = """
+CREATE TABLE IF NOT EXISTS eval_runs (
+    run_id TEXT PRIMARY KEY,
+    eval_id TEXT NOT NULL
+)
+"""
+"""The runs an eval made whose calls may wait for a person, each with its eval's id,
+kept before the run starts: nobody decides on their calls (the eval denies those its
+runs leave waiting). A run is an eval's by its row here, not by its id (schema 9)."""
+
+EVAL_RUNS_BEFORE = (
+    "INSERT INTO eval_runs (run_id, eval_id) SELECT run_id, "
+    "substr(run_id, 6, length(run_id) - 18) FROM runs "
+    "WHERE run_id LIKE 'eval:%' AND run_id NOT LIKE '%/%' AND length(run_id) > 18"
+)
+"""The evals' runs of a store of an earlier schema, which knew them by their ids alone
+(``eval:EVAL_ID:`` and 12 hex digits): what the store of schema 9 knows them by."""
+
 CREATED: dict[int, tuple[str, ...]] = {
     5: (APPROVALS, LIVES),
     6: (EVALS, SESSION_TURNS, SESSION_TURNS_OF_RUN),
     7: (TAKEN_BACK, TAKEN_BACK_OF_RUN, SESSION_TURNS_BY_TIME),
+    9: (EVAL_RUNS, EVAL_RUNS_BEFORE),
 }
-"""The tables each version adds (``IF NOT EXISTS``: made before its columns are)."""
+"""The tables each version adds (``IF NOT EXISTS``: made before its columns are), and
+the rows it carries into them from a store of an earlier version."""
 
 
 def upgrade_statements(version: int) -> list[str]:
@@ -547,6 +572,8 @@ __all__ = [
     "APPROVALS",
     "CREATED",
     "EVALS",
+    "EVAL_RUNS",
+    "EVAL_RUNS_BEFORE",
     "LIVES",
     "SCHEMA_VERSION",
     "SESSION_TURNS",

@@ -326,16 +326,25 @@ class RunStore:
             await anyio.to_thread.run_sync(self._writer.start)
 
     async def keep_eval(
-        self, eval_id: str, name: str, started_at: float, passed: bool, report: bytes
+        self,
+        eval_id: str,
+        name: str,
+        started_at: float,
+        passed: bool,
+        report: bytes,
+        *,
+        interrupted: bool = False,
     ) -> None:
         """Keep an eval's ``report`` (JSON) by its id, and return once it is committed
-        (an eval of the same id is replaced).
+        (an eval of the same id is replaced); ``interrupted``: it was stopped before
+        every run was made.
 
         Raises:
             StoreError: when the store cannot be written.
         """
         text = report.decode()
-        await self.commit((KEEP_EVAL, (eval_id, name, started_at, int(passed), text)))
+        row = (eval_id, name, started_at, int(passed), text, int(interrupted))
+        await self.commit((KEEP_EVAL, row))
 
     # --- reading ------------------------------------------------------------------------
 

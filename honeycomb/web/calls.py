@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shlex
 import sys
 import time
 import unicodedata
@@ -19,7 +20,6 @@ from html import escape
 from typing import Any
 
 from honeycomb.store import RunSummary
-from honeycomb.store.evals import of_an_eval
 from honeycomb.trace.format import printable, shown_value
 from honeycomb.web.approvals import decidable
 from runtime.tools.approvals import ApprovalEntry, PendingApproval
@@ -80,17 +80,21 @@ def approvals(
     cancelled: bool = False,
     unable: str | None = None,
     deciding: bool = True,
+    eval_id: str | None = None,
 ) -> str:
     """The calls that wait for a person, each with its form, or said timed out once its
     time to decide ran out; and for a run that waits on no call a person can still
     decide, or that stopped before it finished (``cancelled``, or its process gone), how
     it goes on. Each item has a ``data-key``: the page's script keeps an item while its
     key comes again, so a form keeps what was typed in it. ``unable``: why this server
-    could not continue the run, said while it waits to be continued."""
+    could not continue the run, said while it waits to be continued. ``eval_id``: the
+    eval the run is of (nobody decides its calls: the eval denies them)."""
     now = time.time()
-    # An eval's run: its calls wait, and nobody decides them (the eval denies them).
-    by_eval = of_an_eval(summary.run_id)
-    items = [_approval(summary.run_id, call, csrf, decision, now, deciding) for call in pending]
+    by_eval = eval_id is not None
+    evals = None if eval_id is None else (eval_id, summary.status == "running")
+    items = [
+        _approval(summary.run_id, call, csrf, decision, now, deciding, evals) for call in pending
+    ]
     to_decide = not by_eval and any(decidable(call, now) for call in pending)
     if unable is not None and summary.status in ("waiting", "interrupted"):
         items.append(
@@ -108,15 +112,48 @@ def approvals(
     )
 
 
+def _of_an_eval(
+    run_id: str, call: PendingApproval, who: str, told: str, eval_id: str, going: bool
+) -> str:
+    """A call of a run of eval ``eval_id``, which nobody decides: while the run goes,
+    the eval denies it as the run ends; once no process carries it on (the eval's was
+    killed), a person may deny it, or the eval gone on with denies it."""
+    key = _e(f"eval\n{going}\n{_call_key(call)}")
+    said = (
+        "It waits, and nobody decides it: it is a call of an eval's run, whose case says "
+        "what the run does with no person to ask (it ends waiting, and the eval denies "
+        "the call)."
+    )
+    if not going:
+        said = (
+            f"It waits, and nobody approves it: it is a call of a run of eval {_e(eval_id)}, "
+            "which no longer carries the run on (its process stopped before it denied the "
+            f"call). Deny it (<code>honeycomb approve {_e(shlex.quote(run_id))} "
+            f"{_e(shlex.quote(call.call_id))} --deny</code>), or go on with the eval "
+            f"(<code>honeycomb eval HIVE CASES --eval-id {_e(shlex.quote(eval_id))}</code>), "
+            "which denies it."
+        )
+    return (
+        f'<div class="approval elsewhere" data-key="{key}" {who}>{told}'
+        f'<p class="muted">{said}</p></div>'
+    )
+
+
 def _approval(
-    run_id: str, call: PendingApproval, csrf: str, decision: Decision, now: float, deciding: bool
+    run_id: str,
+    call: PendingApproval,
+    csrf: str,
+    decision: Decision,
+    now: float,
+    deciding: bool,
+    evals: tuple[str, bool] | None = None,
 ) -> str:
     """A call waiting for a person: who calls which tool, what it will do (in the
     tool's words, if it says), why it asks, its arguments as a person reads them (a
     string as its text), and the form: the arguments to edit as JSON, a reason, the
     two choices. A call whose time to decide ran out has no form, nor has one of an
-    eval's run (nobody decides it), or on a server that decides no calls (not
-    ``deciding``): each says so."""
+    eval's run (``evals``: the eval's id, and whether the run goes: nobody decides it),
+    or on a server that decides no calls (not ``deciding``): each says so."""
     can_decide = decidable(call, now)
     due = "decide by" if can_decide else "was due"
     deadline = f" · {due} {_e(_when(call.deadline))}" if call.deadline is not None else ""
@@ -134,14 +171,8 @@ def _approval(
             '<p class="error">Its time to decide ran out (approval_timeout_s): the run denies '
             "it as it goes on, or once it is resumed.</p></div>"
         )
-    if of_an_eval(run_id):
-        key = _e(f"eval\n{_call_key(call)}")
-        return (
-            f'<div class="approval elsewhere" data-key="{key}" {who}>{told}'
-            '<p class="muted">It waits, and nobody decides it: it is a call of an eval\'s '
-            "run, whose case says what the run does with no person to ask (it ends "
-            "waiting, and the eval denies the call).</p></div>"
-        )
+    if evals is not None:
+        return _of_an_eval(run_id, call, who, told, *evals)
     if not deciding:
         key = _e(f"elsewhere\n{_call_key(call)}")
         return (

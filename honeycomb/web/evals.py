@@ -46,8 +46,7 @@ def evals_page(
     rows = "\n".join(
         f'<tr><td><a href="{_e(links.eval(e.eval_id))}">{_e(e.eval_id)}</a></td>'
         f"<td>{_e(time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(e.started_at)))}</td>"
-        f'<td class="status {"ok" if e.passed else "failed"}">'
-        f"{'passed' if e.passed else 'failed'}</td><td>{_e(e.name)}</td></tr>"
+        f'<td class="status {_result(e)[0]}">{_result(e)[1]}</td><td>{_e(e.name)}</td></tr>'
         for e in evals
     )
     table = (
@@ -56,6 +55,15 @@ def evals_page(
         f"<th>cases</th></tr></thead><tbody>\n{rows}\n</tbody></table>"
     )
     return page("evals", listing("evals", table), links, live=live, follows="the evals")
+
+
+def _result(kept: EvalSummary) -> tuple[str, str]:
+    """How an eval ended, as its row says it: its class (a run's status's colour) and
+    its word; one stopped before every run was made (Ctrl-C) is interrupted, as the
+    CLI says, not failed."""
+    if kept.interrupted:
+        return "interrupted", "interrupted"
+    return ("ok", "passed") if kept.passed else ("failed", "failed")
 
 
 def eval_page(

@@ -337,6 +337,7 @@ def live_parts(
             cancelled=run.status == "interrupted",
             unable=unable,
             deciding=deciding,
+            eval_id=run.eval_id,
         )
         + f'<div id="live" class="part">{_answer(run.result)}{decisions(decided)}'
         + f"<h2>timeline</h2>{trace}"

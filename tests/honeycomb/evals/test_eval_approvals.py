@@ -16,6 +16,7 @@ from honeycomb import Executor, Role, ToolMessage, tool
 from honeycomb.evals import Case, evaluate, junit, runner
 from honeycomb.evals.html import report_page
 from honeycomb.evals.undecided import DECIDED_BY, REASON, deny_undecided
+from honeycomb.run.decide import decide
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, call
 from runtime import ModelRequest
@@ -196,3 +197,97 @@ async def test_an_eval_cancelled_as_it_denies_a_runs_waiting_calls_denies_them_s
         (entry,) = await store.approvals_of(run.run_id)
     assert entry.decision is not None  # not left for a person to approve after the eval
     assert entry.decided_by == DECIDED_BY
+
+
+async def test_a_users_run_whose_id_begins_eval_is_a_run_like_any_other(tmp_path: Path) -> None:
+    """A run a user named ``eval:...`` was taken for an eval's by its id: nobody could
+    decide its calls. An eval's runs are kept as the eval's in the store instead."""
+    paid: list[str] = []
+    store = RunStore(tmp_path / "runs.db")
+    executor = _payer(store, paid, planner=lambda task: [("payer", task)])
+    async with executor:
+        waiting = await executor.run("Pay bob.", run_id="eval:ev-mine:0123456789ab")
+        (call_waiting,) = await executor.pending(waiting.run_id)
+        await executor.decide(waiting.run_id, call_waiting.call_id, approve=True, by="ann")
+        done = await executor.resume(waiting.run_id)
+    assert (done.status, paid) == ("ok", ["bob"])
+
+
+async def _killed_eval(store: RunStore, paid: list[str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """The run of an eval whose process stopped as its call waited, before the eval
+    denied it (as ``kill -9`` leaves it): its id. The eval goes on with its id
+    ``ev-killed``; its hold holds the first time alone."""
+    asked, held = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Hold on."""
+        if not held.is_set():
+            held.set()
+            await asyncio.Event().wait()
+        return "held"
+
+    async def killed(kept: RunStore, run_id: str) -> int:
+        return 0  # the process was gone before it denied anything
+
+    executor = _payer(
+        store,
+        paid,
+        Role(name="holder", tools=("hold",)),
+        tools=[hold],
+        planner=lambda task: [("payer", "Pay bob."), ("holder", "Hold on.")],
+        on_event=[lambda event: asked.set() if event.kind == "approval.requested" else None],
+    )
+    with monkeypatch.context() as patched:
+        patched.setattr(runner, "deny_undecided", killed)
+        async with executor:
+            case = Case(id="pay", task="Pay bob.")
+            going = asyncio.create_task(evaluate(executor, [case], eval_id="ev-killed"))
+            await asyncio.wait_for(asked.wait(), 30)
+            going.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await going
+    (run,) = store.runs()
+    assert run.status == "interrupted"
+    return run.run_id
+
+
+async def test_a_call_an_eval_killed_left_waiting_is_denied_by_a_person_never_approved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An eval killed as its run's call waited left the call undecidable for ever: a
+    denial was refused as one of a running eval's. Once no process carries the run on,
+    a person may deny it; an approval is refused, saying what may be done."""
+    store = RunStore(tmp_path / "runs.db")
+    run_id = await _killed_eval(store, [], monkeypatch)
+    (entry,) = await store.approvals_of(run_id)
+    call_id = entry.pending.call_id
+    with pytest.raises(ApprovalError) as refused:
+        await decide(store, run_id, call_id, approve=True)
+    assert "nobody approves an eval's calls; its eval no longer carries the run on" in str(
+        refused.value
+    )
+    assert f"honeycomb approve {run_id} {call_id} --deny" in str(refused.value)
+    assert "--eval-id ev-killed), which denies it" in str(refused.value)
+    await decide(store, run_id, call_id, approve=False, by="ann")
+    (entry,) = await store.approvals_of(run_id)
+    assert entry.decision is not None
+    assert (entry.decision.approve, entry.decided_by) == (False, "ann")
+    store.close()
+
+
+async def test_an_eval_gone_on_with_denies_what_its_killed_runs_left_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paid: list[str] = []
+    store = RunStore(tmp_path / "runs.db")
+    run_id = await _killed_eval(store, paid, monkeypatch)
+    executor = _payer(store, paid, planner=lambda task: [("payer", task)])
+    async with executor:
+        report = await evaluate(executor, [Case(id="pay", task="Pay bob.")], eval_id="ev-killed")
+    assert report.cases[0].attempts[0].run_id != run_id  # made anew
+    (entry,) = await store.approvals_of(run_id)
+    assert entry.decision is not None
+    assert (entry.decision.approve, entry.decided_by) == (False, DECIDED_BY)
+    assert paid == []
+    store.close()

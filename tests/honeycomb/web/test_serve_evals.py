@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from honeycomb import Executor, Role, ToolMessage, tool
-from honeycomb.evals import Case, CaseRun, evaluate, runner
+from honeycomb.evals import Case, CaseRun, EvalReport, evaluate, runner
+from honeycomb.evals.kept import keep_report
 from honeycomb.evals.undecided import DECIDED_BY, deny_undecided
 from honeycomb.hive import load_hive
 from honeycomb.store import RunStore
@@ -66,6 +67,20 @@ def test_the_evals_page_lists_the_evals_newest_first(client: httpx.Client) -> No
     assert page.text.index("ev-bad") < page.text.index("ev-good")
     assert '<a href="/evals/ev-good">ev-good</a>' in page.text
     assert '<a href="/evals">evals</a>' in client.get("/").text  # from every page
+
+
+async def test_an_interrupted_eval_is_listed_interrupted_not_failed(tmp_path: Path) -> None:
+    """The list said an eval stopped by Ctrl-C failed, where the CLI says interrupted."""
+    db = tmp_path / "runs.db"
+    runs = RunStore(db)
+    stopped = "the eval was interrupted (0 of 1 run made)"
+    cut = EvalReport(eval_id="ev-cut", name="trip", hive="h", interrupted=True, stopped=stopped)
+    await keep_report(runs, cut)
+    runs.close()
+    with served(db, TOKEN) as client:
+        page = client.get("/evals").text
+    assert '<td class="status interrupted">interrupted</td>' in page
+    assert "failed" not in page
 
 
 def test_an_eval_page_shows_its_report_with_its_runs_linked_and_escaped(
@@ -244,10 +259,17 @@ async def test_an_evals_run_left_waiting_says_how_it_goes_on_once_its_calls_are_
     with served(db, TOKEN) as client:
         waits = html.unescape(client.get(address).text)
         store = RunStore(db)
+        (entry,) = await store.approvals_of(run_id)
         assert await deny_undecided(store, run_id) == 1
         store.close()
         denied = html.unescape(client.get(address).text)
-    assert "nobody decides it: it is a call of an eval's run" in waits
+    # No process carries the run on: a person may deny the call, or the eval gone on
+    # with denies it (its page said nobody decides it, and no denial was taken).
+    eval_id = report.eval_id
+    said = " ".join(waits.split())
+    assert f"nobody approves it: it is a call of a run of eval {eval_id}" in said
+    assert f"honeycomb approve {run_id} {entry.pending.call_id} --deny" in said
+    assert f"honeycomb eval HIVE CASES --eval-id {eval_id}" in said
     assert "No call is left to decide" not in waits
-    assert "nobody decides it" not in denied
+    assert "nobody approves it" not in denied
     assert "No call is left to decide: the run goes on once it is resumed" in denied
