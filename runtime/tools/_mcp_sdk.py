@@ -41,6 +41,12 @@ _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 """The streamable-HTTP connection's timeouts (the SDK's): but for a message's answer
 (see :func:`_answer_untimed`)."""
 
+_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=20)
+"""A streamable-HTTP server's connections: one for each call under way, however many
+(the run's limits bound its calls). The client's own limit, 100, had the calls past it
+wait for a connection, and the first that waited out the pool's timeout ended the
+session, with every call under way in it."""
+
 _Process = ServerProcess[SessionMessage | Exception, SessionMessage]
 """A stdio server's process, as this module talks to it."""
 
@@ -238,6 +244,7 @@ async def connect(
         http = httpx2.AsyncClient(
             headers=dict(headers),
             timeout=_HTTP_TIMEOUT,
+            limits=_LIMITS,
             # Watched where no proxy of the environment's (HTTP_PROXY ...) takes it: a
             # transport given would have the client take none, and a mount for every
             # URL would stand in ALL_PROXY's place.
@@ -575,7 +582,7 @@ class _Watched(httpx2.AsyncBaseTransport):
     transport goes unwatched: such a call is told as one whose connection went.)"""
 
     def __init__(self) -> None:
-        self._transport = httpx2.AsyncHTTPTransport()
+        self._transport = httpx2.AsyncHTTPTransport(limits=_LIMITS)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:

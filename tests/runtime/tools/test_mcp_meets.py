@@ -226,3 +226,23 @@ async def test_an_http_call_takes_as_long_as_its_tool_s_time_not_the_connection_
         server = McpServer(name="h", url=url, headers={"Authorization": "Bearer s3cret-token"})
         async with running(server) as run:
             assert await run.call("h", "slow", {"seconds": 0.6}) == "slept 0.6s"
+
+
+async def test_an_http_server_takes_more_calls_at_once_than_a_connection_pool_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Many workers (or runs of one Executor) calling one streamable-HTTP server: the
+    client's pool held 100 connections, the calls past them waited for one, and the
+    first that waited out the pool's timeout (30 seconds; here half of one) ended the
+    session with all 101 calls under way in it ('lost its connection ... whether the
+    call did anything is unknown'). Each call that is in waits for them all."""
+    monkeypatch.setattr(runtime.tools._mcp_sdk, "_HTTP_TIMEOUT", httpx2.Timeout(30, pool=0.5))
+    count = 101
+    with http_test_server("s3cret-token") as url:
+        server = McpServer(name="h", url=url, headers={"Authorization": "Bearer s3cret-token"})
+        async with running(server) as run, asyncio.TaskGroup() as group:
+            calls = [
+                group.create_task(run.call("h", "gather", {"count": count, "limit": 10}))
+                for _ in range(count)
+            ]
+    assert {call.result() for call in calls} == {f"met {count}"}
