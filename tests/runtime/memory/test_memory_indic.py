@@ -1,11 +1,14 @@
 """Memories in Hindi, Tamil, Bengali and the other scripts of India and their kin,
-searched by their words: SQLiteMemory's word index took their vowel signs and
-viramas for spaces, so that ``दिल्ली`` (Delhi) was searched for as its letters ``द``
-and ``ल``, and found any memory that held them."""
+and in Arabic and Hebrew written with their vowels, searched by their words:
+SQLiteMemory's word index took their vowel signs, viramas and vowel points for spaces,
+so that ``दिल्ली`` (Delhi) was searched for as its letters ``द`` and ``ल``, and found any
+memory that held them, and ``القاهرة`` (Cairo) did not find ``القَاهِرَةِ``, the same
+word with its vowels written."""
 
 from __future__ import annotations
 
 import sqlite3
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -56,15 +59,41 @@ def test_a_query_keeps_vowel_signs_and_viramas_in_its_words() -> None:
     assert fts_query("சென்னை வானிலை", match="all") == '"சென்னை" * AND "வானிலை" *'
 
 
-@pytest.mark.parametrize("version", [1, 3])
-async def test_a_file_that_cut_them_into_letters_is_indexed_anew(
+CAIRO = "سَيَنْزِلُ المَطَرُ فِي القَاهِرَةِ"  # rain will fall in Cairo, its vowels written
+RIYADH = "الشمس مشرقة في الرياض"  # the sun shines in Riyadh
+GENESIS = "בְּרֵאשִׁית בָּרָא אֱלֹהִים"  # in the beginning God created, pointed
+ZURICH = unicodedata.normalize("NFD", "Le résumé de la réunion à Zürich")  # as macOS writes
+
+
+@pytest.mark.parametrize(
+    ("query", "text"),
+    [
+        ("القاهرة", CAIRO),
+        ("القَاهِرَةِ", CAIRO),
+        ("الرِّيَاض", RIYADH),
+        ("בראשית", GENESIS),
+        (unicodedata.normalize("NFD", "réunion"), ZURICH),
+    ],
+    ids=["arabic", "arabic-pointed", "arabic-pointed-query", "hebrew", "decomposed"],
+)
+async def test_a_word_is_found_with_or_without_its_vowel_points(
+    tmp_path: Path, query: str, text: str
+) -> None:
+    memory = SQLiteMemory(tmp_path / "m.db")
+    for kept in (CAIRO, RIYADH, GENESIS, ZURICH, DELHI):
+        await memory.add(kept, namespace="trip")
+    assert await _found(memory, query) == [text]
+
+
+@pytest.mark.parametrize("version", [1, 3, 4])
+async def test_a_file_that_cut_their_words_into_letters_is_indexed_anew(
     tmp_path: Path, version: int
 ) -> None:
     path = tmp_path / "m.db"
     raw = sqlite3.connect(path, isolation_level=None)
-    for statement in _SCHEMA_1:  # 3 indexed these texts as 1 did: each letter a word
+    for statement in _SCHEMA_1:  # 3 cut the first two, 4 the third, as 1 did
         raw.execute(statement.replace("user_version = 1", f"user_version = {version}"))
-    for seq, text in enumerate((DELHI, RED_DOOR), start=1):
+    for seq, text in enumerate((DELHI, RED_DOOR, CAIRO), start=1):
         raw.execute(
             "INSERT INTO memories (id, namespace, text, kind, created_at) "
             "VALUES (?, 'trip', ?, 'note', ?)",
@@ -73,6 +102,7 @@ async def test_a_file_that_cut_them_into_letters_is_indexed_anew(
     raw.close()
     memory = SQLiteMemory(path)
     assert await _found(memory, "दिल्ली") == [DELHI]
+    assert await _found(memory, "القاهرة") == [CAIRO]
     memory.close()
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
