@@ -170,6 +170,7 @@ class Hive:
                 before_retry.set(cast(DriverBudget, worker.services.budget).heard_now)
                 if spec.services.logs:  # Honeycomb's entries: the driver logs them
                     forwarded.set(functools.partial(link.send, "log"))
+                link.send("began", time.time())  # its first message: its span begins then
                 result = await worker.run(
                     spec.task,
                     inputs=spec.inputs,

@@ -15,7 +15,7 @@ from honeycomb.backends._channel import Channel, RelayedReport
 from honeycomb.backends._deltas import Deltas
 from honeycomb.backends._pinned import PinnedCalls, asked, decided_elsewhere
 from honeycomb.backends._standins import StoodFor
-from honeycomb.backends._told import Opened, Told
+from honeycomb.backends._told import Begin, Opened, Told
 from honeycomb.backends._wire import (
     Message,
     RemoteFailure,
@@ -40,7 +40,7 @@ from runtime import (
 )
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import CassetteError
-from runtime.events import Tracer, current_call, told_at
+from runtime.events import current_call, told_at
 from runtime.limits import CallInFlight, Limits, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.models.cassette_cuts import cutting, once_taken, tell_cuts
@@ -65,6 +65,7 @@ class Driver:
         model_slots: Slots | None,
         held: Mapping[str, StoodFor],
         told: Told,
+        begin: Begin,
     ) -> None:
         self.worker = worker
         self.services = worker.services
@@ -88,6 +89,7 @@ class Driver:
         self._calls_told = self.services.budget.limits.wall_time_s is not None
         self.pinned = PinnedCalls(worker.setup.tools, worker.setup.policy.max_output_chars)
         self.told = told  # its calls' approval events, across its lives
+        self._begin = begin  # told once, as its first life begins there
         limited = self.services.budget.limits != Limits()
         self._opened = Opened(self._emit, holds=limited)
 
@@ -95,10 +97,13 @@ class Driver:
         """Tell the run's listeners ``event`` of the worker in its context, as in one
         process (its eval case, say): the channel's task that delivers it is the first
         worker's on the actor. It happened at ``at`` (its spans are timed so), which the
-        actor said, within when the worker was sent and now (another machine's clock
-        may be off)."""
-        at = min(max(at, self._sent_at), time.time())
-        self._context.run(_emit_at, self.services.tracer, event, at)
+        actor said."""
+        self._context.run(_told_at, self._here(at), self.services.tracer.emit, event)
+
+    def _here(self, at: float) -> float:
+        """``at``, a time the actor said, within when the worker was sent and now
+        (another machine's clock may be off)."""
+        return min(max(at, self._sent_at), time.time())
 
     async def follow(self, channel: Channel, key: str, spec: WorkerSpec) -> WorkerResult:
         """Run the worker in ``channel``'s actor, serving its stream until its result
@@ -169,7 +174,9 @@ class Driver:
         """One message of the worker's, in the order it sent them."""
         kind = message[0]
         budget = self.services.budget
-        if kind == "event":
+        if kind == "began":  # it starts there: told then, as of then (its span, started_s)
+            self._context.run(_told_at, self._here(message[1]), self._begin)
+        elif kind == "event":
             _, event, at = message
             if isinstance(event, TextDelta):
                 self._text.add(event)
@@ -269,7 +276,12 @@ class Driver:
             if exception is not None and not isinstance(exception, Exception):
                 self._finished.set_exception(exception)  # SystemExit: it stops the run
                 return
-            self._finished.set_result(plain.model_copy(update={"exception": exception}))
+            update: dict[str, Any] = {"exception": exception}
+            if plain.started_at:  # it ran: its span ends as its work did there, not as
+                # its result came (its start as the actor saw it, in this process's clock)
+                end = self._here(plain.started_at + plain.duration_s)
+                update["started_at"] = max(end - plain.duration_s, self._sent_at)
+            self._finished.set_result(plain.model_copy(update=update))
 
     def _record(self, writer: CassetteWriter, recorded: Recorded) -> None:
         """Append a call the worker's recording model made to its cassette here; one
@@ -421,10 +433,10 @@ class Driver:
             retry_deadline.reset(token)
 
 
-def _emit_at(tracer: Tracer, event: Event, at: float) -> None:
-    """``tracer`` emits ``event``, which happened at ``at`` (:data:`told_at`)."""
+def _told_at(at: float, tell: Callable[..., None], *args: Any) -> None:
+    """``tell(*args)``, which tells what happened at ``at`` (:data:`told_at`)."""
     token = told_at.set(at)
     try:
-        tracer.emit(event)
+        tell(*args)
     finally:
         told_at.reset(token)

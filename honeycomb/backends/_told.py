@@ -5,12 +5,13 @@ In one process, a worker starts (``worker.started``) once it has one of the run'
 ``max_workers``, and one paused on calls waiting in the run store tells the decisions
 kept there (``approval.decided``) as it starts again. Sent to an actor, it starts once
 it has room there and its role is installed (the pool's start and the wait for room
-are not its time, in its span nor its timings): the driver tells its start, then those
-decisions, as it sends the worker (:class:`Begin`), not once it runs there (the actor's
-gate would tell them a second time), and passes on no event of a call's approval twice
-(:class:`Told`): neither the actor's telling of those, nor a later life's of what an
-earlier one told (a worker that moves to another actor asks again about a call its
-approver is deciding, and goes on with decisions it told before).
+are not its time, in its span nor its timings, nor is the sending of it): the driver
+tells its start, then those decisions, as the actor says it began there, its first
+message, and as of when it did (:class:`Begin`), and passes on no event of a call's
+approval twice (:class:`Told`): neither the actor's telling of those, which follows,
+nor a later life's of what an earlier one told (a worker that moves to another actor
+asks again about a call its approver is deciding, and goes on with decisions it told
+before).
 
 In one process, a model call the budget refuses is refused as it opens, before it is
 told (no ``model_call.started``, no ``compaction.started`` of a summary call): it is

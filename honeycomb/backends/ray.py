@@ -298,8 +298,9 @@ class RayBackend:
         started: Callable[[], None] | None = None,
     ) -> WorkerResult:
         """Run ``worker`` in an actor, its services served from here; ``started`` is
-        called once it has room there, its role installed (the pool's start and its
-        wait for room are not its time).
+        called as it begins there, once it has room and its role is installed, as of
+        when it did (the pool's start, its wait for room and its sending are not its
+        time; nor, in its result's ``started_at``, is its result's way back).
 
         Returns the worker's result as :meth:`Worker.run` would; a worker whose actor
         died continues on another (stored run) or fails with :class:`WorkerLost`.
@@ -331,7 +332,7 @@ class RayBackend:
             # tool's, a hive tool's) never waits for room its caller holds.
             token = _in_room.set(True)
             try:
-                link = Driver(worker, model_slots, self._held, told)  # in this context
+                link = Driver(worker, model_slots, self._held, told, begin)  # in this context
             finally:
                 _in_room.reset(token)
             try:
@@ -361,7 +362,6 @@ class RayBackend:
                             ),
                             keep=keep,
                         )
-                        begin()  # once: a worker that moves on to another goes on
                         self._runs += 1
                         channel = actor.channel_here(self._channels)
                         return await link.follow(channel, f"w{self._runs}", spec)

@@ -49,7 +49,9 @@ class Backend(Protocol):
         role's memory as it ends unless not ``keep``), its services (its budget, locks,
         store ...) served from here. ``started`` is called as the worker starts, once
         it has room (not while it waits for that: for the pool to start, room in it,
-        its role installed), and at most once: its span and timings begin then."""
+        its role installed), and at most once: its span and timings begin then (when
+        :data:`~runtime.events.told_at` says, told later). The result's ``started_at``
+        and ``duration_s`` are its work's, in this process's clock: its span ends then."""
         ...
 
 

@@ -45,6 +45,7 @@ from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus, why_failed
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime.concurrency import TimedOut, innermost, run_together, stoppable
+from runtime.events import event_time, told_at
 from runtime.limits.budget import InFlight
 from runtime.limits.cut import worker_cut
 from runtime.limits.room import Room, in_room, nested_work
@@ -324,14 +325,16 @@ class Scheduler:
             )
 
     def _started_now(self, subtask: Subtask) -> None:
-        """The subtask's worker starts (now, the first time only: not again as it goes
-        on after a pause), reported as an event; :attr:`_began` keeps when."""
+        """The subtask's worker starts (now, or, on the run's backend, when it began
+        there, which :data:`~runtime.events.told_at` says; the first time only: not
+        again as it goes on after a pause), reported as an event; :attr:`_began` keeps
+        when."""
         if subtask.id in self._began:
             return
         ctx = self.context
         if ctx.tracer.enabled:
             ctx.tracer.emit(WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role))
-        self._began[subtask.id] = self.elapsed_s
+        self._began[subtask.id] = self.elapsed_s - (time.time() - event_time())
 
     def _running(
         self,
@@ -476,15 +479,16 @@ class Scheduler:
             started_s=started if started is not None else now,
             duration_s=duration,
         )
+        ended_at = None if stored else self._ended_at(result)
         if self.record is not None and not stored:
             try:
                 await self.record.subtask_finished(outcome, again=again)  # durable, then reported
             except asyncio.CancelledError:
                 # The run stops as it is written: its record keeps it with the run's end,
                 # and its worker's end is told all the same.
-                self._reported(outcome)
+                self._reported(outcome, ended_at)
                 raise
-        self._reported(outcome)
+        self._reported(outcome, ended_at)
         lost = _lost(outcome)
         self._release(subtask.id, lost=lost)
         if lost:
@@ -492,20 +496,33 @@ class Scheduler:
             self._apply_failure_policy(subtask, error)
         self._check_idle()
 
-    def _reported(self, outcome: SubtaskResult) -> None:
-        """Tell of a subtask's end (``worker.finished``)."""
+    def _ended_at(self, result: WorkerResult | None) -> float | None:
+        """When a worker that ran on the run's backend ended there (its result's start
+        and duration, in this process's clock), which its span ends at, not as its
+        result came; None: here, now."""
+        if self.context.backend is None or result is None or not result.started_at:
+            return None
+        return result.started_at + result.duration_s
+
+    def _reported(self, outcome: SubtaskResult, at: float | None = None) -> None:
+        """Tell of a subtask's end (``worker.finished``), which happened at ``at``
+        (:data:`~runtime.events.told_at`; None: now)."""
         ctx, subtask, error = self.context, outcome.subtask, outcome.error
         if ctx.tracer.enabled:
-            ctx.tracer.emit(
-                WorkerFinished(
-                    worker=subtask.id,
-                    run_id=ctx.run_id,
-                    role=subtask.role,
-                    status=outcome.status,
-                    duration_s=outcome.duration_s,
-                    error=str(error) if error is not None else None,
+            token = told_at.set(at)
+            try:
+                ctx.tracer.emit(
+                    WorkerFinished(
+                        worker=subtask.id,
+                        run_id=ctx.run_id,
+                        role=subtask.role,
+                        status=outcome.status,
+                        duration_s=outcome.duration_s,
+                        error=str(error) if error is not None else None,
+                    )
                 )
-            )
+            finally:
+                told_at.reset(token)
 
     def _release(self, subtask_id: str, *, lost: bool) -> None:
         """Tell the subtasks waiting for ``subtask_id`` that it ended (``lost``: without
