@@ -1,7 +1,7 @@
 """How the command line continues a stored run on the models it started with: a stored
 run keeps its task and hive file, not the options that chose its models, so the command
 a stopped run prints names them again (:func:`resume_hint`), and ``resume`` warns when
-it would go on on other models than answered it so far (:func:`warn_of_other_models`)."""
+it would go on on other models than answered it so far (:func:`other_models_warning`)."""
 
 from __future__ import annotations
 
@@ -9,23 +9,25 @@ import argparse
 import asyncio
 import os
 import shlex
-import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from honeycomb.cli.stores import DEFAULT_STORE
+from honeycomb.cli.view import View
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
-from runtime import Model, WrapperModel
+from runtime import Event, Model, WrapperModel
 from runtime.secrets import url_secrets
 
 __all__ = [
+    "SaidAsItStarts",
     "models_thinking",
     "other_models",
+    "other_models_warning",
     "resume_hint",
     "resume_note",
     "started_with",
-    "warn_of_other_models",
 ]
 
 _MODEL_OPTIONS = ("model", "gguf", "context", "tool_protocol", "base_url", "replay")
@@ -111,18 +113,18 @@ def _flag(option: str) -> str:
     return f"--{option.replace('_', '-')}"
 
 
-async def warn_of_other_models(store: RunStore, run_id: str, models: Iterable[Model]) -> None:
-    """Warn when the stored run ``run_id`` goes on on other models than answered it so
-    far (:func:`other_models`): a run started with ``--model local``, resumed without
-    it, say."""
+async def other_models_warning(store: RunStore, run_id: str, models: Iterable[Model]) -> list[str]:
+    """The warning that the stored run ``run_id`` goes on on other models than answered
+    it so far (:func:`other_models`: a run started with ``--model local``, resumed
+    without it, say), if it does."""
     other = await other_models(store, run_id, models)
-    if other is not None:
-        before, now = other
-        print(
-            f"warning: run {run_id} was answered by {before} so far, and this command "
-            f"continues it on {now}. {started_with()}",
-            file=sys.stderr,
-        )
+    if other is None:
+        return []
+    before, now = other
+    return [
+        f"warning: run {run_id} was answered by {before} so far, and this command "
+        f"continues it on {now}. {started_with()}"
+    ]
 
 
 async def other_models(
@@ -177,3 +179,31 @@ def _answers_as(model: Model) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+class SaidAsItStarts:
+    """A view that, as the run's first event comes, writes the lines ``said`` (where
+    the run is kept, the command that continues it) to ``out``, then opens ``view``
+    and shows the events as it does: a run refused as it starts (another process
+    carries it on) is not claimed kept, nor continued, by this command before the
+    refusal; and the lines come before a live view takes the terminal."""
+
+    def __init__(self, view: View, said: Sequence[str], out: TextIO) -> None:
+        self.view = view
+        self._said = "\n".join(said)
+        self._out = out
+        self._opened = False
+
+    def __enter__(self) -> SaidAsItStarts:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._opened:
+            self.view.__exit__(*exc)
+
+    def handle(self, event: Event) -> None:
+        if not self._opened:
+            print(self._said, file=self._out)
+            self.view.__enter__()
+            self._opened = True
+        self.view.handle(event)

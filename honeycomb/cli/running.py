@@ -26,10 +26,11 @@ from honeycomb.cli.local import LOCAL, TOOL_PROTOCOL, local_model, short_answers
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
 from honeycomb.cli.resuming import (
+    SaidAsItStarts,
     models_thinking,
+    other_models_warning,
     resume_hint,
     resume_note,
-    warn_of_other_models,
 )
 from honeycomb.cli.stores import DEFAULT_STORE, STORE_HELP, no_run, opened_store, store_argument
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, found, live, summary
@@ -247,12 +248,19 @@ def resume_command(args: argparse.Namespace) -> ExitStatus:
     path = args.store or DEFAULT_STORE
     try:
         store = opened_store(path)
-        stored = store.find(args.run_id)
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
+    try:  # looked up, then let go: the run opens the store as its own
+        stored = store.find(args.run_id)
+        missing = no_run(store, args.run_id) if stored is None else None
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    finally:
+        store.close()
     if stored is None:
-        print(no_run(store, args.run_id), file=sys.stderr)
+        print(missing, file=sys.stderr)
         return ExitStatus.UNUSABLE
     if stored.source is None:  # made from Python: only its result can be shown here
         return _show_ended(path, args)
@@ -330,10 +338,32 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     # A byte of argv that is not UTF-8 comes in as a lone surrogate: the replacement
     # character, as the store and the model would have it.
     task = valid_text(task)
-    try:
+    where = store_of(hive, args)
+    try:  # the store made once: a password_env not set is refused here
         backend = chosen_backend(hive.backend, args)
         model = model_of(args, hive)
-        args.continues = getattr(args, "continues", False) or _kept_already(hive, args)
+        store = hive_store(hive, where) if where is not None else None
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    try:
+        return _execute_in(hive, task, args, backend, model, store)
+    finally:
+        if store is not None:  # (closed already, once the run went)
+            store.close()
+
+
+def _execute_in(
+    hive: Hive,
+    task: str,
+    args: argparse.Namespace,
+    backend: BackendSpec,
+    model: Model | None,
+    store: RunStore | None,
+) -> ExitStatus:
+    """Run ``hive`` on ``task``, kept in ``store``, once its options are read."""
+    try:
+        args.continues = getattr(args, "continues", False) or _kept_already(store, args)
         models = cassette_models(hive, model, args)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
@@ -351,7 +381,6 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     out: TextIO = sys.stdout
     if offline and not args.json:
         print("Offline simulation: a rule-based model stands in for the LLM (no network, no key).")
-    store = store_of(hive, args)
     new_view = functools.partial(_view, args, console, out, hive)
     run = _run_and_report(hive, task, models, new_view, args, out, store, backend)
     if not args.json:
@@ -362,24 +391,17 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
         return run_on_loop(run)
 
 
-def _kept_already(hive: Hive, args: argparse.Namespace) -> bool:
-    """Whether ``--run-id`` names a run the store keeps, which this command continues
+def _kept_already(store: RunStore | None, args: argparse.Namespace) -> bool:
+    """Whether ``--run-id`` names a run ``store`` keeps, which this command continues
     (or shows, ended), so that ``--record`` goes on in the cassette of its earlier
     lives rather than start it anew. A store that cannot be read keeps none here: the
     run says why as it opens it."""
-    where = store_of(hive, args)
-    if args.run_id is None or where is None or getattr(args, "record", None) is None:
-        return False
-    try:
-        store = hive_store(hive, where)
-    except ConfigError:
+    if args.run_id is None or store is None or getattr(args, "record", None) is None:
         return False
     try:
         return store.find(args.run_id) is not None
     except StoreError:
         return False
-    finally:
-        store.close()
 
 
 def model_of(args: argparse.Namespace, hive: Hive) -> Model | None:
@@ -477,16 +499,14 @@ async def _run_and_report(
     new_view: Callable[[], View],
     args: argparse.Namespace,
     out: TextIO,
-    store: Path | str | None,
+    kept: RunStore | None,
     backend: BackendSpec,
 ) -> ExitStatus:
     run_id = args.run_id or os.urandom(6).hex()
-    kept = None
-    if store is not None:
+    if kept is not None:
         try:
-            kept = hive_store(hive, store)
             await kept.open()  # a store that cannot be used stops the command here
-        except (StoreError, ConfigError) as exc:
+        except StoreError as exc:
             print(str(exc), file=sys.stderr)
             return ExitStatus.UNUSABLE
         other = None
@@ -547,15 +567,14 @@ async def _run(
     except ConfigError as exc:  # validate refuses these first; never a traceback
         print(refused_as_made(exc, args), file=sys.stderr)
         return ExitStatus.UNUSABLE
-    if store is not None and not args.json:  # said before it starts: a killed run is
-        # resumed by its id (said once the run can start: no run is kept of one that cannot)
-        hint = resume_hint(run_id, store.where, args)  # its URL without a password
-        print(f"run {run_id} · kept in {store.where} ({hint})", file=sys.stderr)
-        _say_note(args, sys.stderr)
+    # Said as the run starts, not before: one refused as it starts (another process
+    # carries it on) is neither kept by this command nor continued on its models.
+    said = _kept_lines(run_id, store, args) if store is not None and not args.json else []
     if not args.json and loop_factory() is not None:
-        print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
+        said.append(f"event loop: {loop_name()} (the fast extra)")
     if store is not None and args.run_id is not None and getattr(args, "replay", None) is None:
-        await warn_of_other_models(store, run_id, models_thinking(executor))
+        said += await other_models_warning(store, run_id, models_thinking(executor))
+    view = SaidAsItStarts(view, said, sys.stderr) if said else view
     error: HoneycombError | None = None
     ended: RunFinished | None = None  # the run's last event, once it has ended
     stopped_by: list[signal.Signals] = []
@@ -599,6 +618,14 @@ async def _run(
     if unasked is not None and not args.json:
         print(unasked, file=sys.stderr)
     return _reported(result, error, ended, args, out, store)
+
+
+def _kept_lines(run_id: str, store: RunStore, args: argparse.Namespace) -> list[str]:
+    """Where run ``run_id`` is kept, and the command that continues it (and what to do
+    before it runs as pasted, if anything)."""
+    hint = resume_hint(run_id, store.where, args)  # its URL without a password
+    note = resume_note(args)
+    return [f"run {run_id} · kept in {store.where} ({hint})", *([note] if note else [])]
 
 
 async def _shown_as_it_stopped(events: RunStream, view: View) -> None:

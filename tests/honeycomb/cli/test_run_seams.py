@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 import anyio
 import pytest
@@ -25,7 +26,7 @@ from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
-from runtime import ConfigError, ModelRequest
+from runtime import ConfigError, ModelRequest, RunBusy
 from tests.support import ROOT
 from tests.support.hives import CHATTY, hive
 
@@ -379,6 +380,51 @@ def test_a_run_that_cannot_start_is_not_said_to_be_kept(
     assert "policy.budgets.cost: a budget in dollars" in err
     assert "kept in" not in err
     assert "honeycomb resume" not in err
+
+
+def test_a_run_another_process_carries_on_is_refused_before_it_is_said_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``resume`` of a run under way elsewhere said 'run cut · kept in runs.db
+    (honeycomb resume cut)' first, and that it continued the run on the hive's model,
+    then that the run was another process's."""
+    monkeypatch.chdir(tmp_path)
+    path = hive(tmp_path, CHATTY)
+    asyncio.run(cut_off_on_a_model_of_its_own(path, tmp_path / "runs.db"))
+
+    async def carried_on(store: RunStore, run_id: str, *, steal: bool = False) -> NoReturn:
+        raise RunBusy(run_id, path=store.where, host="elsewhere", pid=4242, heartbeat_age_s=1.0)
+
+    monkeypatch.setattr(RunStore, "take_lease", carried_on)
+    assert main(["resume", "cut", "--store", "runs.db", "--plain"]) == 2
+    err = capsys.readouterr().err
+    assert "run 'cut' is being carried on by pid 4242 on host 'elsewhere'" in err
+    assert "kept in" not in err
+    assert "honeycomb resume" not in err
+    assert "this command continues it" not in err
+
+
+def test_run_opens_its_store_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --run-id and --record, the store was opened once to see whether the run was
+    kept already, and again for the run."""
+    monkeypatch.chdir(tmp_path)
+    hive(tmp_path, CHATTY)
+    made: list[object] = []
+    init = RunStore.__init__
+
+    def counted(store: RunStore, where: Path | str, **options: Any) -> None:
+        made.append(where)
+        init(store, where, **options)
+
+    monkeypatch.setattr(RunStore, "__init__", counted)
+    argv = ["run", "hive.yaml", "Find the weather in Rome.", "--plain", "--run-id", "r1"]
+    assert main([*argv, "--record", "calls.json"]) == 0
+    assert made == [Path(".honeycomb") / "runs.db"]
+    assert " · kept in .honeycomb/runs.db (honeycomb resume r1 --record calls.json)" in (
+        capsys.readouterr().err
+    )
 
 
 def test_the_trace_of_a_failed_run_says_what_it_failed_of(
