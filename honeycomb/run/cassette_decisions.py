@@ -29,6 +29,10 @@ from runtime.tools.approvals import ApprovalRequest, Approver, Decision, LeftWai
 
 __all__ = ["CassetteApprover", "DecisionsKept", "WorkersFollowed", "cassette_approvals"]
 
+_STOPPED = ("cancelled", "over_budget")
+"""The statuses of a worker its run stopped (its calls still asked about then were
+cancelled asking)."""
+
 
 class DecisionsKept:
     """Keeps in a cassette each decision a run's workers go on with, and the calls
@@ -51,15 +55,23 @@ class DecisionsKept:
 
     def handler_for(self, kind: str) -> Callable[[Any], None] | None:
         """What takes the events of ``kind``: the asks and decisions, the workers'
-        starts and ends (a cut of the run records which had ended), and the run's end
+        starts and ends (a cut of the run records which had ended; a worker the run
+        stopped, its calls still asked about, cancelled), and the run's end
         (its calls still asked about are not those of a later run's cut)."""
-        if kind in (WorkerStarted.kind, WorkerFinished.kind):
+        if kind == WorkerFinished.kind:
+            return self._ended
+        if kind == WorkerStarted.kind:
             return self._ran
         if kind == RunFinished.kind:
             return self._finished
         if kind == ApprovalDecided.kind:
             return self._decided
         return self._asked if kind == ApprovalRequested.kind else None
+
+    def _ended(self, event: WorkerFinished) -> None:
+        self._ran(event)
+        if event.worker is not None and event.status in _STOPPED:
+            self.writer.stopped(event.run_id, event.worker)
 
     def _finished(self, event: RunFinished) -> None:
         self.writer.finished(event.run_id, waiting=event.status == "waiting")

@@ -131,7 +131,7 @@ class Cuts:
                     caught.cut.append(line)
                     if caught not in self._caught_some:
                         self._caught_some.append(caught)
-            elif isinstance(line, Given):
+            elif isinstance(line, Given) and not line.cancelled:  # (never answered)
                 since.setdefault((line.case, None), []).append(line)
                 since.setdefault((line.case, line.worker), []).append(line)
 

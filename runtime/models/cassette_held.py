@@ -2,14 +2,15 @@
 
 A model call its worker was cancelled in (the run stopped: another worker failed
 under ``failure: fail_fast``, a quorum could no more be reached, a budget ran out) has
-no answer; the cassette keeps it ``cancelled``, with the text it had streamed. Answered
-at once, a replay would let that worker run on where the recording's stopped; so the
-call is held, never answered, until the replayed run cancels its worker as the
-recorded one did. So that nothing hangs when the replayed run goes otherwise (the
-worker whose failure stopped the run succeeds now), a held call is bounded by the
-other workers of its run: once every worker still running is held so (or waits in a
-nested worker or judge that is) and the run is not stopping, nothing is left to
-cancel them, and each held call fails its worker with a
+no answer; the cassette keeps it ``cancelled``, with the text it had streamed, and an
+ask of the run's approver so cancelled is a ``decision`` recorded ``cancelled`` (none
+was made). Answered at once, a replay would let that worker run on where the
+recording's stopped; so the call (the ask) is held, never answered, until the replayed
+run cancels its worker as the recorded one did. So that nothing hangs when the
+replayed run goes otherwise (the worker whose failure stopped the run succeeds now), a
+held call is bounded by the other workers of its run: once every worker still running
+is held so (or waits in a nested worker or judge that is) and the run is not
+stopping, nothing is left to cancel them, and each held call fails its worker with a
 :class:`~runtime.errors.CassetteMismatch` naming the worker and the call.
 
 Whether the run is stopping is asked of the run (:meth:`Held.ran`'s ``stopping``), a
@@ -24,7 +25,6 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from runtime.errors import CassetteMismatch
-from runtime.models.cassette_lines import Recorded
 
 __all__ = ["Held", "root_worker"]
 
@@ -38,11 +38,11 @@ def root_worker(name: str) -> str:
 class _Hold:
     """One call held: its future (never set, but to fail it), and what names it."""
 
-    __slots__ = ("future", "model", "recorded", "worker")
+    __slots__ = ("future", "kind", "model", "what", "worker")
 
-    def __init__(self, model: str, recorded: Recorded, worker: str) -> None:
+    def __init__(self, model: str, what: str, worker: str, kind: str) -> None:
         self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.model, self.recorded, self.worker = model, recorded, worker
+        self.model, self.what, self.worker, self.kind = model, what, worker, kind
 
 
 class Held:
@@ -74,15 +74,22 @@ class Held:
             asyncio.get_running_loop().call_soon(self._check, case)
 
     async def hold(
-        self, model: str, recorded: Recorded, *, worker: str | None, case: str | None
+        self,
+        model: str,
+        what: str,
+        *,
+        worker: str | None,
+        case: str | None,
+        kind: str = "model",
     ) -> NoReturn:
-        """Hold ``recorded``, a call the recording cancelled under way, until the replay
-        cancels it too.
+        """Hold a call the recording cancelled under way (``what``: which it was, as a
+        mismatch names it; ``kind``: ``model``, or ``decision``, an ask of the
+        approver), until the replay cancels it too.
 
         Raises:
             CassetteMismatch: once nothing is left in the replayed run to cancel it.
         """
-        hold = _Hold(model, recorded, worker or "")
+        hold = _Hold(model, what, worker or "", kind)
         held = self._held.setdefault(case, [])
         held.append(hold)
         if self._stopping is not None:  # told of the run's workers: bounded by them
@@ -108,12 +115,12 @@ class Held:
 
     def _unanswered(self, hold: _Hold, case: str | None) -> CassetteMismatch:
         """What fails a call held that nothing cancelled."""
-        turn = hold.recorded.request.turn
         difference = (
-            f"its call of turn {turn} was under way when the recorded run cancelled its "
-            "worker (the run stopped: another worker failed, say), and no answer was "
-            "recorded; replayed, the run's other workers ended and nothing cancelled it"
+            f"{hold.what} was under way when the recorded run cancelled its worker (the "
+            "run stopped: another worker failed, say), and no answer was recorded; "
+            "replayed, the run's other workers ended and nothing cancelled it"
         )
+        worker = hold.worker or None
         return CassetteMismatch(
-            self.path, hold.model, difference, worker=hold.worker or None, case=case
+            self.path, hold.model, difference, worker=worker, case=case, kind=hold.kind
         )

@@ -184,6 +184,10 @@ class Decided(Line, frozen=True, kw_only=True, tag="decision"):
         waited: Its run ended with it still waiting for a decision, in the run's store
             (no approver was attached): no decision was made (``approve`` is then
             False), and a replay leaves it waiting so.
+        cancelled: It was still asked when its worker was cancelled otherwise (the
+            run stopped it: another worker failed under ``fail_fast``, say): no
+            decision was made (``approve`` is then False), and a replay holds the ask
+            until it stops the worker too.
     """
 
     worker: str
@@ -197,6 +201,7 @@ class Decided(Line, frozen=True, kw_only=True, tag="decision"):
     case: str | None = None
     cut: bool = False
     waited: bool = False
+    cancelled: bool = False
 
 
 _decoder = msgspec.json.Decoder(

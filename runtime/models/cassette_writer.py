@@ -120,6 +120,18 @@ class CassetteWriter:
         for asked in left.values() if waiting else ():
             self._append(masked(replace(asked, cut=False, waited=True)))
 
+    def stopped(self, run: str | None, worker: str) -> None:
+        """``worker`` of run ``run`` was cancelled (the run stopped it: another worker
+        failed, say): its calls still asked about are recorded ``cancelled`` (a replay
+        holds them until it stops the worker too; a later life that decides them
+        records that)."""
+        with self._lock:
+            left = {k: a for k, a in self._asked.items() if k[0] == run and k[1] == worker}
+            for call in left:
+                del self._asked[call]
+        for asked in left.values():
+            self._append(masked(replace(asked, cut=False, cancelled=True)))
+
     def ran(self, worker: str, case: str | None, *, ended: bool) -> None:
         """``worker`` (of ``case``) started, or ``ended``: a cut of its run's wall time
         records the workers that had ended."""

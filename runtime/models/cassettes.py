@@ -22,8 +22,10 @@ own time limit cut off) has a ``cut`` line where the cut fell, and the calls it 
 under way (and the asks of its approver it cut off) recorded ``cut`` after it, which
 a replay holds until it is cut there too (:mod:`runtime.models.cassette_cuts`). A
 call under way when its run stopped its worker otherwise (another worker failed under
-``fail_fast``) is recorded ``cancelled``, which a replay holds until it stops that
-worker too (:mod:`runtime.models.cassette_held`).
+``fail_fast``) is recorded ``cancelled``, and so is a decision its approver was still
+asked for then (none was made), which a replay holds until it stops that worker too
+(:mod:`runtime.models.cassette_held`); one that a later life of its run made again is
+answered (decided) by that life's.
 Secrets are masked (:func:`runtime.secrets.masked`) before a line is written, and
 the folder the run worked in is written ``<cwd>`` (a tool that answers with a path
 under it, replayed in another clone, answers alike; a replayed answer that names
@@ -203,8 +205,11 @@ class Cassette:
                 case=case,
             )
         fresh = [call for call in found if id(call) not in self._given] or found
-        # max keeps the first of the best: file order among equals.
-        chosen = max(fresh, key=lambda call: (call.case == case, call.worker == worker))
+        # max keeps the first of the best: file order among equals; a call cancelled
+        # under way that a later life of its run made again: the answer.
+        chosen = max(
+            fresh, key=lambda call: (call.case == case, call.worker == worker, not call.cancelled)
+        )
         self._given.add(id(chosen))
         if self._cuts and not chosen.cut:  # the last call before a cut: it falls then
             self._cuts.taken(chosen, case, worker, cutting())
@@ -287,8 +292,10 @@ class Cassette:
                 str(self.path), tool, difference, worker=worker, case=case, kind="decision"
             )
         fresh = [decided for decided in found if id(decided) not in self._given] or found
-        # A call its run left waiting and a later life of it decided: the decision.
-        made = [decided for decided in fresh if not decided.waited] or fresh
+        # A call its run left waiting (or cancelled asking) and a later life of it
+        # decided: the decision.
+        made = [decided for decided in fresh if not (decided.waited or decided.cancelled)]
+        made = made or fresh
         chosen = max(made, key=lambda decided: decided.case == case)
         self._given.add(id(chosen))
         if self._cuts and not chosen.cut:
@@ -310,6 +317,9 @@ class Cassette:
             await self.cut_off(tool, None, worker=worker, case=case, kind="decision")
         if found.cut:
             await self.cut_off(tool, found, worker=worker, case=case, kind="decision")
+        if found.cancelled:
+            what = f"its ask of the approver on {asked}"
+            await self._held.hold(tool, what, worker=worker, case=case, kind="decision")
         return found
 
     def _nearest(self, worker: str, tool: str) -> str:
@@ -382,7 +392,8 @@ class Cassette:
             CassetteMismatch: once the replayed run's other workers ended and nothing
                 cancelled it, naming the worker and the call.
         """
-        await self._held.hold(model, call, worker=worker, case=case)
+        what = f"its call of turn {call.request.turn}"
+        await self._held.hold(model, what, worker=worker, case=case)
 
     async def cut_off(
         self,

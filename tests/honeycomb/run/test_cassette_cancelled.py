@@ -3,7 +3,7 @@ failed under ``fail_fast``), recorded on a cassette, replays alike: its call, wh
 had no answer, is held until the replayed run stops the worker too, and it ends
 cancelled, not failed on a call the cassette did not record; a replay that goes
 otherwise, with nothing left to stop it, fails it at once naming the worker and the
-call."""
+call; so does one stopped while its approver was asked about a call."""
 
 from __future__ import annotations
 
@@ -13,11 +13,21 @@ from typing import Literal
 
 import pytest
 
-from honeycomb import Executor, Policy, Role, RunResult
+from honeycomb import (
+    ApprovalRequest,
+    Approver,
+    Decision,
+    Executor,
+    Policy,
+    Role,
+    RunResult,
+    tool,
+)
 from honeycomb.errors import ModelError, RunFailed
 from honeycomb.models import Cassette, Model, cassette
-from honeycomb.testing import FunctionModel
-from runtime import ModelRequest
+from honeycomb.testing import FunctionModel, call
+from runtime import AssistantMessage, ModelRequest, ModelResponse, ToolMessage, UserMessage
+from runtime.models.cassettes import CassetteWriter, Recorded
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -86,3 +96,76 @@ async def test_a_call_held_as_cancelled_that_nothing_stops_fails_naming_it(
     assert error.type == "CassetteMismatch"
     assert "(worker 's2')" in error.message
     assert "its call of turn 1 was under way when the recorded run cancelled" in error.message
+
+
+@tool(approval=True)
+def pay(amount: int) -> str:
+    """Pays an amount."""
+    return f"paid {amount}"
+
+
+def asking() -> tuple[FunctionModel, Approver]:
+    """s2 asks to pay, which nobody decides; s1's endpoint is down once it asked."""
+    asked = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> object:
+        if (request.conversation or "").endswith("/s1"):
+            await asked.wait()
+            raise ModelError("endpoint down")
+        last = request.messages[-1]
+        if isinstance(last, ToolMessage):
+            return f"done: {last.content}"
+        return call("pay", {"amount": 5})
+
+    async def undecided(request: ApprovalRequest) -> Decision:
+        asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError("the run stops it")
+
+    return FunctionModel(answer), undecided
+
+
+async def paid(
+    tape: Path, failure: Literal["fail_fast", "best_effort"], *, record: bool
+) -> RunResult:
+    model, approver = asking()
+    models = cassette(model, record=tape) if record else cassette(model, replay=tape)
+    payer = Role(name="payer", tools=("pay",))
+    policy = Policy(failure=failure)
+    executor = Executor([payer], models, tools=[pay], approver=approver, policy=policy)
+    with pytest.raises(RunFailed) as caught:
+        await executor.run("pay", subtasks=[("payer", "one"), ("payer", "two")])
+    partial = caught.value.partial
+    assert partial is not None
+    return partial
+
+
+async def test_a_worker_stopped_asking_its_approver_ends_cancelled_replayed(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "asked.cassette.jsonl"
+    recorded = await paid(tape, "fail_fast", record=True)
+    assert ended(recorded)["s2"] == ("cancelled", "RunFailed")
+    (kept,) = Cassette(tape).decisions
+    assert (kept.worker, kept.cancelled) == ("s2", True)
+
+    assert ended(await paid(tape, "fail_fast", record=False)) == ended(recorded)
+    # Replayed otherwise, nothing stops it: the ask fails its worker, naming it.
+    error = (await paid(tape, "best_effort", record=False)).subtasks["s2"].error
+    assert error is not None
+    assert "a decision on a call of tool 'pay' (worker 's2')" in error.message
+    assert "its ask of the approver on call" in error.message
+
+
+def test_a_call_cancelled_then_made_again_by_a_later_life_is_answered(tmp_path: Path) -> None:
+    # A run stopped under a call (interrupted) and resumed asks it again: replayed in
+    # one go, the call gets the later life's answer, not a hold.
+    tape = tmp_path / "lives.cassette.jsonl"
+    writer = CassetteWriter(tape)
+    request = ModelRequest(messages=(UserMessage(content="one"),), conversation="run-1234/s1")
+    answered = ModelResponse(message=AssistantMessage(content="the answer"))
+    empty = ModelResponse(message=AssistantMessage(content=""))
+    writer.call(Recorded(model="m", request=request, response=empty, worker="s1", cancelled=True))
+    writer.call(Recorded(model="m", request=request, response=answered, worker="s1"))
+    found = Cassette(tape).answer("m", request, worker="s1", case=None)
+    assert (found.cancelled, found.response) == (False, answered)
