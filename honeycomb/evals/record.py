@@ -293,9 +293,13 @@ def case_run(
         )
     # What its subtasks failed of: the run's own error (``RunFailed``: 'its only
     # subtask failed') does not say, and it is why the case failed (a cassette's
-    # mismatch, a worker's model error).
+    # mismatch, a worker's model error). Not those the run's end stopped, which say
+    # its error again ('the run stopped: budget exceeded ...').
+    told = str(error) if error is not None else None
     failures = "; ".join(
-        f"{s.subtask.id}: {s.error.message}" for s in result.failures if s.error is not None
+        f"{s.subtask.id}: {s.error.message}"
+        for s in result.failures
+        if s.error is not None and not (told and told in s.error.message)
     )
     said = _described(error) if error is not None else None
     if said is not None and failures:

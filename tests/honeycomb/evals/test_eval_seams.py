@@ -356,7 +356,7 @@ def test_a_json_check_whose_schema_is_no_schema_is_a_mistake_of_the_file(tmp_pat
 async def test_an_eval_cancelled_with_a_store_that_fails_is_cancelled_still(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def fails(*args: object) -> None:
+    async def fails(*args: object, **options: object) -> None:
         raise StoreError("the disk is full", path=str(tmp_path))
 
     second = anyio.Event()

@@ -10,9 +10,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from honeycomb import AssistantMessage, ConfigErrors, Executor, Role, ToolMessage, tool
+from honeycomb import AssistantMessage, ConfigErrors, Executor, Policy, Role, ToolMessage, tool
 from honeycomb.evals import (
     Case,
     CaseRun,
@@ -649,3 +650,29 @@ async def test_an_executor_no_run_of_which_can_begin_is_refused_before_any_case(
                        on_run=runs.append)  # fmt: skip
     assert runs == []
     assert "asks for approval of some calls, and nobody can decide them" in str(refused.value)
+
+
+async def test_a_run_its_budget_stopped_says_why_once_not_again_for_each_subtask() -> None:
+    """Each subtask the run's end stopped said the run's error again ('the run
+    stopped: budget exceeded ...'), after it: a reason three times as long."""
+
+    @tool
+    async def wait() -> str:
+        """Wait."""
+        await anyio.sleep_forever()
+        return "never"
+
+    executor = Executor(
+        [Role(name="waiter", tools=("wait",))],
+        FunctionModel(lambda request: call("wait", {})),
+        tools=[wait],
+        planner=lambda task: [("waiter", "Wait."), ("waiter", "Wait too.")],
+        aggregator="concat",
+        policy=Policy(budgets=Limits(wall_time_s=0.2)),
+    )
+    report = await evaluate(executor, [Case(id="wait", task="Wait.")])
+    (attempt,) = report.cases[0].attempts
+    assert attempt.status == "over_budget"
+    assert attempt.error is not None
+    assert attempt.error.startswith("budget exceeded: wall_time_s")
+    assert "the run stopped" not in attempt.error
