@@ -53,13 +53,14 @@ def report_body(report: EvalReport, run_link: RunLink) -> str:
     """The report's heading, totals and case table."""
     t = report.totals()
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(report.started_at))
-    verdict = "passed" if report.passed else "failed"
+    # One stopped before every run was made (Ctrl-C) is interrupted, as the CLI says.
+    verdict = "passed" if report.passed else "interrupted" if report.interrupted else "failed"
     head = (
         f"<h1>eval {_e(report.eval_id)} · {_e(report.name)}</h1>"
         f'<p class="muted">{_e(report.hive)} · {_e(when)} · '
         f"{counted(int(t['runs']), 'run')} ({report.repeat} a case, "
         f"{report.concurrency} at once) in {report.wall_s:.2f}s</p>"
-        f'<p><span class="status {"ok" if report.passed else "failed"}">{verdict}</span>: '
+        f'<p><span class="status {"ok" if report.passed else verdict}">{verdict}</span>: '
         f"{t['passed']} of {counted(int(t['cases']), 'case')} passed ({report.pass_rate:.0%})"
         f"{_flaky(int(t['flaky']))} · cost ${report.cost:.4f} (judges ${report.judge_cost:.4f}) "
         f"· {counted(int(t['tokens']), 'token')} (judges {t['judge_tokens']}) "

@@ -79,8 +79,10 @@ async def test_an_interrupted_eval_is_listed_interrupted_not_failed(tmp_path: Pa
     runs.close()
     with served(db, TOKEN) as client:
         page = client.get("/evals").text
+        report = client.get("/evals/ev-cut").text
     assert '<td class="status interrupted">interrupted</td>' in page
     assert "failed" not in page
+    assert '<span class="status interrupted">interrupted</span>: 0 of 0 cases passed' in report
 
 
 def test_an_eval_page_shows_its_report_with_its_runs_linked_and_escaped(
