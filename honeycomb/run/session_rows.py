@@ -4,13 +4,14 @@ each a :class:`SessionRows`."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from honeycomb.run.conversation import Conversation, Turn, TurnResult
-from runtime import SessionBusy
+from runtime import SessionBusy, StoreError
 from runtime.secrets import any_known, masked
 
 if TYPE_CHECKING:
@@ -192,7 +193,10 @@ class StoreRows:
         if result is None:
             return turn
         answered = turn.answered(result)
-        await self.ended(answered)
+        # Kept for the next read; a store this process may only read (honeycomb
+        # sessions show by a user who may not write it) gives it all the same.
+        with contextlib.suppress(StoreError):
+            await self.ended(answered)
         return answered
 
     async def begin(self, turn: Turn, follows: Turn | None) -> bool:

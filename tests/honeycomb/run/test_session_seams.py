@@ -3,6 +3,7 @@ mid-turn, edits while a turn runs, and two processes on one store."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from honeycomb import (
     Turn,
     tool,
 )
+from honeycomb.cli.main import main as cli
 from honeycomb.events import Event, RunFinished, WorkerFinished
 from honeycomb.testing import FunctionModel, call
 from runtime import (
@@ -387,3 +389,20 @@ async def test_a_session_summary_the_wall_time_cut_off_is_named_as_the_sessions(
     assert "planner's summary call" not in said
     assert tight.store is not None
     tight.store.close()
+
+
+def test_a_store_this_user_may_only_read_shows_the_answer_a_turns_row_lacks(
+    db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A turn whose run ended but whose row was not given its answer (the process
+    # stopped in between) is given it as it is read, and kept by a write: honeycomb
+    # sessions show of a store this user may only read failed with a traceback.
+    model = FunctionModel(lambda request: "sunny in Lisbon")
+    executor = Executor([Role(name="w")], model, store=db, planner=lambda task: [("w", task)])
+    anyio.run(lambda: executor.session("s").run("The weather in Lisbon?"))
+    executor.store.close()  # type: ignore[union-attr]
+    with sqlite3.connect(db) as raw:
+        raw.execute("UPDATE session_turns SET answer = NULL, results = NULL")
+    monkeypatch.setattr("honeycomb.store.schema.read_only", lambda path: True)
+    assert cli(["sessions", "show", "s", "--store", str(db)]) == 0
+    assert "sunny in Lisbon" in capsys.readouterr().out
