@@ -169,7 +169,8 @@ async def test_a_store_of_schema_5_reads_as_holding_no_session_and_takes_one(db:
     assert ex.store is not None
     ex.store.close()
     with sqlite3.connect(db) as conn:  # as Honeycomb of schema 5 left it
-        conn.execute("DROP TABLE session_turns")
+        for table in ("session_turns", "session_taken_back", "evals", "eval_runs"):
+            conn.execute(f"DROP TABLE {table}")  # (schemas 6, 7 and 9's)
         conn.execute("ALTER TABLE runs DROP COLUMN held")  # (schema 8's)
         conn.execute("PRAGMA user_version = 5")
     old = RunStore(db)
