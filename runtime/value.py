@@ -84,7 +84,9 @@ class Settings(Value, frozen=True, kw_only=True):
     mistakes: ``args="-m x"`` for a tuple, ``approval="false"`` for a bool, text where
     a number goes), told by the field's type and the type it got, never its value
     (it may be a secret). A list given for a tuple (``args=["-m", "x"]``) is kept as a
-    tuple, so that the value stays hashable and its owner's list cannot change it.
+    tuple, and a dict given is copied: what its owner then does to the list or the dict
+    (a loop that sets ``headers["Authorization"]`` for each server) changes nothing of
+    the setting.
 
     Raises:
         ConfigError: made in Python with a value not of its field's type or out of
@@ -100,9 +102,11 @@ class Settings(Value, frozen=True, kw_only=True):
             if not is_of(value):
                 expected = f"must be of type {_type_name(annotation)} (got {_kinds(value)})"
                 raise ConfigError(expected, field=f"{cls.__name__}.{name}")
-            if isinstance(value, list) and name in _tuple_fields(cls):
-                # Kept as its field says: hashable, and not changed by the caller's list.
-                msgspec.structs.force_setattr(self, name, tuple(value))
+            kept = _kept(cls).get(name)
+            if kept is not None and isinstance(value, list | dict):
+                # Its own, as its field says (a list as a tuple, a dict copied): what
+                # the caller then does to its list or dict changes nothing of it.
+                msgspec.structs.force_setattr(self, name, kept(value))
         for name, meta in _bounds(cls):
             value = getattr(self, name)
             problem = None if value is None else _out_of_bounds(value, meta)
@@ -262,19 +266,28 @@ def _annotations(cls: type[Settings]) -> tuple[tuple[str, Any, Callable[[Any], b
     return tuple((f.name, f.type, _is_of(f.type)) for f in msgspec.structs.fields(cls))
 
 
+_Container = type[tuple[Any, ...]] | type[dict[Any, Any]]
+
+
 @functools.cache
-def _tuple_fields(cls: type[Settings]) -> frozenset[str]:
-    """The fields of ``cls`` that hold a tuple (a list given for one becomes one)."""
-    return frozenset(f.name for f in msgspec.structs.fields(cls) if _holds_tuple(f.type))
+def _kept(cls: type[Settings]) -> dict[str, _Container]:
+    """The fields of ``cls`` that hold a tuple or a dict, by name, with that type: a
+    list given for a tuple is kept as one, a dict given is copied."""
+    found = ((f.name, _container(f.type)) for f in msgspec.structs.fields(cls))
+    return {name: kind for name, kind in found if kind is not None}
 
 
-def _holds_tuple(annotation: Any) -> bool:
+def _container(annotation: Any) -> _Container | None:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
-        return _holds_tuple(args[0])
+        return _container(args[0])
     if origin in (typing.Union, types.UnionType):
-        return any(_holds_tuple(member) for member in args)
-    return origin is tuple or annotation is tuple
+        kinds = [kind for kind in map(_container, args) if kind is not None]
+        return kinds[0] if kinds else None
+    kind = origin or annotation
+    if kind is tuple:
+        return tuple
+    return dict if kind is dict else None
 
 
 def _is_of(annotation: Any) -> Callable[[Any], bool]:

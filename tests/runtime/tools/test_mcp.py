@@ -690,6 +690,24 @@ def test_a_server_s_args_given_as_a_list_are_kept_as_a_tuple() -> None:
     assert token not in repr(server)
 
 
+def test_servers_made_from_one_dict_changed_between_them_keep_their_own() -> None:
+    """A loop that sets one dict's token for each server: each server held that dict,
+    and all of them sent the last token."""
+    headers: dict[str, str] = {}
+    env: dict[str, str] = {}
+    made = []
+    for name in ("a", "b"):
+        headers["Authorization"] = env["TOKEN"] = f"token-of-{name}"
+        made.append(McpServer(name=name, url="http://127.0.0.1/mcp", headers=headers))
+        made.append(McpServer(name=name, command="python", env=env))
+    assert [s.headers or s.env for s in made] == [
+        {"Authorization": "token-of-a"},
+        {"TOKEN": "token-of-a"},
+        {"Authorization": "token-of-b"},
+        {"TOKEN": "token-of-b"},
+    ]
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
