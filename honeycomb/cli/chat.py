@@ -30,6 +30,7 @@ from honeycomb.cli.cassettes import cassette_memory_of, cassette_models
 from honeycomb.cli.exits import STOPPED_BY, ExitStatus, stopped_by_signals
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.options import user_path
+from honeycomb.cli.resuming import NOT_RECORDED, chat_hint, resume_note
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     hive_store,
@@ -49,6 +50,7 @@ from honeycomb.run.events import AggregationStarted, PlanReady, RoundPlanned
 from honeycomb.run.result import RunResult
 from honeycomb.run.session import Session
 from honeycomb.store import RunStore
+from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.format import counted, format_cost, printable
 from runtime import (
     ConfigError,
@@ -103,18 +105,24 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     console = Console()
+    session_id = args.session or os.urandom(4).hex()
+    talk = _talk(hive, models, store, backend, args, console, session_id)
     try:
-        return run_on_loop(_stoppable(_talk(hive, models, store, backend, args, console)))
+        return run_on_loop(_stoppable(talk, store, session_id, args))
     finally:
         if store is not None:
             store.close()
 
 
-async def _stoppable(talk: Awaitable[ExitStatus]) -> ExitStatus:
+async def _stoppable(
+    talk: Awaitable[ExitStatus], store: RunStore | None, session_id: str, args: argparse.Namespace
+) -> ExitStatus:
     """The chat, ``talk``, which Ctrl-C or SIGTERM stops cleanly, at the prompt or
     during a turn (kept interrupted: the next message of the session continues it
     first), the chat's models and servers stopped and its store closed: said
-    ``cancelled``, with what the turn's stop could not record (its store away)."""
+    ``cancelled``, with what the turn's stop could not record (its store away), and
+    the command that goes on with the conversation ``session_id``, when ``store``
+    keeps it."""
     stopped_by: list[signal.Signals] = []
     try:
         with stopped_by_signals(stopped_by):
@@ -126,16 +134,21 @@ async def _stoppable(talk: Awaitable[ExitStatus]) -> ExitStatus:
     print("cancelled", file=sys.stderr)
     if unrecorded:
         print(f"{' '.join(unrecorded)}\n{NOT_RECORDED}", file=sys.stderr)
+    if store is not None and await _kept(store, session_id):
+        print(f"Continue the conversation with: {chat_hint(session_id, args)}", file=sys.stderr)
+        note = resume_note(args)
+        if note is not None:
+            print(note, file=sys.stderr)
     return STOPPED_BY[stopped_by[0]]
 
 
-NOT_RECORDED = (
-    "The store keeps the message's run as it was before the signal: running, with every "
-    "turn it had written. Once the store can be written again, the next message of the "
-    "session continues it first."
-)
-"""What a chat stopped during a turn whose store could not record its interruption
-says."""
+async def _kept(store: RunStore, session_id: str) -> bool:
+    """Whether ``store`` keeps a turn of the conversation ``session_id``; one that
+    cannot be read now is taken to (the command that would go on with it is said)."""
+    try:
+        return bool(await StoredSessions(store).turns(session_id))
+    except StoreError:
+        return True
 
 
 async def _talk(
@@ -145,8 +158,10 @@ async def _talk(
     backend: BackendSpec,
     args: argparse.Namespace,
     console: Console,
+    session_id: str,
 ) -> ExitStatus:
-    """The conversation, its workers where the hive (or ``--backend``) says."""
+    """The conversation ``session_id``, its workers where the hive (or ``--backend``)
+    says."""
     shown = "json" if args.json else "plain" if args.plain or not live(console) else "live"
     out, events = sys.stdout, None
     if shown == "json":  # stdout holds the events alone, as `run --json`'s does
@@ -156,7 +171,7 @@ async def _talk(
         pool = backend.build(hive.folder)
         try:  # a budget in dollars on an unpriced --model, a --session id too long ...
             executor = Executor.from_hive(hive, models=models, store=store, backend=pool, **own)
-            chat = Chat(hive, executor, args.session, shown)
+            chat = Chat(hive, executor, session_id, shown, named=args.session is not None)
         except ConfigError as exc:  # as `honeycomb run` tells them
             print(refused_as_made(exc, args), file=sys.stderr)
             return ExitStatus.UNUSABLE
@@ -172,14 +187,23 @@ async def _talk(
 class Chat:
     """One conversation on the terminal."""
 
-    def __init__(self, hive: Hive, executor: Executor, session_id: str | None, shown: str):
+    def __init__(
+        self,
+        hive: Hive,
+        executor: Executor,
+        session_id: str | None,
+        shown: str,
+        *,
+        named: bool | None = None,
+    ):
         self.hive = hive
         self.executor = executor
         # A turn cut off (Ctrl-C, a crash) is resumed before the next message.
         self.session: Session = executor.session(
             session_id or os.urandom(4).hex(), unfinished="resume"
         )
-        self.named = session_id is not None  # --session: one kept, or a new one so named
+        # --session: one kept, or a new one so named (by default, one given an id here)
+        self.named = session_id is not None if named is None else named
         self.shown = shown  # live (a terminal), plain, or json (every event a line)
         self.results: list[RunResult] = []
         self._events: TextIO | None = None  # where the json view writes (None: out)

@@ -21,7 +21,9 @@ from runtime import Event, Model, WrapperModel
 from runtime.secrets import url_secrets
 
 __all__ = [
+    "NOT_RECORDED",
     "SaidAsItStarts",
+    "chat_hint",
     "models_thinking",
     "other_models",
     "other_models_warning",
@@ -29,6 +31,14 @@ __all__ = [
     "resume_note",
     "started_with",
 ]
+
+NOT_RECORDED = (
+    "The store keeps the run as it was before the signal: running, with every turn it had "
+    "written. Once the store can be written again, it is listed interrupted and the command "
+    "below continues it from those turns (from another host, once its lease has run out)."
+)
+"""What a command stopped during a run whose store could not record its interruption
+says (``run``, ``resume``, ``demo``, and ``chat`` of the turn it answered)."""
 
 _MODEL_OPTIONS = ("model", "gguf", "context", "tool_protocol", "base_url", "replay")
 """The options of the commands that run a hive that choose the models its run is
@@ -72,16 +82,34 @@ def resume_hint(run_id: str, store: Path | str, args: argparse.Namespace | None 
         words += ["--store", str(store)]
     if args is None:
         return shlex.join(words)
+    return _with_options(words, args, (*_MODEL_OPTIONS, *_WHERE_OPTIONS, *_KEPT_OPTIONS))
+
+
+def chat_hint(session_id: str, args: argparse.Namespace) -> str:
+    """The command that goes on with the conversation ``session_id`` of ``honeycomb
+    chat`` (``args``) from this folder, as :func:`resume_hint` continues a run: on the
+    same hive, ``--store`` when one was given (else the chat finds the hive's, or the
+    default), and the options that chose its models, where its workers ran and what
+    asks for approval. Not ``--record``: a cassette given again is recorded anew."""
+    words = ["honeycomb", "chat", str(args.hive), "--session", session_id]
+    if args.store is not None:
+        words += ["--store", str(args.store)]
+    return _with_options(words, args, (*_MODEL_OPTIONS, *_WHERE_OPTIONS))
+
+
+def _with_options(words: list[str], args: argparse.Namespace, options: Sequence[str]) -> str:
+    """The command ``words`` with each of ``options`` ``args`` holds, and each flag of
+    :data:`_ASKING_FLAGS` set, as the shell reads it."""
     from_env = ""
-    for option in (*_MODEL_OPTIONS, *_WHERE_OPTIONS, *_KEPT_OPTIONS):
+    for option in options:
         value = getattr(args, option, None)
         if option == "base_url" and args.model is None:
             continue  # an endpoint for no --model: the run did not use it
         if option == "base_url" and _secret_url(args):
             from_env = f' {_flag(option)} "${BASE_URL_ENV}"'  # quoted for the shell by hand
         elif value is not None:
-            words += [_flag(option), str(value)]
-    words += [_flag(flag) for flag in _ASKING_FLAGS if getattr(args, flag, False)]
+            words = [*words, _flag(option), str(value)]
+    words = [*words, *(_flag(flag) for flag in _ASKING_FLAGS if getattr(args, flag, False))]
     return shlex.join(words) + from_env
 
 

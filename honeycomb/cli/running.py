@@ -26,6 +26,7 @@ from honeycomb.cli.local import LOCAL, TOOL_PROTOCOL, local_model, short_answers
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
 from honeycomb.cli.resuming import (
+    NOT_RECORDED,
     SaidAsItStarts,
     models_thinking,
     other_models_warning,
@@ -685,15 +686,6 @@ async def _say_stopped(
     if store is not None:
         print(f"Continue it with: {resume_hint(run_id, store.where, args)}", file=sys.stderr)
         _say_note(args, sys.stderr)
-
-
-NOT_RECORDED = (
-    "The store keeps the run as it was before the signal: running, with every turn it had "
-    "written. Once the store can be written again, it is listed interrupted and the command "
-    "below continues it from those turns (from another host, with --force once its lease "
-    "has run out)."
-)
-"""What a stopped run whose store could not record its interruption is told."""
 
 
 def _of_another_run(store: RunStore, run_id: str, hive: Hive, task: str) -> str | None:

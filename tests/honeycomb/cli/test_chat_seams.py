@@ -12,6 +12,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -23,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from honeycomb.cli.chat import NOT_RECORDED
 from honeycomb.cli.main import main
+from honeycomb.cli.resuming import NOT_RECORDED
+from honeycomb.cli.typed import Typed
 from honeycomb.errors import StoreError
 from honeycomb.offline import OfflineModel
 from honeycomb.run.record import RunRecord
@@ -157,6 +159,58 @@ def test_a_turn_cut_off_by_ctrl_c_is_answered_and_shown_before_the_next_message(
     assert "#1          -  ok" in out[resumed:]
 
 
+def test_a_chat_stopped_by_ctrl_c_says_the_command_that_goes_on_with_it(
+    hive: Path,
+    served: Served,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It said ``cancelled`` alone: the conversation's id, which the next chat needs
+    (``--session``) to go on with it, was on its first line, scrolled away."""
+    typed = "Find the weather in Rome.\nAnd in Oslo, then stop.\n"
+    assert chat(monkeypatch, hive, typed, "--model", "offline", "--store", "my runs.db") == 130
+    err = capsys.readouterr().err
+    [said] = [line for line in err.splitlines() if line.startswith("Continue the conversation")]
+    words = shlex.split(said.removeprefix("Continue the conversation with: "))
+    assert words[:4] == ["honeycomb", "chat", str(hive), "--session"]
+    assert words[5:] == ["--store", "my runs.db", "--model", "offline"]
+
+    assert isinstance(served.inner, Offline)
+    served.inner.stops = False
+    assert chat(monkeypatch, hive, "/history\n", *words[3:]) == 0
+    out = capsys.readouterr().out
+    assert "message 2 did not finish (interrupted): your next message continues it" in out
+    assert "you:    Find the weather in Rome." in out
+
+
+async def _ctrl_c_at_the_end(typed: Typed) -> str:
+    """The next line typed; at the end, Ctrl-C at the prompt (SIGINT, as the terminal
+    sends it), waiting for it there."""
+    line = typed.inp.readline()
+    if not line:
+        signal.raise_signal(signal.SIGINT)
+        await asyncio.Event().wait()
+    return line
+
+
+@pytest.mark.parametrize(
+    ("typed", "more"),
+    [("Find the weather in Rome, then stop.\n", ["--no-store"]), ("/new\n", [])],
+    ids=["kept nowhere", "no turn kept"],
+)
+def test_a_chat_stopped_with_nothing_kept_names_no_command_to_go_on(
+    hive: Path,
+    served: Served,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    typed: str,
+    more: list[str],
+) -> None:
+    monkeypatch.setattr(Typed, "readline", _ctrl_c_at_the_end)
+    assert chat(monkeypatch, hive, typed, *more) == 130
+    assert capsys.readouterr().err.endswith("cancelled\n")
+
+
 def test_a_turn_cut_off_that_its_store_could_not_record_is_said_so(
     hive: Path,
     served: Served,
@@ -175,10 +229,11 @@ def test_a_turn_cut_off_that_its_store_could_not_record_is_said_so(
     monkeypatch.setattr(RunRecord, "finished", away)
     assert chat(monkeypatch, hive, "Find the weather in Rome, then stop.\n") == 130
     err = capsys.readouterr().err
-    assert err.endswith(
+    said = (
         "cancelled\nHoneycomb could not record the run as interrupted: runs.db: cannot write "
-        f"the run store: disk I/O error\n{NOT_RECORDED}\n"
+        f"the run store: disk I/O error\n{NOT_RECORDED}\nContinue the conversation with: "
     )
+    assert re.search(f"{re.escape(said)}honeycomb chat \\S+ --session [0-9a-f]{{8}}\n$", err)
 
 
 def test_sigterm_during_a_turn_stops_the_chat_as_ctrl_c_does(
