@@ -251,6 +251,12 @@ def _waiting(result: RunResult) -> str:
     )
 
 
+def _said(told: str, failure: str) -> bool:
+    """Whether a subtask's ``failure`` says nothing the run's error (``told``) does not:
+    it quotes it, or is quoted there."""
+    return bool(told) and (told in failure or failure in told)
+
+
 def _arguments(text: str) -> dict[str, Any]:
     try:
         found = json.loads(text)
@@ -291,15 +297,16 @@ def case_run(
             tool_calls=tool_calls,
             judges=judges,
         )
-    # What its subtasks failed of: the run's own error (``RunFailed``: 'its only
-    # subtask failed') does not say, and it is why the case failed (a cassette's
-    # mismatch, a worker's model error). Not those the run's end stopped, which say
-    # its error again ('the run stopped: budget exceeded ...').
-    told = str(error) if error is not None else None
+    # What its subtasks failed of, which is why the case failed (a cassette's
+    # mismatch, a worker's model error): those the run's own error does not say
+    # already (``RunFailed`` names a few: 'its only subtask failed; nothing to
+    # aggregate (s1: ...)'), nor those the run's end stopped, which say its error
+    # again ('the run stopped: budget exceeded ...').
+    told = str(error) if error is not None else ""
     failures = "; ".join(
         f"{s.subtask.id}: {s.error.message}"
         for s in result.failures
-        if s.error is not None and not (told and told in s.error.message)
+        if s.error is not None and not _said(told, s.error.message)
     )
     said = _described(error) if error is not None else None
     if said is not None and failures:

@@ -13,7 +13,17 @@ from typing import Any
 import anyio
 import pytest
 
-from honeycomb import AssistantMessage, ConfigErrors, Executor, Policy, Role, ToolMessage, tool
+from honeycomb import (
+    AssistantMessage,
+    ConfigErrors,
+    Executor,
+    GuardCheck,
+    Guards,
+    Policy,
+    Role,
+    ToolMessage,
+    tool,
+)
 from honeycomb.evals import (
     Case,
     CaseRun,
@@ -676,3 +686,24 @@ async def test_a_run_its_budget_stopped_says_why_once_not_again_for_each_subtask
     assert attempt.error is not None
     assert attempt.error.startswith("budget exceeded: wall_time_s")
     assert "the run stopped" not in attempt.error
+
+
+async def test_a_case_whose_worker_a_guard_failed_says_why_once() -> None:
+    """The run's error names what its subtasks failed of ('nothing to aggregate (s1:
+    GuardrailTripped: ...)'), and the case's reason said each of them again after it."""
+
+    def no_lisbon(check: GuardCheck) -> str | None:
+        return "it names Lisbon" if "Lisbon" in check.text else None
+
+    executor = Executor(
+        [Role(name="writer", guards=Guards(output=(no_lisbon,)))],
+        FunctionModel(lambda request: "Hello Lisbon"),
+        planner=lambda task: [("writer", task)],
+        aggregator="concat",
+    )
+    report = await evaluate(executor, [Case(id="hello", task="Say hello.")])
+    (attempt,) = report.cases[0].attempts
+    assert attempt.status == "failed"
+    assert attempt.error is not None
+    assert attempt.error.startswith("its only subtask failed; nothing to aggregate (s1: ")
+    assert attempt.error.count("it names Lisbon") == 1, attempt.error
