@@ -5,9 +5,9 @@ The tools are made once, with the Executor's setups, and serve every run: a call
 finds the run it belongs to in :data:`_current_run` (set by the run for its whole
 life, so every task of the run sees it). The nested worker is one of the run's own:
 its budget, limiters, exclusive locks, tracer, approver and store are the run's.
-It is named after its call (``s1/call_1``; a stored run's planner's or aggregator's,
-after the name their worker is kept under: ``aggregate:0b7d44e2/call_1``), is kept in
-the run store under that name, and a resumed run continues it: the caller's state
+It is named after its call (``s1/call_1``; the planner's or the aggregator's, after
+the name of the attempt that calls it: ``aggregate:0b7d44e2/call_1``), is kept in the
+run store under that name, and a resumed run continues it: the caller's state
 asking for the call is saved before the call runs (the tool is ``durable``), so a
 resumed caller makes that very call again, and the nested worker goes on from its last
 turn (or, if it had finished, its answer is given at once, as it is to a turn run again
@@ -86,6 +86,9 @@ class NestedRuns:
         # The kept nested workers that ended in this life, by name: a turn run again
         # (once a call beside theirs was decided) is answered as a resumed run is.
         self._ended: dict[str, WorkerResult] = {}
+        # The planner's or the aggregator's worker running now, by its own name (its
+        # role's): the name its agents are named after (phase_workers.phase_name).
+        self._phases: dict[str, str] = {}
 
     @property
     def context(self) -> RunContext:
@@ -133,6 +136,17 @@ class NestedRuns:
         finally:
             _current_run.reset(token)
 
+    @contextmanager
+    def calling(self, worker: str, name: str) -> Iterator[None]:
+        """Inside the block, the planner's or the aggregator's worker ``worker`` (its
+        role's name) runs under ``name`` (:func:`~honeycomb.run.phase_names.phase_name`):
+        the agents it calls are named after ``name``, and kept when it is."""
+        self._phases[worker] = name
+        try:
+            yield
+        finally:
+            del self._phases[worker]
+
     async def call(self, role: str, instruction: str, ctx: ToolContext) -> str:
         """Run a nested worker of ``role`` on ``instruction`` for the call ``ctx``;
         its answer.
@@ -144,9 +158,13 @@ class NestedRuns:
             NotStarted: when an earlier life left it paused, and it cannot start again.
         """
         caller = ctx.worker or role
-        if self.record is None or not self.record.keeps(self.record.kept_as(caller)):
+        caller = self._phases.get(caller, caller)
+        if self.record is None or not self.record.keeps(caller):
+            if caller in self._phases.values():  # its name is its attempt's own
+                name = nested_name(caller, ctx.call_id)
+                return await self._run(role, instruction, ctx, name, None, None)
             return await self._unkept_call(role, instruction, ctx, caller)
-        name = nested_name(self.record.kept_as(caller), ctx.call_id)
+        name = nested_name(caller, ctx.call_id)
         resumed = self.resumed
         ended = self._ended.get(name)
         if ended is None and resumed is not None:
@@ -162,14 +180,13 @@ class NestedRuns:
         return await self._run(role, instruction, ctx, name, state, record)
 
     async def _unkept_call(self, role: str, instruction: str, ctx: ToolContext, caller: str) -> str:
-        """A call of a caller that is not kept (any worker of a run without a store):
+        """A call of a caller that is not kept (a worker of a run without a store, but
+        the planner's and the aggregator's, named after their attempt: :meth:`call`):
         its nested worker is not either (it cannot wait for a decision, nor be
         resumed), and is named anew when its name was taken in this life or an earlier
-        one: the planner is asked afresh each round and each attempt, and again in a
-        resumed life, its call ids starting over (``lead/call_1``, then
+        one, its caller's call ids starting over (``lead/call_1``, then
         ``lead/call_1~2``; in the run's second life ``lead/call_1@2``, then
-        ``lead/call_1@2~2``). A stored run's planner's and aggregator's are kept, under
-        the name of the attempt that calls them (:meth:`call`)."""
+        ``lead/call_1@2~2``)."""
         call_id = ctx.call_id
         taken = self._unkept[call_id, caller] = self._unkept.get((call_id, caller), 0) + 1
         life = self.record.life if self.record is not None else 1

@@ -11,9 +11,11 @@ changed since: a worker the store failed ran again) is another worker, which sta
 afresh, and no call of the first is taken for one of its own. The worker's own name,
 its role's, is as before: events, spans and cassettes name it so.
 
-The agents it calls (``agent:`` tools) are kept as a subtask's are, under its name
-(``aggregate:0b7d44e2/call_1``): a resumed run continues them, or reads back the answer
-of one that had finished (:mod:`honeycomb.run.agents`).
+The agents it calls (``agent:`` tools) are named after that name, with a store or
+without (``aggregate:0b7d44e2/call_1``: each attempt's and round's are its own, and a
+recording's are its replay's), and, in a run with a store, kept as a subtask's are: a
+resumed run continues them, or reads back the answer of one that had finished
+(:mod:`honeycomb.run.agents`).
 
 Its calls, and theirs, cannot wait in the store for a person: the run waits for
 decisions in its subtasks' workers only. The run's approver decides them, and the store
@@ -24,6 +26,7 @@ approver, or one that decides nothing, they are denied saying why
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -65,10 +68,14 @@ async def run_phase_worker(
             asked for (the role's ``output_schema`` changed since).
     """
     runs = current_run()
-    if runs is None or runs.record is None or runs.record.run_id != context.run_id:
-        worker = unkept or context.worker(role, **made)
-        return worker, await worker.run(prompt, keep=keep)
-    return await _kept(context, runs.record, runs.resumed, role, prompt, what, keep, made)
+    name = phase_name(what, prompt)
+    if runs is None or runs.context.run_id != context.run_id:  # a sub-run's
+        runs = None
+    with runs.calling(role.name, name) if runs is not None else contextlib.nullcontext():
+        if runs is None or runs.record is None:
+            worker = unkept or context.worker(role, **made)
+            return worker, await worker.run(prompt, keep=keep)
+        return await _kept(context, runs.record, runs.resumed, role, prompt, name, keep, made)
 
 
 async def _kept(
@@ -77,26 +84,25 @@ async def _kept(
     resumed: Resumed | None,
     role: Role,
     prompt: str,
-    what: str,
+    name: str,
     keep: bool,
     made: dict[str, Any],
 ) -> tuple[Worker, WorkerResult]:
     from honeycomb.run.restore import retyped  # a run with a store's
 
-    name = phase_name(what, prompt)
     context = replace(context, services=unwaited(context.services))
     ended = resumed.phases.get(name) if resumed is not None else None
     if ended is not None and ended.worker is not None:  # it finished in an earlier life
         worker = context.worker(role, **made)
         return worker, retyped(ended.worker, "output", worker.setup.settings.output_type)
     state = resumed.states.get(name) if resumed is not None else None
-    store = record.phase_worker(name, role.name, len(state.messages) if state else 0)
+    store = record.phase_worker(name, len(state.messages) if state is not None else 0)
     try:
         worker = context.worker(role, store=store, **made)
         started = time.perf_counter()
         result = await worker.run(prompt, resume=state, keep=keep)
     finally:
-        record.phase_ended(role.name)
+        record.phase_ended(name)
     if store.written:  # one that kept nothing (no turn of tools) is asked again
         outcome = SubtaskResult(
             subtask=Subtask(id=name, role=role.name, instruction=prompt),

@@ -67,7 +67,6 @@ class RunRecord:
         self._spans: list[Span] = []
         self._spans_due: asyncio.TimerHandle | None = None  # writes what waits
         self._workers: dict[str, WorkerRecord] = {}  # running, by the name kept under
-        self._phases: dict[str, str] = {}  # the planner's or aggregator's running, by worker
         self._unwritten: list[Statement] = []  # results the store did not take, to retry
         self._rerun: set[str] = set()  # subtasks that failed because the store did
 
@@ -168,12 +167,11 @@ class RunRecord:
         waits = not is_phase_name(name.partition("/")[0])
         return self._made(name, resumed_from, waits=waits)
 
-    def phase_worker(self, name: str, worker: str, resumed_from: int = 0) -> WorkerRecord:
+    def phase_worker(self, name: str, resumed_from: int = 0) -> WorkerRecord:
         """The checkpoint, journal and approval log of the planner's or the aggregator's
-        worker kept under ``name`` (:mod:`honeycomb.run.phase_workers`), whose own name
-        (its role's) is ``worker``: the agents it calls are kept under ``name`` too
-        (:meth:`kept_as`) until :meth:`phase_ended`. Its calls cannot wait in the store."""
-        self._phases[worker] = name
+        worker kept under ``name`` (:mod:`honeycomb.run.phase_workers`), a caller whose
+        agents are kept too until :meth:`phase_ended`. Its calls cannot wait in the
+        store."""
         return self._made(name, resumed_from, phase=True)
 
     def _made(self, name: str, resumed_from: int, **options: bool) -> WorkerRecord:
@@ -183,16 +181,9 @@ class RunRecord:
         self._workers[name] = record
         return record
 
-    def phase_ended(self, worker: str) -> None:
-        """The planner's or the aggregator's worker named ``worker`` has ended."""
-        name = self._phases.pop(worker, None)
-        if name is not None:
-            self._workers.pop(name, None)
-
-    def kept_as(self, worker: str) -> str:
-        """The name ``worker`` is kept under in the run: its own, or, for the planner's
-        or the aggregator's worker running now (named after its role), its name there."""
-        return self._phases.get(worker, worker)
+    def phase_ended(self, name: str) -> None:
+        """The planner's or the aggregator's worker kept under ``name`` has ended."""
+        self._workers.pop(name, None)
 
     def phase_finished(self, outcome: SubtaskResult) -> None:
         """Keep the result of the planner's or the aggregator's worker (``outcome``,
@@ -210,9 +201,9 @@ class RunRecord:
             self.store.write(self._result(outcome), lease=self.lease)
 
     def keeps(self, name: str) -> bool:
-        """Whether the worker kept under ``name`` (:meth:`kept_as`) is kept turn by turn
-        now as a caller whose agents (``agent:`` tools) are kept too: a subtask's, a
-        nested worker's, the planner's or the aggregator's."""
+        """Whether the worker kept under ``name`` is kept turn by turn now as a caller
+        whose agents (``agent:`` tools) are kept too: a subtask's, a nested worker's,
+        the planner's or the aggregator's."""
         return name in self._workers
 
     def use_journals(self, journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]]) -> None:

@@ -317,7 +317,8 @@ def test_chains_past_the_limit_through_one_tool_are_told_once_at_it() -> None:
 async def test_a_leads_nested_workers_of_each_round_have_names_of_their_own() -> None:
     """A lead planning in rounds is asked afresh each round, and a model that numbers
     its calls from call_1 in each conversation called its helper call_1 every time:
-    the three nested workers were all lead/call_1, one row of the timeline."""
+    the three nested workers were all lead/call_1, one row of the timeline. Each is
+    named after the round's attempt that calls it."""
     events: list[Event] = []
     recorder = SpanRecorder()
 
@@ -341,7 +342,8 @@ async def test_a_leads_nested_workers_of_each_round_have_names_of_their_own() ->
 
     assert result.rounds_ended == "done"
     nested = [e.worker for e in events if isinstance(e, WorkerStarted) and e.parent == "lead"]
-    assert nested == ["lead/call_1", "lead/call_1~2", "lead/call_1~3"]
+    assert [name.split(":")[1] for name in nested] == ["1.1", "2.1", "3.1"]  # plan:R.A:...
+    assert all(name.endswith("/call_1") for name in nested)
     spans = {s.worker for s in recorder.spans if s.kind == "worker"}
     assert set(nested) <= spans
 

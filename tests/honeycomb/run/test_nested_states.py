@@ -353,11 +353,12 @@ async def test_a_planners_nested_worker_the_wall_time_cut_off_is_over_budget() -
         await executor.run("t")
 
     (ended,) = [e for e in events if isinstance(e, WorkerFinished)]
-    assert (ended.worker, ended.status) == ("lead/call_1", "over_budget")
+    assert ended.worker.startswith("plan:1.1:")  # the attempt's name (phase_names)
+    assert (ended.worker.endswith("/call_1"), ended.status) == (True, "over_budget")
     assert ended.error is not None
     assert "wall_time_s" in ended.error
     spans = {(s.kind, s.worker): s.status for s in recorder.spans}
-    assert spans["plan", None] == spans["worker", "lead/call_1"] == "over_budget"
+    assert spans["plan", None] == spans["worker", ended.worker] == "over_budget"
 
 
 async def test_a_nested_worker_cut_off_as_its_answer_is_kept_is_reported_finished(

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from honeycomb import Executor, Role, RunResult, tool
+from honeycomb.models import Model, cassette
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, call
 from runtime import AssistantMessage, ModelRequest
@@ -56,7 +57,7 @@ class Phase:
 
         self.tools = [send, note, check]
 
-    def executor(self, store: RunStore) -> Executor:
+    def executor(self, store: RunStore | None, model: Model | None = None) -> Executor:
         own = ("agent:clerk",) if self.nested else ("send", "note", "check")
         roles = [
             Role(name="w"),
@@ -65,7 +66,7 @@ class Phase:
         ]
         return Executor(
             roles,
-            FunctionModel(self._answer),
+            model or FunctionModel(self.answer),
             tools=self.tools,
             store=store,
             approver=self._decide,
@@ -73,7 +74,7 @@ class Phase:
             aggregator="aggregator" if self.phase == "aggregator" else "concat",
         )
 
-    async def _answer(self, request: ModelRequest) -> Answer:
+    async def answer(self, request: ModelRequest) -> Answer:
         role, seen = role_of(request), observations(request)
         if role == "w":
             return "w's result"
@@ -152,3 +153,24 @@ async def test_the_approvers_decision_on_a_planners_or_aggregators_call_stands_w
     assert run.asked == ["note", "check", "check"]
     if phase == "aggregator" and not nested:
         assert result.answer == "sent to ops / noted x / checked y"
+
+
+async def test_an_aggregators_agent_recorded_with_a_store_is_replayed_without_one(
+    db: Path, tmp_path: Path
+) -> None:
+    """Its nested worker is named after the aggregator's attempt with a store or
+    without: the decision a recording kept for it is found by a replay of either."""
+    tape = tmp_path / "t.jsonl"
+    run = Phase("aggregator", nested=True, stop="none")
+    store = RunStore(db)
+    recorded = await run.executor(store, cassette(FunctionModel(run.answer), record=tape)).run(
+        "t", subtasks=[("w", "go")]
+    )
+    store.close()
+    assert recorded.answer == "merged: sent to ops / noted x / checked y"
+    for kept in (RunStore(tmp_path / "other.db"), None):
+        model = cassette(FunctionModel(run.answer), replay=tape)
+        replayed = await run.executor(kept, model).run("t", subtasks=[("w", "go")])
+        assert replayed.answer == recorded.answer
+        if kept is not None:
+            kept.close()
