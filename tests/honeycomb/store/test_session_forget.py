@@ -176,7 +176,8 @@ async def test_a_store_of_schema_6_is_brought_up_to_the_index_retention_reads(
     raw = sqlite3.connect(db)  # as schema 6 made it
     raw.executescript(
         "DROP TABLE session_taken_back; DROP INDEX IF EXISTS session_turns_by_time; "
-        "ALTER TABLE runs DROP COLUMN held; PRAGMA user_version = 6;"
+        "ALTER TABLE runs DROP COLUMN held; DROP TABLE eval_runs; "
+        "ALTER TABLE evals DROP COLUMN interrupted; PRAGMA user_version = 6;"
     )
     raw.close()
     assert [r.run_id for r in RunStore(db).runs()] != []  # read as it is
