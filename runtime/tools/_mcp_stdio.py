@@ -340,9 +340,14 @@ async def _spawned(argv: Sequence[str], env: Mapping[str, str], cwd: str | None)
 def _not_run(exc: OSError, command: str, cwd: str | None) -> OSError:
     """Why ``command`` cannot be run in ``cwd``, naming what is wrong: its folder (in
     the words of a command not found, which they are not), or its command (which
-    uvloop's error does not name)."""
+    uvloop's error does not name); a command written with its arguments in one
+    (``python -m server``, as on a command line) is told how to write it."""
     if cwd is not None and not os.path.isdir(cwd):
         return type(exc)(exc.errno, "no such folder to run in (its cwd)", cwd)
+    program, *words = command.split() or [command]
+    if isinstance(exc, FileNotFoundError) and words:
+        said = f"no such command (a program and its arguments go apart: {program!r}, args {words})"
+        return type(exc)(exc.errno, said, command)
     return type(exc)(exc.errno, exc.strerror or str(exc), exc.filename or command)
 
 

@@ -155,6 +155,8 @@ class McpServer(Settings, frozen=True, kw_only=True):
                 f"{where}: give a command (a stdio server) or a url (a streamable-HTTP "
                 "server), not both"
             )
+        if self.command is not None and not self.command.strip():
+            raise ConfigError(f"{where}: its command is empty")
         if self.url is not None and (self.args or self.env or self.cwd is not None):
             raise ConfigError(f"{where}: args, env and cwd are for a stdio server (command)")
         if self.command is not None and self.headers:

@@ -277,6 +277,12 @@ async def test_a_call_to_a_server_found_dead_goes_to_it_started_again() -> None:
             "MCP server 't' cannot be started: [Errno 2] No such file or directory: "
             "'no-such-mcp-server-command'",
         ),
+        (  # it said 'No such file or directory: 'python -m mcp_server_time''
+            McpServer(name="t", command="python -m mcp_server_time"),
+            "MCP server 't' cannot be started: [Errno 2] no such command (a program and its "
+            "arguments go apart: 'python', args ['-m', 'mcp_server_time']): 'python -m "
+            "mcp_server_time'",
+        ),
         (
             sdk_server(args=("--fail-at-start",)),
             "MCP server 't' could not be started: it exited with status 1 before it listed "
@@ -303,7 +309,10 @@ async def test_a_call_to_a_server_found_dead_goes_to_it_started_again() -> None:
             "'/no-such-folder-for-mcp'",
         ),
     ],
-    ids=["no such command", "exits at start", "killed at start", "never answers", "no folder"],
+    ids=[
+        "no such command", "arguments in the command", "exits at start", "killed at start",
+        "never answers", "no folder",
+    ],
 )  # fmt: skip
 @pytest.mark.both_loops  # uvloop's error names neither the command nor the folder
 async def test_a_server_that_does_not_start_says_why_and_leaves_nothing(
@@ -643,6 +652,8 @@ async def test_a_password_or_a_token_in_a_server_s_url_is_a_secret() -> None:
             "McpServer.tools: must be of type dict[str, McpToolSettings] (got dict of dict)",
         ),
         ({"name": 7, "command": "x"}, "McpServer.name: must be of type str (got int)"),
+        # It said "Permission denied: ''" as it started.
+        ({"name": "t", "command": " "}, "MCP server 't': its command is empty"),
         # A url no request can go to failed as the server started, in httpx's words
         # (UnsupportedProtocol, OverflowError), a password it held shown as written.
         (
