@@ -19,6 +19,7 @@ from honeycomb.testing import FunctionModel, call
 from runtime import AssistantMessage, ModelRequest
 from runtime.tools.approvals import ApprovalRequest, Decision
 from tests.support.model_requests import Answer, observations, role_of
+from tests.support.stores import Where
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -101,7 +102,7 @@ class Phase:
             if not self.released:
                 await asyncio.Event().wait()  # the process stops here
 
-    async def two_lives(self, db: Path) -> RunResult:
+    async def two_lives(self, db: Where) -> RunResult:
         given: Any = [("w", "go")] if self.phase == "aggregator" else None
         store = RunStore(db)
         run = asyncio.create_task(self.executor(store).run("t", subtasks=given, run_id="r1"))
@@ -120,18 +121,18 @@ class Phase:
 
 @pytest.mark.parametrize("phase", ["planner", "aggregator"])
 async def test_an_agent_the_planner_or_aggregator_calls_is_continued_not_run_again(
-    db: Path, phase: str
+    store: Where, phase: str
 ) -> None:
     """Its nested worker was not kept: the resumed run ran it again from its first
     turn, which sent again, and asked the approver again about the calls decided."""
     run = Phase(phase, nested=True)
-    result = await run.two_lives(db)
+    result = await run.two_lives(store)
     assert result.status == "ok"
     assert run.sent == ["ops"]  # the journal answered the resumed call
     assert run.asked == ["note", "check"]  # their decisions were kept
-    store = RunStore(db)
-    stored = await store.load("r1")
-    store.close()
+    kept = RunStore(store)
+    stored = await kept.load("r1")
+    kept.close()
     assert stored is not None
     [nested] = [name for name in stored.workers if "/" in name]
     assert nested.startswith("plan:1.1:" if phase == "planner" else "aggregate:")
