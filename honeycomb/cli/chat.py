@@ -30,7 +30,7 @@ from honeycomb.cli.cassettes import cassette_memory_of, cassette_models
 from honeycomb.cli.exits import STOPPED_BY, ExitStatus, stopped_by_signals
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.options import user_path
-from honeycomb.cli.resuming import NOT_RECORDED, chat_hint, resume_note
+from honeycomb.cli.resuming import NOT_RECORDED, chat_hint, resume_hint, resume_note
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     hive_store,
@@ -171,7 +171,7 @@ async def _talk(
         pool = backend.build(hive.folder)
         try:  # a budget in dollars on an unpriced --model, a --session id too long ...
             executor = Executor.from_hive(hive, models=models, store=store, backend=pool, **own)
-            chat = Chat(hive, executor, session_id, shown, named=args.session is not None)
+            chat = Chat(hive, executor, session_id, shown, args=args)
         except ConfigError as exc:  # as `honeycomb run` tells them
             print(refused_as_made(exc, args), file=sys.stderr)
             return ExitStatus.UNUSABLE
@@ -194,7 +194,7 @@ class Chat:
         session_id: str | None,
         shown: str,
         *,
-        named: bool | None = None,
+        args: argparse.Namespace | None = None,
     ):
         self.hive = hive
         self.executor = executor
@@ -202,8 +202,9 @@ class Chat:
         self.session: Session = executor.session(
             session_id or os.urandom(4).hex(), unfinished="resume"
         )
-        # --session: one kept, or a new one so named (by default, one given an id here)
-        self.named = session_id is not None if named is None else named
+        # --session: one kept, or a new one so named (not the id `chat` gave a new one)
+        self.named = session_id is not None if args is None else args.session is not None
+        self.args = args  # the command's: the options that chose the models, named again
         self.shown = shown  # live (a terminal), plain, or json (every event a line)
         self.results: list[RunResult] = []
         self._events: TextIO | None = None  # where the json view writes (None: out)
@@ -284,7 +285,16 @@ class Chat:
         store = self.executor.store
         pending = await self.executor.pending(run_id) if store is not None else []
         if pending:
-            print_pending(out, run_id, pending, store.where if store else None, DEFAULT_STORE)
+            where = store.where if store else None
+            print_pending(out, run_id, pending, where, DEFAULT_STORE, self._resumed(run_id))
+
+    def _resumed(self, run_id: str) -> str | None:
+        """The command that continues run ``run_id`` (a turn's) on the models this chat
+        was given (None: the hive's, named by no option)."""
+        store = self.executor.store
+        if store is None or self.args is None:
+            return None
+        return resume_hint(run_id, store.where, self.args)
 
     async def _answer(self, message: str, out: TextIO, console: Console) -> None:
         """Answer ``message``, once the turn before it has ended: one that did not (it
@@ -354,8 +364,8 @@ class Chat:
             return  # its run.finished line holds it all
         if result.status == "waiting":
             out.write("\n" + workers_table(result) + "\n")
-            store = self.executor.store
-            print_waiting(out, result, store.where if store is not None else None, DEFAULT_STORE)
+            where = self.executor.store.where if self.executor.store is not None else None
+            print_waiting(out, result, where, DEFAULT_STORE, self._resumed(result.run_id))
             out.write(
                 "Or, once they are decided, send your next message: the turn goes on first.\n"
             )

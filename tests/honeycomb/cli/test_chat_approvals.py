@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -101,3 +102,20 @@ def test_taking_a_waiting_turn_back_says_its_calls_are_denied(
     assert "(the calls message 1 waited on are denied: it never makes them)" in out
     assert main(["approve", *found.groups()]) != 0
     assert "its turn was taken back" in capsys.readouterr().err
+
+
+def test_the_command_a_waiting_turn_prints_continues_it_on_the_chats_models(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A chat on --model M printed 'honeycomb resume RUN_ID': that went on on the hive's
+    own models (or failed for their missing API key), not on M; so did the command of
+    a chat opened again on the waiting turn."""
+    assert chat(monkeypatch, hive, [ASKED], "--model", "offline") == 0
+    first = capsys.readouterr().out
+    again = chat(monkeypatch, hive, [], "--model", "offline")
+    assert again == 0
+    opened = capsys.readouterr().out
+    for out in (first, opened):
+        found = re.search(r"\n  (honeycomb resume .*)\n", out)
+        assert found is not None, out
+        assert shlex.split(found.group(1))[3:] == ["--model", "offline"]
