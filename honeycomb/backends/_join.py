@@ -61,7 +61,7 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
         ward(set(my_children()) - before)  # the processes ray.init started
         _private = (getattr(started, "address_info", None) or {}).get("gcs_address")
         return
-    _check_port(address)
+    check_address(address)
     if "RAY_AUTH_MODE" not in os.environ and _token_given():
         # A cluster with token authentication: Ray's driver sends the token only
         # when told to, and a head started with one refuses drivers without it.
@@ -129,23 +129,77 @@ def free_room(backend: object) -> None:
     _held.pop(backend, None)
 
 
-def _check_port(address: str) -> None:
-    """Raise if ``address`` (``host:port`` or ``ray://host:port``) names port 0, which
-    no server listens on, or a port past 65535, as a URL may not
-    (:func:`~runtime.config.endpoints.http_url_problem`): the socket would take it modulo
-    65536 (70000 is 4464), and nothing would answer, or a stranger would.
+_FORMS = (
+    "name the head's GCS port (ray start --head --port=..., 6379 by default) as "
+    "host:port (an IPv6 address in brackets: [::1]:6379), or ray://host:port for Ray's "
+    "client server"
+)
+
+
+def check_address(address: str) -> None:
+    """Raise unless ``address`` is a head's as Ray reads one: ``host:port`` (an IPv6
+    address in brackets) or ``ray://host:port``. Ray told some mistakes in words of its
+    own (``Invalid address format: 127.0.0.1``), and took others for another address:
+    a port with a blank after it was waited for some fourteen minutes, and a port past
+    65535 is taken modulo 65536 by a socket (70000 is 4464).
 
     Raises:
-        ConfigError: naming the address.
+        ConfigError: naming the address (its password masked), what is wrong with it,
+            and what to write.
     """
-    host, _, port = address.rpartition(":")
-    if host and port.isdigit() and not 0 < int(port) <= 65535:
+    problem = address_problem(address)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def address_problem(address: str) -> str | None:
+    """What is wrong with ``address`` as a head's, said as :func:`check_address` says
+    it; None: nothing."""
+    problem = _problem(address)
+    if problem is None:
+        return None
+    return f"the address of Ray's head, {shown_url(address)}, {problem}"
+
+
+def _problem(address: str) -> str | None:
+    """What is wrong with ``address`` as a head's, and what to write; None: nothing."""
+    if any(c.isspace() for c in address):
+        return f"holds a blank ({shown_url(address)!r}): write it without one"
+    scheme, sep, rest = address.partition("://")
+    if sep and scheme != "ray":
+        return f"is a URL ({scheme}://), which no Ray head answers at: {_FORMS}"
+    where = rest.rpartition("@")[2] if sep else address  # (ray://user:password@host:port)
+    if where.startswith("["):
+        host, bracket, after = where[1:].partition("]")
+        if not bracket or not _is_ipv6(host):
+            return f"names no IPv6 address in brackets: {_FORMS}"
+        colon, port = after[:1], after[1:]
+        if after and colon != ":":
+            return f"has {after!r} after its IPv6 address, not :port: {_FORMS}"
+    else:
+        host, colon, port = where.rpartition(":")
+        if ":" in host:  # an IPv6 address, whose port (if any) is not told from it
+            return (
+                "names an IPv6 address without brackets: write the address in brackets "
+                "and its port after them ([::1]:6379)"
+            )
+    if not colon or not port:
+        return f"names no port: {_FORMS}"
+    if not host:
+        return f"names no host: {_FORMS}"
+    if not (port.isascii() and port.isdigit()):
+        return f"names port {port!r}, which is no number: {_FORMS}"
+    if not 0 < int(port) <= 65535:
         past = "past 65535" if int(port) else "which no server listens on"
-        raise ConfigError(
-            f"the address of Ray's head, {shown_url(address)}, names port {port}, {past}: "
-            "name the head's GCS port (ray start --head --port=..., 6379 by default), "
-            "or ray://host:port for Ray's client server"
-        )
+        return f"names port {port}, {past}: {_FORMS}"
+    return None
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
+    except ValueError:
+        return False
 
 
 REACH_S = 10.0

@@ -31,7 +31,14 @@ from typing import Any, TypeVar
 
 from honeycomb.backends._actor import Hive
 from honeycomb.backends._driver import Driver
-from honeycomb.backends._join import check_room, free_room, hold_room, start_ray
+from honeycomb.backends._join import (
+    address_problem,
+    check_address,
+    check_room,
+    free_room,
+    hold_room,
+    start_ray,
+)
 from honeycomb.backends._pool import Actor, cut_off
 from honeycomb.backends._setup import (
     SetupFailed,
@@ -65,7 +72,7 @@ from runtime.secrets import add_env, masked_with
 from workers import LoopState, Worker, WorkerError, WorkerResult, WorkerSetup
 from workers.state import LoopSettings
 
-__all__ = ["RayBackend", "RemoteFailure", "WorkerLost", "recipe", "start_ray"]
+__all__ = ["RayBackend", "RemoteFailure", "WorkerLost", "address_problem", "recipe", "start_ray"]
 
 T = TypeVar("T")
 
@@ -79,10 +86,11 @@ class RayBackend:
     """Runs subtask workers in a pool of async Ray actors; the run stays here.
 
     Args:
-        address: The Ray cluster to join (``ray://...`` or ``host:port``); None (or
-            ``"local"``) starts a private local one for this process, never
-            attaching by accident to a cluster already running on the machine. A Ray
-            this process already started (``ray.init`` before) is used as it is.
+        address: The Ray cluster to join (``host:port``, an IPv6 address in brackets,
+            or ``ray://host:port``); None (or ``"local"``) starts a private local one
+            for this process, never attaching by accident to a cluster already running
+            on the machine. A Ray this process already started (``ray.init`` before)
+            is used as it is.
         actors: Actors in the pool (each one process, with its own event loop).
         workers_per_actor: Workers one actor runs at once, at most (None: as many as
             the run's policy lets run at once).
@@ -104,6 +112,11 @@ class RayBackend:
             at the last it fails with :class:`WorkerLost`, naming its role and the
             tools it was running (a tool that ends its process would move it on
             forever). A worker of a run with no store fails at the first.
+
+    Raises:
+        ConfigError: for an argument out of its range, or an ``address`` that is no
+            head's (no port, a port that is no number or past 65535, an IPv6 address
+            without brackets ...), naming it and what to write.
     """
 
     def __init__(
@@ -128,6 +141,8 @@ class RayBackend:
             raise ConfigError(
                 f"RayBackend: workers_per_actor must be at least 1, got {workers_per_actor}"
             )
+        if address is not None and address != "local":
+            check_address(address)
         self.address = address
         self.actors = actors
         self.workers_per_actor = workers_per_actor

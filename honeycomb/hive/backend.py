@@ -92,7 +92,14 @@ class RaySpec(BaseModel):
     @field_validator("address")
     @classmethod
     def _local_is_no_address(cls, value: str | None) -> str | None:
-        return None if value == "local" else value
+        if value is None or value == "local":
+            return None
+        from honeycomb.backends.ray import address_problem  # (no Ray imported)
+
+        problem = address_problem(value)  # told at its line, as the hive is read
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _num_cpus_is_for_a_local_ray(self) -> Self:

@@ -722,6 +722,30 @@ def test_a_heads_port_past_65535_or_0_is_refused_at_once(
 
 
 @pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("localhost:6379 ", "holds a blank ('localhost:6379 '): write it without one"),
+        ("127.0.0.1", "names no port: name the head's GCS port"),
+        ("head:abc", "names port 'abc', which is no number: name the head's GCS port"),
+        (":6379", "names no host: name the head's GCS port"),
+        ("::1:6379", "names an IPv6 address without brackets: write the address in brackets"),
+        ("[::1]", "names no port: name the head's GCS port"),
+        ("http://head:6379", "is a URL (http://), which no Ray head answers at"),
+    ],
+)
+def test_an_address_that_is_no_heads_is_refused_as_the_backend_is_made(
+    address: str, why: str, tried: list[str]
+) -> None:
+    # A port with a blank after it (int() reads 6379) was waited for some fourteen
+    # minutes by Ray's driver, the check that a head answers skipped; the others were
+    # Ray's ValueErrors as the pool started (Invalid address format: 127.0.0.1).
+    with pytest.raises(ConfigError) as caught:
+        RayBackend(address)
+    assert str(caught.value).startswith(f"the address of Ray's head, {address}, {why}")
+    assert tried == []
+
+
+@pytest.mark.parametrize(
     ("reply", "why"),
     [(b"", "it said nothing within 0.5s"), (b"HTTP/1.1 404 Not Found\r\n\r\n", "HTTP/1")],
 )

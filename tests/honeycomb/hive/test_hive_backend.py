@@ -144,6 +144,12 @@ def test_a_backend_given_in_code_wins_over_the_hive_s(tmp_path: Path) -> None:
         ),
         ("backend:\n  ray:\n    address: ''\n", 10, "backend.ray.address", "at least 1"),
         (
+            "backend:\n  ray:\n    address: 127.0.0.1\n",
+            10,
+            "backend.ray.address",
+            "the address of Ray's head, 127.0.0.1, names no port: name the head's GCS port",
+        ),
+        (
             "backend:\n  ray: {address: 'head:6379', num_cpus: 2}\n",
             9,
             "backend.ray",
