@@ -135,7 +135,8 @@ async def _stoppable(
     if unrecorded:
         print(f"{' '.join(unrecorded)}\n{NOT_RECORDED}", file=sys.stderr)
     if store is not None and await _kept(store, session_id):
-        print(f"Continue the conversation with: {chat_hint(session_id, args)}", file=sys.stderr)
+        hint = chat_hint(session_id, store.where, args)  # its URL without a password
+        print(f"Continue the conversation with: {hint}", file=sys.stderr)
         note = resume_note(args)
         if note is not None:
             print(note, file=sys.stderr)

@@ -85,15 +85,16 @@ def resume_hint(run_id: str, store: Path | str, args: argparse.Namespace | None 
     return _with_options(words, args, (*_MODEL_OPTIONS, *_WHERE_OPTIONS, *_KEPT_OPTIONS))
 
 
-def chat_hint(session_id: str, args: argparse.Namespace) -> str:
+def chat_hint(session_id: str, store: Path | str, args: argparse.Namespace) -> str:
     """The command that goes on with the conversation ``session_id`` of ``honeycomb
-    chat`` (``args``) from this folder, as :func:`resume_hint` continues a run: on the
-    same hive, ``--store`` when one was given (else the chat finds the hive's, or the
-    default), and the options that chose its models, where its workers ran and what
+    chat`` (``args``) kept in ``store`` from this folder, as :func:`resume_hint`
+    continues a run: on the same hive, ``--store`` when one was given (else the chat
+    finds the hive's, or the default: its URL without a password, as ``store.where``
+    has it), and the options that chose its models, where its workers ran and what
     asks for approval. Not ``--record``: a cassette given again is recorded anew."""
     words = ["honeycomb", "chat", str(args.hive), "--session", session_id]
     if args.store is not None:
-        words += ["--store", str(args.store)]
+        words += ["--store", str(store)]
     return _with_options(words, args, (*_MODEL_OPTIONS, *_WHERE_OPTIONS))
 
 

@@ -34,6 +34,8 @@ from honeycomb.store import RunStore
 from runtime import Model, ModelRequest, ModelResponse, ModelResponseError, WrapperModel
 from tests.support import ROOT
 from tests.support.hives import CHATTY
+from tests.support.postgres import PostgresServer
+from tests.support.stores import ON_POSTGRES
 
 
 class Served(WrapperModel):
@@ -181,6 +183,27 @@ def test_a_chat_stopped_by_ctrl_c_says_the_command_that_goes_on_with_it(
     out = capsys.readouterr().out
     assert "message 2 did not finish (interrupted): your next message continues it" in out
     assert "you:    Find the weather in Rome." in out
+
+
+@ON_POSTGRES
+def test_the_command_that_goes_on_with_a_chat_gives_its_store_without_its_password(
+    hive: Path,
+    served: Served,
+    postgres: PostgresServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It gave --store as given, its password masked: pasted, the mask was the password."""
+    url = postgres.url()
+    user, rest = url.split("@", 1)
+    password = "s3cret-long-password"
+    with_password = f"{user}:{password}@{rest}"  # the test server trusts, whatever it says
+    monkeypatch.setattr(Typed, "readline", _ctrl_c_at_the_end)
+    assert chat(monkeypatch, hive, "Find the weather in Rome.\n", "--store", with_password) == 130
+    err = capsys.readouterr().err
+    assert password not in err
+    [said] = [line for line in err.splitlines() if line.startswith("Continue the conversation")]
+    assert shlex.split(said)[-2:] == ["--store", url]
 
 
 async def _ctrl_c_at_the_end(typed: Typed) -> str:
