@@ -48,7 +48,9 @@ def _check_session_readers(
     try:
         sessions_within(spec.policy.sessions, (), readers, contexts=contexts)
     except ConfigError as exc:
-        errors.append(doc.error(("policy", "sessions", "context", "budget_tokens"), exc.message))
+        wrong = (exc.field or "").rsplit(".", 1)[-1]  # its token_counter, or its budget
+        field = wrong if wrong == "token_counter" else "budget_tokens"
+        errors.append(doc.error(("policy", "sessions", "context", field), exc.message))
 
 
 def _check_budget_prices(

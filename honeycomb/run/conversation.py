@@ -31,7 +31,7 @@ from runtime.events import Caller
 from runtime.model import context_of
 from runtime.value import SettingsModel, Value
 from workers.compaction import Compactor
-from workers.context import Compaction, omission_note, summary_message
+from workers.context import Compaction, omission_note, summary_message, token_counter_problem
 from workers.state import LoopState
 
 if TYPE_CHECKING:
@@ -122,8 +122,13 @@ def sessions_within(
     conversation.
 
     Raises:
-        ConfigError: when the budget given fills that context on its own.
+        ConfigError: when the budget given fills that context on its own, or its
+            ``token_counter`` does not import a callable (imported now: a hive's
+            resolves in its folder while it loads, as its roles' do).
     """
+    problem = token_counter_problem(policy.context.token_counter)
+    if problem is not None:
+        raise ConfigError(problem, field="policy.sessions.context.token_counter")
     sizes = [
         (tokens, f"a call of {model!r}, which holds {tokens}")
         for model in models

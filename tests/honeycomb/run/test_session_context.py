@@ -7,6 +7,9 @@ compaction budget was 1,000 tokens failed every turn from the third."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from honeycomb import (
@@ -18,9 +21,11 @@ from honeycomb import (
     Role,
     SessionPolicy,
 )
+from honeycomb.hive import load_hive
 from honeycomb.testing import FunctionModel
 from runtime import WrapperModel
 from runtime.models.llama import LlamaModel
+from tests.support.hives import errors_of, hive
 from tests.support.llama import start_server
 
 ROLES = [Role(name="researcher", description="Answers briefly."), Role(name="aggregator")]
@@ -152,3 +157,38 @@ async def test_on_the_real_model_a_long_conversation_goes_on_within_its_context(
         assert second.status == "ok", second.subtasks
     finally:
         server.stop()
+
+
+COUNTED_HIVE = """\
+models:
+  offline: {provider: offline, latency: 0}
+roles:
+  planner: {description: Plans.}
+  researcher: {description: Finds facts about cities and their weather.}
+policy:
+  sessions: {context: {budget_tokens: 1000, token_counter: "COUNTER:count"}}
+"""
+
+
+@pytest.mark.parametrize("counter", ["session_chars_counter", "session_chars_countr"])
+async def test_a_sessions_token_counter_beside_the_hive_is_imported_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: str
+) -> None:
+    # The sessions' token_counter, a module beside the hive, did not import: honeycomb
+    # validate said nothing of it, and every message failed with 'cannot import
+    # ...: no module named ...'. A misspelt one is an error at its line, as a role's is.
+    folder = tmp_path / "hive"
+    folder.mkdir()
+    counts = "COUNTED = []\n\n\ndef count(text):\n    COUNTED.append(text)\n    return len(text)\n"
+    (folder / "session_chars_counter.py").write_text(counts)
+    path = hive(folder, COUNTED_HIVE.replace("COUNTER", counter))
+    monkeypatch.chdir(tmp_path)  # not the hive's folder
+    monkeypatch.delitem(sys.modules, "session_chars_counter", raising=False)
+    if counter != "session_chars_counter":
+        [error] = errors_of(path)
+        assert "policy.sessions.context.token_counter: cannot import" in error
+        return
+    session = Executor.from_hive(load_hive(path)).session("s")
+    await session.run("Find the weather in Rome.")
+    await session.run("And in Oslo?")
+    assert sys.modules["session_chars_counter"].COUNTED  # it counted the conversation
