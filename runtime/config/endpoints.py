@@ -1,6 +1,7 @@
 """What a person writes for an HTTP endpoint: its URL (a model's ``base_url``, an MCP
 server's ``url``), whether one can be reached and how an error quotes it, without its
-password and keys; and its headers' values, whether an HTTP client can send them."""
+password and keys; and its headers' names and values, whether an HTTP client can send
+them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from urllib.parse import urlsplit
 from runtime.secrets import masked_with, url_secrets
 
 __all__ = [
+    "header_name_problem",
     "header_value_problem",
     "http_url_problem",
     "shown_url",
@@ -72,3 +74,24 @@ def header_value_problem(value: str) -> str | None:
     None when it can be sent."""
     why = unsendable(value)
     return None if why is None else f"a header's value {why}: remove it"
+
+
+def header_name_problem(name: str) -> str | None:
+    """What keeps ``name`` from being sent as a header's name, which HTTP holds to
+    letters, digits and ``!#$%&'*+-.^_`|~`` (a colon or a space written with it,
+    ``Authorization:``; a character that is not ASCII), showing it up to that
+    character alone (a token written after it is not shown); None when it can be sent."""
+    if not name:
+        return "a header's name is empty"
+    begun = _TOKEN.match(name)
+    at = begun.end() if begun else 0
+    if at == len(name):
+        return None
+    return (
+        f"a header's name holds {name[at]!r} after {name[:at]!r}: a name is letters, digits "
+        "and !#$%&'*+-.^_`|~ alone"
+    )
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP token: what a header's name is (RFC 9110)."""

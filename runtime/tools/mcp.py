@@ -42,7 +42,11 @@ import msgspec
 from msgspec import Meta
 
 from runtime.concurrency import TimedOut, shielded, within
-from runtime.config.endpoints import header_value_problem, http_url_problem
+from runtime.config.endpoints import (
+    header_name_problem,
+    header_value_problem,
+    http_url_problem,
+)
 from runtime.errors import (
     CallNotSent,
     ConfigError,
@@ -162,8 +166,8 @@ class McpServer(Settings, frozen=True, kw_only=True):
         if self.command is not None and self.headers:
             raise ConfigError(f"{where}: headers are for a streamable-HTTP server (url)")
         problem = http_url_problem(self.url, "url") if self.url is not None else None
-        for value in self.headers.values():
-            problem = problem or header_value_problem(value)
+        for name, value in self.headers.items():
+            problem = problem or header_name_problem(name) or header_value_problem(value)
         if problem is not None:  # else it fails as it starts, in httpx's words
             raise ConfigError(f"{where}: {problem}")
 

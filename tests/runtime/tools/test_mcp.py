@@ -670,6 +670,17 @@ async def test_a_password_or_a_token_in_a_server_s_url_is_a_secret() -> None:
             {"name": "t", "url": "http://h/mcp", "headers": {"Authorization": "Bearer s3cret\r"}},
             "MCP server 't': a header's value begins or ends with a space or a line break",
         ),
+        # httpx's words as it started: 'Illegal header name', or for a letter that is
+        # not ASCII, 'failed: UnicodeEncodeError ...'.
+        (
+            {"name": "t", "url": "http://h/mcp", "headers": {"Authorization: Bearer s3cret": ""}},
+            "MCP server 't': a header's name holds ':' after 'Authorization': a name is letters, "
+            "digits and !#$%&'*+-.^_`|~ alone",
+        ),
+        (
+            {"name": "t", "url": "http://h/mcp", "headers": {"Authörization": "Bearer s3cret"}},
+            "MCP server 't': a header's name holds 'ö' after 'Auth'",
+        ),
         (
             {"name": "t", "url": "http://h/mcp", "headers": {"Authorization": "Bearer s3cret…"}},
             "MCP server 't': a header's value holds a character that is not ASCII, which no "
