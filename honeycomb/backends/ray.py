@@ -65,6 +65,7 @@ from runtime import (
     Tool,
 )
 from runtime.concurrency import shielded
+from runtime.config.endpoints import shown_url
 from runtime.limits import Slots
 from runtime.limits.room import also_among
 from runtime.limits.worktime import waiting_for_room
@@ -114,9 +115,10 @@ class RayBackend:
             forever). A worker of a run with no store fails at the first.
 
     Raises:
-        ConfigError: for an argument out of its range, or an ``address`` that is no
+        ConfigError: for an argument out of its range, an ``address`` that is no
             head's (no port, a port that is no number or past 65535, an IPv6 address
-            without brackets ...), naming it and what to write.
+            without brackets ...), or ``num_cpus`` with an ``address``, naming it and
+            what to write.
     """
 
     def __init__(
@@ -143,6 +145,12 @@ class RayBackend:
             )
         if address is not None and address != "local":
             check_address(address)
+            if num_cpus is not None:  # (Ray would start no Ray with them: unused)
+                raise ConfigError(
+                    f"RayBackend: num_cpus is for a local Ray started here; the cluster "
+                    f"at {shown_url(address)} has its own CPUs: remove num_cpus (or "
+                    "address, to run on a local Ray)"
+                )
         self.address = address
         self.actors = actors
         self.workers_per_actor = workers_per_actor

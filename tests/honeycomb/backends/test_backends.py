@@ -745,6 +745,13 @@ def test_an_address_that_is_no_heads_is_refused_as_the_backend_is_made(
     assert tried == []
 
 
+def test_num_cpus_with_an_address_is_refused_as_the_backend_is_made(tried: list[str]) -> None:
+    # It was dropped without a word: a cluster's CPUs are its own (a hive said so).
+    with pytest.raises(ConfigError, match="num_cpus is for a local Ray started here; the cl"):
+        RayBackend("head:6379", num_cpus=4)
+    assert tried == []
+
+
 @pytest.mark.parametrize(
     ("reply", "why"),
     [(b"", "it said nothing within 0.5s"), (b"HTTP/1.1 404 Not Found\r\n\r\n", "HTTP/1")],
