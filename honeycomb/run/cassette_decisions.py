@@ -31,7 +31,8 @@ __all__ = ["CassetteApprover", "DecisionsKept", "WorkersFollowed", "cassette_app
 
 _STOPPED = ("cancelled", "over_budget")
 """The statuses of a worker its run stopped (its calls still asked about then were
-cancelled asking)."""
+cancelled asking, when the run was stopping its workers: not interrupted from
+outside, which a later life goes on from)."""
 
 
 class DecisionsKept:
@@ -46,6 +47,7 @@ class DecisionsKept:
 
     def __init__(self, writer: CassetteWriter) -> None:
         self.writer = writer
+        writer.stopping = _stopping  # a call its run stopped under way is kept cancelled
         self._ran = WorkersFollowed(writer)  # a cut of the run records which had ended
 
     def __call__(self, event: Any) -> None:
@@ -70,7 +72,7 @@ class DecisionsKept:
 
     def _ended(self, event: WorkerFinished) -> None:
         self._ran(event)
-        if event.worker is not None and event.status in _STOPPED:
+        if event.worker is not None and event.status in _STOPPED and _stopping():
             self.writer.stopped(event.run_id, event.worker)
 
     def _finished(self, event: RunFinished) -> None:

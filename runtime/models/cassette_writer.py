@@ -4,7 +4,7 @@ holds): each model, call, decision and cut appended, masked, as it comes."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,11 @@ class CassetteWriter:
         self._decided: set[tuple[str | None, str, int, str]] = set()
         self._asked: dict[tuple[str | None, str, int, str], Decided] = {}
         self._ended: dict[str | None, dict[str, None]] = {}  # by case, as they ended
+        self.stopping: Callable[[], bool] | None = None
+        """Whether the run whose task asks is stopping its workers (another failed
+        under ``fail_fast``, a budget ran out): a call cancelled then is recorded
+        ``cancelled``. Told by the run (:mod:`honeycomb.run.cassette_decisions`); None:
+        no call cancelled is recorded."""
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

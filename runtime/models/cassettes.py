@@ -24,8 +24,8 @@ a replay holds until it is cut there too (:mod:`runtime.models.cassette_cuts`). 
 call under way when its run stopped its worker otherwise (another worker failed under
 ``fail_fast``) is recorded ``cancelled``, and so is a decision its approver was still
 asked for then (none was made), which a replay holds until it stops that worker too
-(:mod:`runtime.models.cassette_held`); one that a later life of its run made again is
-answered (decided) by that life's.
+(:mod:`runtime.models.cassette_held`). One cancelled otherwise (the run interrupted
+from outside, which a later life goes on from) is not kept.
 Secrets are masked (:func:`runtime.secrets.masked`) before a line is written, and
 the folder the run worked in is written ``<cwd>`` (a tool that answers with a path
 under it, replayed in another clone, answers alike; a replayed answer that names
@@ -205,11 +205,8 @@ class Cassette:
                 case=case,
             )
         fresh = [call for call in found if id(call) not in self._given] or found
-        # max keeps the first of the best: file order among equals; a call cancelled
-        # under way that a later life of its run made again: the answer.
-        chosen = max(
-            fresh, key=lambda call: (call.case == case, call.worker == worker, not call.cancelled)
-        )
+        # max keeps the first of the best: file order among equals.
+        chosen = max(fresh, key=lambda call: (call.case == case, call.worker == worker))
         self._given.add(id(chosen))
         if self._cuts and not chosen.cut:  # the last call before a cut: it falls then
             self._cuts.taken(chosen, case, worker, cutting())
@@ -292,10 +289,8 @@ class Cassette:
                 str(self.path), tool, difference, worker=worker, case=case, kind="decision"
             )
         fresh = [decided for decided in found if id(decided) not in self._given] or found
-        # A call its run left waiting (or cancelled asking) and a later life of it
-        # decided: the decision.
-        made = [decided for decided in fresh if not (decided.waited or decided.cancelled)]
-        made = made or fresh
+        # A call its run left waiting and a later life of it decided: the decision.
+        made = [decided for decided in fresh if not decided.waited] or fresh
         chosen = max(made, key=lambda decided: decided.case == case)
         self._given.add(id(chosen))
         if self._cuts and not chosen.cut:

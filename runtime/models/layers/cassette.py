@@ -116,11 +116,12 @@ class RecordingModel(WrapperModel):
             self._keep(request, None, _streamed(pieces, on_text), before, exc)
             raise
         except asyncio.CancelledError:
-            # Its run's (worker's) time ran out: cut; else its worker was stopped (the run
-            # stopped it: another worker failed, say): a replay holds it until it is too.
+            # Its run's (worker's) time ran out: cut; or the run stopped its worker
+            # (another worker failed, say): a replay holds it until it is stopped too.
             cut = any(cut.used is not None for cut in cuts)
-            streamed = _streamed(pieces, on_text)
-            self._keep(request, None, streamed, before, cut=cut, cancelled=not cut)
+            if cut or _stopping(self.writer):
+                streamed = _streamed(pieces, on_text)
+                self._keep(request, None, streamed, before, cut=cut, cancelled=not cut)
             raise
         except Exception as exc:  # the model's own (not Honeycomb's): named as the run does
             if isinstance(exc, HoneycombError):
@@ -169,6 +170,13 @@ class RecordingModel(WrapperModel):
                 cancelled=cancelled,
             )
         )
+
+
+def _stopping(writer: CassetteWriter) -> bool:
+    """Whether the run of the task asking is stopping its workers, as its run tells
+    ``writer`` (a stand-in of one, in a Ray actor, is told nothing)."""
+    stopping = getattr(writer, "stopping", None)
+    return stopping is not None and stopping()
 
 
 def _kept(pieces: list[str], on_text: TextSink) -> TextSink:

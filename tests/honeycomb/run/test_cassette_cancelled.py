@@ -26,8 +26,7 @@ from honeycomb import (
 from honeycomb.errors import ModelError, RunFailed
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel, call
-from runtime import AssistantMessage, ModelRequest, ModelResponse, ToolMessage, UserMessage
-from runtime.models.cassettes import CassetteWriter, Recorded
+from runtime import ModelRequest, ToolMessage
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -157,15 +156,32 @@ async def test_a_worker_stopped_asking_its_approver_ends_cancelled_replayed(
     assert "its ask of the approver on call" in error.message
 
 
-def test_a_call_cancelled_then_made_again_by_a_later_life_is_answered(tmp_path: Path) -> None:
-    # A run stopped under a call (interrupted) and resumed asks it again: replayed in
-    # one go, the call gets the later life's answer, not a hold.
-    tape = tmp_path / "lives.cassette.jsonl"
-    writer = CassetteWriter(tape)
-    request = ModelRequest(messages=(UserMessage(content="one"),), conversation="run-1234/s1")
-    answered = ModelResponse(message=AssistantMessage(content="the answer"))
-    empty = ModelResponse(message=AssistantMessage(content=""))
-    writer.call(Recorded(model="m", request=request, response=empty, worker="s1", cancelled=True))
-    writer.call(Recorded(model="m", request=request, response=answered, worker="s1"))
-    found = Cassette(tape).answer("m", request, worker="s1", case=None)
-    assert (found.cancelled, found.response) == (False, answered)
+async def test_a_run_interrupted_from_outside_keeps_no_call_cancelled(tmp_path: Path) -> None:
+    # Its later life (resumed) makes the call again: replayed in one go, that life's
+    # answer answers it, as no call of the first life stands held before it.
+    tape = tmp_path / "interrupted.cassette.jsonl"
+    paying = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> object:
+        if (request.conversation or "").endswith("/s2"):
+            await asyncio.Event().wait()  # under way as the run is interrupted
+        return call("pay", {"amount": 5})
+
+    async def undecided(request: ApprovalRequest) -> Decision:
+        paying.set()
+        await asyncio.Event().wait()
+        raise AssertionError("the run is interrupted first")
+
+    payer = Role(name="payer", tools=("pay",))
+    models = cassette(FunctionModel(answer), record=tape)
+    executor = Executor([payer], models, tools=[pay], approver=undecided)
+    running = asyncio.ensure_future(
+        executor.run("pay", subtasks=[("payer", "one"), ("payer", "two")])
+    )
+    await paying.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    kept = Cassette(tape)
+    assert len(kept.calls) == 1  # s1's, answered
+    assert not [line for line in (*kept.calls, *kept.decisions) if line.cancelled]
