@@ -166,6 +166,8 @@ class McpServer(Settings, frozen=True, kw_only=True):
         if self.command is not None and self.headers:
             raise ConfigError(f"{where}: headers are for a streamable-HTTP server (url)")
         problem = http_url_problem(self.url, "url") if self.url is not None else None
+        if self.url is not None and problem is None:  # sent as it was checked: stripped
+            msgspec.structs.force_setattr(self, "url", self.url.strip())
         for name, value in self.headers.items():
             problem = problem or header_name_problem(name) or header_value_problem(value)
         if problem is not None:  # else it fails as it starts, in httpx's words

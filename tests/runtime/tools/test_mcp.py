@@ -712,6 +712,14 @@ def test_a_server_s_args_given_as_a_list_are_kept_as_a_tuple() -> None:
     assert token not in repr(server)
 
 
+def test_a_url_written_with_a_space_at_an_end_is_reached_without_it() -> None:
+    """A url its check read stripped (a space before it failed as 'Request URL is
+    missing an 'http://' or 'https://' protocol', one after it as 'Not Found (HTTP
+    404 Not Found)': it was sent as written)."""
+    server = McpServer(name="t", url=" http://127.0.0.1/mcp ")
+    assert server.url == "http://127.0.0.1/mcp"
+
+
 def test_servers_made_from_one_dict_changed_between_them_keep_their_own() -> None:
     """A loop that sets one dict's token for each server: each server held that dict,
     and all of them sent the last token."""
