@@ -78,10 +78,21 @@ def add_chat_command(commands: Any, run_options: Callable[..., None]) -> None:
     )
     chat.add_argument("hive", type=user_path, help="the hive YAML file")
     chat.add_argument(
-        "--session", default=None, help="go on with this conversation (default: a new one)"
+        "--session",
+        type=_session_id,
+        default=None,
+        help="go on with this conversation (default: a new one)",
     )
     run_options(chat, run_id=False)
     chat.set_defaults(handler=chat_command)
+
+
+def _session_id(given: str) -> str:
+    """``--session``: not blank (``--session "$UNSET"``), which started a new
+    conversation, of an id of its own, in place of the one meant."""
+    if not given.strip():
+        raise argparse.ArgumentTypeError(f"takes a conversation's id, not {given!r}")
+    return given
 
 
 def chat_command(args: argparse.Namespace) -> ExitStatus:

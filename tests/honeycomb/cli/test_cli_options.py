@@ -138,6 +138,19 @@ def test_an_empty_file_or_folder_is_refused_as_the_arguments_are_read(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("given", ["", " "])
+def test_a_blank_session_is_refused_as_the_arguments_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], given: str
+) -> None:
+    # chat --session "$UNSET" started a new conversation, of an id of its own, in place
+    # of the one meant (and kept it in the store).
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hive.yaml").write_text(CHATTY)
+    err = refused(capsys, ["chat", "hive.yaml", "--session", given])
+    assert f"argument --session: takes a conversation's id, not {given!r}" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["hive.yaml"]
+
+
 def test_a_file_given_under_home_where_no_shell_expands_it_is_in_the_home_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
