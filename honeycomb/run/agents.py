@@ -184,9 +184,8 @@ class NestedRuns:
         the planner's and the aggregator's, named after their attempt: :meth:`call`):
         its nested worker is not either (it cannot wait for a decision, nor be
         resumed), and is named anew when its name was taken in this life or an earlier
-        one, its caller's call ids starting over (``lead/call_1``, then
-        ``lead/call_1~2``; in the run's second life ``lead/call_1@2``, then
-        ``lead/call_1@2~2``)."""
+        one, its caller's call ids starting over (``s1/call_1``, then ``s1/call_1~2``;
+        in the run's second life ``s1/call_1@2``, then ``s1/call_1@2~2``)."""
         call_id = ctx.call_id
         taken = self._unkept[call_id, caller] = self._unkept.get((call_id, caller), 0) + 1
         life = self.record.life if self.record is not None else 1
