@@ -22,6 +22,7 @@ from honeycomb.testing import FunctionModel, call
 from runtime import ModelRequest
 from runtime.errors import AlreadyDecided, ApprovalError
 from tests.support.model_requests import Answer
+from tests.support.stores import Where
 
 
 def _payer(store: RunStore, paid: list[str], *more: Role, **options: Any) -> Executor:
@@ -253,41 +254,41 @@ async def _killed_eval(store: RunStore, paid: list[str], monkeypatch: pytest.Mon
 
 
 async def test_a_call_an_eval_killed_left_waiting_is_denied_by_a_person_never_approved(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Where, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An eval killed as its run's call waited left the call undecidable for ever: a
     denial was refused as one of a running eval's. Once no process carries the run on,
     a person may deny it; an approval is refused, saying what may be done."""
-    store = RunStore(tmp_path / "runs.db")
-    run_id = await _killed_eval(store, [], monkeypatch)
-    (entry,) = await store.approvals_of(run_id)
+    runs = RunStore(store)  # either store
+    run_id = await _killed_eval(runs, [], monkeypatch)
+    (entry,) = await runs.approvals_of(run_id)
     call_id = entry.pending.call_id
     with pytest.raises(ApprovalError) as refused:
-        await decide(store, run_id, call_id, approve=True)
+        await decide(runs, run_id, call_id, approve=True)
     assert "nobody approves an eval's calls; its eval no longer carries the run on" in str(
         refused.value
     )
     assert f"honeycomb approve {run_id} {call_id} --deny" in str(refused.value)
     assert "--eval-id ev-killed), which denies it" in str(refused.value)
-    await decide(store, run_id, call_id, approve=False, by="ann")
-    (entry,) = await store.approvals_of(run_id)
+    await decide(runs, run_id, call_id, approve=False, by="ann")
+    (entry,) = await runs.approvals_of(run_id)
     assert entry.decision is not None
     assert (entry.decision.approve, entry.decided_by) == (False, "ann")
-    store.close()
+    runs.close()
 
 
 async def test_an_eval_gone_on_with_denies_what_its_killed_runs_left_waiting(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Where, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     paid: list[str] = []
-    store = RunStore(tmp_path / "runs.db")
-    run_id = await _killed_eval(store, paid, monkeypatch)
-    executor = _payer(store, paid, planner=lambda task: [("payer", task)])
+    runs = RunStore(store)  # either store
+    run_id = await _killed_eval(runs, paid, monkeypatch)
+    executor = _payer(runs, paid, planner=lambda task: [("payer", task)])
     async with executor:
         report = await evaluate(executor, [Case(id="pay", task="Pay bob.")], eval_id="ev-killed")
     assert report.cases[0].attempts[0].run_id != run_id  # made anew
-    (entry,) = await store.approvals_of(run_id)
+    (entry,) = await runs.approvals_of(run_id)
     assert entry.decision is not None
     assert (entry.decision.approve, entry.decided_by) == (False, DECIDED_BY)
     assert paid == []
-    store.close()
+    runs.close()
