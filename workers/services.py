@@ -34,9 +34,8 @@ __all__ = ["MemoryStore", "Services", "WorkerStore"]
 
 class WorkerStore(Checkpoint, Journal, Protocol):
     """One worker's part of a stored run: its checkpoint (its state every turn), its
-    journal of side-effecting calls, and its log of calls asked about (``approvals``;
-    None: its calls cannot wait in the store for a decision, as the run's planner's
-    and aggregator's cannot: its approver decides them, or they are denied)."""
+    journal of side-effecting calls, and its log of calls asked about and their
+    decisions (``approvals``; None: nothing keeps them)."""
 
     @property
     def approvals(self) -> ApprovalLog | None: ...
@@ -78,9 +77,10 @@ class Services(Value, frozen=True, kw_only=True):
         approver: Decides on calls that need approval (None: they wait in ``store``,
             or, with none, are denied).
         approval_timeout_s: Seconds a call waits for a decision before it is denied.
-        cannot_wait: Why a call that needs approval cannot wait for a decision where it
-            has no log to wait in (``store`` keeps none: the run's planner's and
-            aggregator's); None: the run has no store.
+        cannot_wait: Why a call that needs approval cannot wait in ``store``'s log for
+            a person's decision (the run's planner's and aggregator's calls: their
+            approver decides them, or they are denied), which still keeps the decisions
+            made; None: a call waits there (with no store, it is denied).
         guards: The run's own guards (its argument guards check every worker's calls).
         judge: Asks the roles that guards name as their judges.
         memory: The long-term memory of roles with ``memory:``.
