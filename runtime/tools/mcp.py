@@ -41,6 +41,7 @@ import anyio.to_thread
 import msgspec
 from msgspec import Meta
 
+from runtime import logs
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.config.endpoints import (
     header_name_problem,
@@ -739,6 +740,10 @@ class McpServers:
             failed.__cause__ = exc
             live.error = mask_error(failed)
         finally:
+            if live.session is None and live.error is not None:
+                # Once, whoever waits on it: a planner goes on without its tools unsaid.
+                fields = {"server": server.name, "error": live.error.reason}
+                logs.log("mcp.server_not_started", fields, level="warning")
             live.ready.set()
             live.gone.set()
             self._retired.discard(live)

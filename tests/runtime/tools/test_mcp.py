@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from runtime import (
     ConfigError,
@@ -324,6 +325,19 @@ async def test_a_server_that_does_not_start_says_why_and_leaves_nothing(
             await run.listed("t")
         assert expected in str(info.value)
         assert child_pids() - before == set()
+
+
+async def test_a_server_that_does_not_start_is_logged_once_whoever_waited_on_it() -> None:
+    """A planner that goes on without a role's tools, its server down, left no word of
+    why (the role's workers say it, when it plans one)."""
+    server = McpServer(name="t", command="no-such-mcp-server-command")
+    with structlog.testing.capture_logs() as entries:
+        async with running(server) as run:
+            tried = await asyncio.gather(run.listed("t"), run.listed("t"), return_exceptions=True)
+    assert all(isinstance(each, McpServerError) for each in tried)
+    [entry] = [e for e in entries if e["event"] == "mcp.server_not_started"]
+    assert (entry["server"], entry["log_level"]) == ("t", "warning")
+    assert entry["error"].startswith("cannot be started: [Errno 2] No such file or directory")
 
 
 def test_counting_child_processes_passes_over_a_thread_that_ended_after_it_was_listed(
