@@ -50,14 +50,16 @@ __all__ = [
 ]
 
 APPLICATION_ID = 0x4859434D  # "HYCM" (the run store's is "HYCB")
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """1: the word index took a run of Chinese, Japanese or Korean letters for one word;
 2: it indexes each (:func:`~runtime.memory.store.indexed_text`); 3: each Thai, Lao,
 Burmese or Khmer letter too, with its marks (its tokenizer keeps them in a word); 4:
 the vowel signs and viramas of the scripts of India and their kin are kept in their
 words too, which 3 cut into letters; 5: the vowel points of Hebrew, Arabic and Syriac
-are left out of what is indexed, and a text is indexed composed (NFC). A file of an
-earlier version is indexed anew as it is first opened."""
+are left out of what is indexed, and a text is indexed composed (NFC); 6: 4 kept the
+marks of Javanese, Balinese and the other scripts of their kind written without spaces,
+making a run of them one word: they are cut at again. A file of an earlier version is
+indexed anew as it is first opened."""
 INDEXED = "honeycomb_indexed_text"
 """The SQL function the triggers index a text through, made on each connection."""
 SCHEMA = (

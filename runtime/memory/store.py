@@ -199,18 +199,21 @@ _MARKED_BLOCKS = (
     (0x0900, 0x0DFF),  # Devanagari, Bengali, Gurmukhi, Gujarati, Oriya, Tamil ... Sinhala
     (0x0F00, 0x0FFF),  # Tibetan
     (0x1700, 0x177F),  # Tagalog, Hanunoo, Buhid, Tagbanwa
-    (0x1900, 0x1AAF),  # Limbu, Tai Le, New Tai Lue, Buginese, Tai Tham
-    (0x1B00, 0x1CFF),  # Balinese, Sundanese, Batak, Lepcha, Vedic extensions
-    (0xA800, 0xA95F),  # Syloti Nagri, Saurashtra, Devanagari extended, Kayah Li, Rejang
-    (0xA980, 0xA9DF),  # Javanese
-    (0xAA00, 0xAA5F),  # Cham
-    (0xAA80, 0xAAFF),  # Tai Viet, Meetei Mayek extensions
+    (0x1900, 0x194F),  # Limbu
+    (0x1B80, 0x1BBF),  # Sundanese
+    (0x1CD0, 0x1CFF),  # Vedic extensions
+    (0xA800, 0xA82F),  # Syloti Nagri
+    (0xA880, 0xA92F),  # Saurashtra, Devanagari extended, Kayah Li
+    (0xAAE0, 0xAAFF),  # Meetei Mayek extensions
     (0xABC0, 0xABFF),  # Meetei Mayek
     (0x11000, 0x11FFF),  # Brahmi, Kaithi, Chakma, Sharada, Grantha, Takri ...
 )
-"""The blocks of the scripts of India and their kin, which write a word's vowels and
-viramas as marks (``दिल्ली``, ``சென்னை``): to SQLite's Unicode 6.1 tables, separators,
-which cut each word into letters. Their words are spaced: each is a word whole."""
+"""The blocks of the scripts of India and their kin that put spaces between words and
+write a word's vowels and viramas as marks (``दिल्ली``, ``சென்னை``): to SQLite's Unicode
+6.1 tables, separators, which cut each word into letters. Their words are spaced: each
+is a word whole. Not those written without spaces (Javanese, Balinese, Buginese, Tai
+Tham ...), whose runs cut at each mark are searched by the pieces: kept whole, a run
+would be one word, and a word inside it found by nothing."""
 
 
 @functools.cache

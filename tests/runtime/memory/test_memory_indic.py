@@ -106,3 +106,40 @@ async def test_a_file_that_cut_their_words_into_letters_is_indexed_anew(
     memory.close()
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
+
+
+JAKARTA_RAIN = "ꦗꦏꦂꦠꦲꦸꦢꦤ꧀"  # Jakarta (ꦗꦏꦂꦠ), rain (ꦲꦸꦢꦤ꧀), in Javanese, unspaced
+BALI_RAIN = "ᬩᬮᬶᬳᬸᬚᬦ᭄"  # Bali (ᬩᬮᬶ), rain (ᬳᬸᬚᬦ᭄), in Balinese, unspaced
+
+
+@pytest.mark.parametrize(
+    ("query", "text"), [("ꦲꦸꦢꦤ꧀", JAKARTA_RAIN), ("ᬳᬸᬚᬦ᭄", BALI_RAIN)], ids=["javanese", "balinese"]
+)
+async def test_a_word_inside_a_run_of_javanese_or_balinese_is_found(
+    tmp_path: Path, query: str, text: str
+) -> None:
+    # Their marks kept in words (schema 5) made each unspaced run one word, in which no
+    # word was found but its first, by a prefix.
+    memory = SQLiteMemory(tmp_path / "m.db")
+    for kept in (JAKARTA_RAIN, BALI_RAIN, DELHI):
+        await memory.add(kept, namespace="trip")
+    assert await _found(memory, query) == [text]
+
+
+async def test_a_file_that_kept_javanese_runs_whole_is_indexed_anew(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    raw = sqlite3.connect(path, isolation_level=None)
+    marks = "".join(c for c in map(chr, range(0xA980, 0xA9E0)) if unicodedata.category(c)[0] == "M")
+    for statement in _SCHEMA_1:  # the word index of schema 5, as Javanese met it
+        statement = statement.replace("user_version = 1", "user_version = 5")
+        kept_whole = f"tokenize=\"porter unicode61 remove_diacritics 2 tokenchars '{marks}'\""
+        raw.execute(
+            statement.replace("tokenize='porter unicode61 remove_diacritics 2'", kept_whole)
+        )
+    raw.execute(
+        "INSERT INTO memories (id, namespace, text, kind, created_at) "
+        "VALUES ('id1', 'trip', ?, 'note', 1.0)",
+        (JAKARTA_RAIN,),
+    )
+    raw.close()
+    assert await _found(SQLiteMemory(path), "ꦲꦸꦢꦤ꧀") == [JAKARTA_RAIN]
