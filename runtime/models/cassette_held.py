@@ -2,7 +2,8 @@
 
 A model call its worker was cancelled in (the run stopped: another worker failed
 under ``failure: fail_fast``, a quorum could no more be reached, a budget ran out) has
-no answer; the cassette keeps it ``cancelled``, with the text it had streamed, and an
+no answer; the cassette keeps it ``cancelled``, with the text it had streamed (a
+memory's embeddings call so cancelled too, with what its attempts spent), and an
 ask of the run's approver so cancelled is a ``decision`` recorded ``cancelled`` (none
 was made). Answered at once, a replay would let that worker run on where the
 recording's stopped; so the call (the ask) is held, never answered, until the replayed
@@ -26,7 +27,16 @@ from typing import NoReturn
 
 from runtime.errors import CassetteMismatch
 
-__all__ = ["Held", "root_worker"]
+__all__ = ["Held", "root_worker", "run_stopping"]
+
+
+def run_stopping(writer: object) -> bool:
+    """Whether the run of the task asking is stopping its workers, as its run tells
+    ``writer`` (a :class:`~runtime.models.cassette_writer.CassetteWriter`'s
+    ``stopping``; a stand-in of one, in a Ray actor, is told nothing): a call
+    cancelled then is kept ``cancelled``."""
+    stopping = getattr(writer, "stopping", None)
+    return stopping is not None and bool(stopping())
 
 
 def root_worker(name: str) -> str:

@@ -132,6 +132,9 @@ class Embedded(Line, frozen=True, kw_only=True, tag="embed"):
         error: What it failed with (None: it answered; text: as a cassette recorded
             it before it kept the error's class and fields).
         case: The eval case that asked (None: not in one).
+        cancelled: It was under way when the run stopped its worker (another worker
+            failed under ``fail_fast``, say): no vectors came (``spent``: its
+            attempts until then).
     """
 
     embeddings: str
@@ -140,6 +143,7 @@ class Embedded(Line, frozen=True, kw_only=True, tag="embed"):
     spent: tuple[AttemptSpent, ...] = ()
     error: RecordedFailure | str | None = None
     case: str | None = None
+    cancelled: bool = False
 
 
 class Searched(Line, frozen=True, kw_only=True, tag="search"):

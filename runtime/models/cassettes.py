@@ -378,15 +378,20 @@ class Cassette:
             self._held.ran(worker, case, ended=ended, stopping=stopping)
 
     async def cancelled_off(
-        self, model: str, call: Recorded, *, worker: str | None, case: str | None
+        self, model: str, call: Recorded | Embedded, *, worker: str | None, case: str | None
     ) -> NoReturn:
-        """Hold ``call``, which its worker was cancelled in when recorded, until the
-        replayed run cancels its worker too (:mod:`runtime.models.cassette_held`).
+        """Hold ``call``, which its worker was cancelled in when recorded (of ``model``,
+        or of a memory's embeddings of that name), until the replayed run cancels its
+        worker too (:mod:`runtime.models.cassette_held`).
 
         Raises:
             CassetteMismatch: once the replayed run's other workers ended and nothing
                 cancelled it, naming the worker and the call.
         """
+        if isinstance(call, Embedded):
+            text = call.texts[0] if call.texts else ""
+            what = f"its call for {len(call.texts)} texts ({text[:40]!r} first)"
+            await self._held.hold(model, what, worker=worker, case=case, kind="embeddings")
         what = f"its call of turn {call.request.turn}"
         await self._held.hold(model, what, worker=worker, case=case)
 

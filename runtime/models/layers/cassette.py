@@ -35,6 +35,7 @@ from runtime.messages import AssistantMessage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.models.cassette_cuts import cutting, tell_cuts
 from runtime.models.cassette_errors import failure_of, raised
+from runtime.models.cassette_held import run_stopping
 from runtime.models.cassettes import (
     Cassette,
     CassetteWriter,
@@ -119,7 +120,7 @@ class RecordingModel(WrapperModel):
             # Its run's (worker's) time ran out: cut; or the run stopped its worker
             # (another worker failed, say): a replay holds it until it is stopped too.
             cut = any(cut.used is not None for cut in cuts)
-            if cut or _stopping(self.writer):
+            if cut or run_stopping(self.writer):
                 streamed = _streamed(pieces, on_text)
                 self._keep(request, None, streamed, before, cut=cut, cancelled=not cut)
             raise
@@ -170,13 +171,6 @@ class RecordingModel(WrapperModel):
                 cancelled=cancelled,
             )
         )
-
-
-def _stopping(writer: CassetteWriter) -> bool:
-    """Whether the run of the task asking is stopping its workers, as its run tells
-    ``writer`` (a stand-in of one, in a Ray actor, is told nothing)."""
-    stopping = getattr(writer, "stopping", None)
-    return stopping is not None and stopping()
 
 
 def _kept(pieces: list[str], on_text: TextSink) -> TextSink:

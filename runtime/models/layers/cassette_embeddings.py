@@ -13,6 +13,7 @@ cassette's (:mod:`runtime.models.layers.cassette`) does.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from runtime.limits.spending import Payer, paid_by, payer
 from runtime.messages import Usage
 from runtime.model import Model
 from runtime.models.cassette_errors import RecordedFailure, failure_of, memory_raised
+from runtime.models.cassette_held import run_stopping
 from runtime.models.cassettes import AttemptSpent, Cassette, CassetteWriter, Embedded, Searched
 from runtime.models.layers.cassette import RecordingModel, ReplayModel, current_case
 from runtime.models.pricing import Price
@@ -88,6 +90,10 @@ class RecordingEmbeddings:
         except Exception as exc:  # its failure too: the replay fails alike, having spent alike
             self._keep(texts, (), attempts, failure_of(exc))
             raise
+        except asyncio.CancelledError:  # the run stopped its worker: a replay holds it so
+            if texts and run_stopping(self.writer):
+                self._keep(texts, (), attempts, None, cancelled=True)
+            raise
         if texts:
             self._keep(texts, vectors, attempts, None)
         return vectors
@@ -98,6 +104,8 @@ class RecordingEmbeddings:
         vectors: Sequence[Sequence[float]],
         attempts: _Attempts,
         error: RecordedFailure | None,
+        *,
+        cancelled: bool = False,
     ) -> None:
         self.writer.embedded(
             Embedded(
@@ -107,6 +115,7 @@ class RecordingEmbeddings:
                 spent=tuple(attempts.kept),
                 error=error,
                 case=current_case(),
+                cancelled=cancelled,
             )
         )
 
@@ -151,8 +160,8 @@ class ReplayEmbeddings:
         who = payer()
         if who is not None:
             who.check()
-        worker = _asking()[1]
-        recorded = self.cassette.embedding(self._name, texts, case=current_case(), worker=worker)
+        worker, case = _asking()[1], current_case()
+        recorded = self.cassette.embedding(self._name, texts, case=case, worker=worker)
         for at, attempt in enumerate(recorded.spent):
             if who is not None:
                 if at:
@@ -164,6 +173,8 @@ class ReplayEmbeddings:
             if isinstance(recorded.error, str):  # recorded before its class was kept
                 raise ModelError(f"(as recorded) {recorded.error}")
             raise memory_raised(recorded.error)  # what the memory's caller was told then
+        if recorded.cancelled:  # until the replayed run stops its worker too
+            await self.cassette.cancelled_off(self._name, recorded, worker=worker, case=case)
         return [list(vector) for vector in recorded.vectors]
 
 

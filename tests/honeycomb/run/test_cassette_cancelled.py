@@ -3,11 +3,13 @@ failed under ``fail_fast``), recorded on a cassette, replays alike: its call, wh
 had no answer, is held until the replayed run stops the worker too, and it ends
 cancelled, not failed on a call the cassette did not record; a replay that goes
 otherwise, with nothing left to stop it, fails it at once naming the worker and the
-call; so does one stopped while its approver was asked about a call."""
+call; so does one stopped while its approver was asked about a call, or while its
+memory's embeddings were asked."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -20,7 +22,9 @@ from honeycomb import (
     Executor,
     Policy,
     Role,
+    RoleMemory,
     RunResult,
+    SQLiteMemory,
     tool,
 )
 from honeycomb.errors import ModelError, RunFailed
@@ -185,3 +189,58 @@ async def test_a_run_interrupted_from_outside_keeps_no_call_cancelled(tmp_path: 
     kept = Cassette(tape)
     assert len(kept.calls) == 1  # s1's, answered
     assert not [line for line in (*kept.calls, *kept.decisions) if line.cancelled]
+
+
+class SlowOnTwo:
+    """Embeddings that never answer for a text of ``two`` (the run stops them)."""
+
+    name = "embed-small"
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if any("two" in text for text in texts):
+            self.asked.set()
+            await asyncio.Event().wait()
+        return [[1.0, float(len(text)), 0.5] for text in texts]
+
+
+async def recalling(tape: Path, folder: Path, *, record: bool) -> RunResult:
+    embeddings = SlowOnTwo()
+
+    async def answer(request: ModelRequest) -> str:
+        if (request.conversation or "").endswith("/s1"):
+            await embeddings.asked.wait()  # s2 recalls, under way
+            raise ModelError("endpoint down")
+        return "ok"
+
+    memory = SQLiteMemory(folder / "memory.db", embeddings=embeddings)
+    await memory.add("a note about one")
+    models = cassette(FunctionModel(answer), **{"record" if record else "replay": tape})
+    role = Role(name="writer", memory=RoleMemory(recall=1, remember=False))
+    executor = Executor([role], models, memory=memory, policy=Policy(failure="fail_fast"))
+    with pytest.raises(RunFailed) as caught:
+        await executor.run("notes", subtasks=[("writer", "one"), ("writer", "two")])
+    partial = caught.value.partial
+    assert partial is not None
+    return partial
+
+
+async def test_a_worker_stopped_as_its_memory_embedded_ends_cancelled_replayed(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "recalled.cassette.jsonl"
+    (tmp_path / "recorded").mkdir()
+    (tmp_path / "replayed").mkdir()
+    recorded = await recalling(tape, tmp_path / "recorded", record=True)
+    assert [e.texts for e in Cassette(tape).embedded if e.cancelled] == [("two",)]
+    replayed = await recalling(tape, tmp_path / "replayed", record=False)
+    assert (
+        ended(replayed)
+        == ended(recorded)
+        == {
+            "s1": ("failed", "ModelError"),
+            "s2": ("cancelled", "RunFailed"),
+        }
+    )
