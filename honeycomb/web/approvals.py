@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +13,7 @@ from starlette.requests import Request
 
 from honeycomb.run.decide import ENDED, ToolFinder, decide, pending_of, summarized
 from honeycomb.store import RunStore
+from honeycomb.store.evals import eval_of
 from runtime import ApprovalError, HoneycombError
 from runtime.tools.approvals import PendingApproval
 
@@ -148,8 +150,11 @@ class StoreApprovals:
         if self.resume is None or any(map(decidable, await pending_of(self.store, run_id))):
             return
         summary = await self.store.summary(run_id)
-        # A run whose process is gone (interrupted) goes on here as a waiting one does.
-        if summary is not None and summary.status in ("waiting", "interrupted"):
+        # A run whose process is gone (interrupted) goes on here as a waiting one does;
+        # not an eval's (a call its killed eval left waiting, denied): it is the eval's.
+        if summary is None or summary.status not in ("waiting", "interrupted"):
+            return
+        if await self.store.reading(functools.partial(eval_of, run_id=run_id), None) is None:
             self.resume(run_id)
 
     async def _ended(self, run_id: str) -> bool:

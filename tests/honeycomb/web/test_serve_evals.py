@@ -275,3 +275,31 @@ async def test_an_evals_run_left_waiting_says_how_it_goes_on_once_its_calls_are_
     assert "No call is left to decide" not in waits
     assert "nobody approves it" not in denied
     assert "No call is left to decide: the run goes on once it is resumed" in denied
+
+
+async def test_a_call_a_killed_eval_left_waiting_denied_on_the_page_does_not_resume_its_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Denied through the server once no process carried the run on, the call of an
+    eval's run set the server continuing the run: after its eval, as its own."""
+    db = tmp_path / "runs.db"
+    asked, go_on = asyncio.Event(), asyncio.Event()
+    go_on.set()
+    executor = _paying_eval(db, [], asked, go_on)
+
+    async def left(store: RunStore, run_id: str) -> int:
+        return 0  # as if the eval had been killed before it denied the call
+
+    monkeypatch.setattr(runner, "deny_undecided", left)
+    async with executor:
+        report = await evaluate(executor, [Case(id="pay", task="Pay bob.")])
+    run_id = report.cases[0].attempts[0].run_id
+    store = RunStore(db)
+    resumed: list[str] = []
+    approvals = StoreApprovals(store, resume=resumed.append)
+    (waiting,) = await approvals.pending(run_id)
+    await approvals.decide(run_id, waiting.call_id, approve=False, by="ann")
+    (entry,) = await store.approvals_of(run_id)
+    assert entry.decided_by == "ann"
+    assert resumed == []  # the eval's to go on with, not the server's
+    store.close()
