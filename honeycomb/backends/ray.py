@@ -360,6 +360,8 @@ class RayBackend:
                 _in_room.reset(token)
             try:
                 while True:
+                    with waiting_for_room():  # a pool stopped under it is made again,
+                        await self.start()  # as for a worker started after stop()
                     actor = self._pick(avoid)
                     actor.running += 1
                     try:

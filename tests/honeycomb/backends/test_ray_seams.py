@@ -618,3 +618,33 @@ async def test_a_workers_time_limit_leaves_out_what_is_made_to_send_it(
         pool.stop()
     assert result.subtasks["s1"].error is None
     assert result.subtasks["s1"].text == "done"
+
+
+async def test_a_stored_runs_worker_whose_pool_is_stopped_under_it_goes_on_in_a_new_one(
+    ray_session: None, tmp_path: Path
+) -> None:
+    # Its actor killed by stop(), it was to go on in another from its last checkpoint,
+    # and found no pool: the run failed with a bare AssertionError. A worker started
+    # after stop() makes a new pool; one that goes on does too.
+    pool = RayBackend(actors=1, actor_cpus=0)
+    role = Role(name="r", tools=(f"{TOOLS}:echo",))
+
+    stopped: list[Event] = []
+
+    def stop_as_its_tool_runs(event: Event) -> None:
+        if event.kind == "tool_call.started" and not stopped:
+            stopped.append(event)
+            pool.stop()
+
+    ex = Executor(
+        [role], FunctionModel(scripted), aggregator="concat", backend=pool,
+        store=tmp_path / "runs.db",
+    )  # fmt: skip
+    calls = json.dumps({"turns": [[["echo", {"text": "done", "delay": 0.5}]]]})
+    try:
+        result = await ex.run("t", subtasks=[("r", calls)], on_event=[stop_as_its_tool_runs])
+    finally:
+        pool.stop()
+    assert stopped  # (its first life's call)
+    assert result.status == "ok"
+    assert result.subtasks["s1"].text == "done"
