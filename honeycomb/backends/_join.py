@@ -138,7 +138,7 @@ _FORMS = (
 
 def check_address(address: str) -> None:
     """Raise unless ``address`` is a head's as Ray reads one: ``host:port`` (an IPv6
-    address in brackets) or ``ray://host:port``. Ray told some mistakes in words of its
+    address in brackets), ``ray://host:port`` or ``auto``. Ray told some mistakes in words of its
     own (``Invalid address format: 127.0.0.1``), and took others for another address:
     a port with a blank after it was waited for some fourteen minutes, and a port past
     65535 is taken modulo 65536 by a socket (70000 is 4464).
@@ -162,7 +162,10 @@ def address_problem(address: str) -> str | None:
 
 
 def _problem(address: str) -> str | None:
-    """What is wrong with ``address`` as a head's, and what to write; None: nothing."""
+    """What is wrong with ``address`` as a head's, and what to write; None: nothing
+    (``auto`` too, Ray's own: the cluster ``ray start`` started on this machine)."""
+    if address == "auto":
+        return None
     if any(c.isspace() for c in address):
         return f"holds a blank ({shown_url(address)!r}): write it without one"
     scheme, sep, rest = address.partition("://")

@@ -745,6 +745,11 @@ def test_an_address_that_is_no_heads_is_refused_as_the_backend_is_made(
     assert tried == []
 
 
+def test_the_forms_of_a_heads_address_are_taken() -> None:
+    for address in ("head:6379", "[::1]:6379", "ray://u:pw@head:10001", "auto"):
+        assert RayBackend(address).address == address  # ("auto": Ray's, as it was)
+
+
 def test_num_cpus_with_an_address_is_refused_as_the_backend_is_made(tried: list[str]) -> None:
     # It was dropped without a word: a cluster's CPUs are its own (a hive said so).
     with pytest.raises(ConfigError, match="num_cpus is for a local Ray started here; the cl"):
