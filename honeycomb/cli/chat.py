@@ -221,6 +221,10 @@ class Chat:
         self.results: list[RunResult] = []
         self._events: TextIO | None = None  # where the json view writes (None: out)
         self._told: set[str] = set()  # why the memory failed, as said in this chat
+        # The run of the turn this chat last showed unfinished (waiting, cut off): one
+        # decided and continued elsewhere (honeycomb approve and resume, the page of
+        # honeycomb serve) is shown once it ended, before the next message.
+        self._unfinished: str | None = None
 
     async def talk(
         self, inp: TextIO, out: TextIO, console: Console, *, events: TextIO | None = None
@@ -261,6 +265,7 @@ class Chat:
             out.write(new_session_note(store, self.session.id))
         last = earlier[-1] if earlier else None
         if last is not None and not last.ended and last.status != "running":
+            self._unfinished = last.run_id
             out.write(
                 f"message {last.turn} did not finish ({last.status}): your next message "
                 "continues it first (/undo drops it)\n"
@@ -324,6 +329,10 @@ class Chat:
         answers is left to the session, which refuses the message."""
         turns = await self.session.turns()
         last = turns[-1] if turns else None
+        if last is not None and last.ended and last.run_id == self._unfinished:
+            out.write(f"\nmessage {last.turn} went on elsewhere, and ended ({last.status}):\n")
+            print_turn(out, last)
+        self._unfinished = None
         if last is None or last.ended or last.status == "running":
             return True
         out.write(f"\nmessage {last.turn} did not finish ({last.status}): it goes on first\n")
@@ -372,6 +381,7 @@ class Chat:
         if result is None:
             return
         self.results.append(result)
+        self._unfinished = result.run_id if result.status == "waiting" else None
         if self.shown == "json":
             return  # its run.finished line holds it all
         if result.status == "waiting":

@@ -11,8 +11,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from honeycomb.cli.chat import Chat
 from honeycomb.cli.main import main
+from honeycomb.executor import Executor
+from honeycomb.hive import load_hive
 
 EXAMPLES = Path(__file__).parents[3] / "examples"
 ASKED = (
@@ -119,3 +123,28 @@ def test_the_command_a_waiting_turn_prints_continues_it_on_the_chats_models(
         found = re.search(r"\n  (honeycomb resume .*)\n", out)
         assert found is not None, out
         assert shlex.split(found.group(1))[3:] == ["--model", "offline"]
+
+
+async def test_a_waiting_turn_continued_elsewhere_is_shown_before_the_next_message(
+    hive: Path, fast_demo: Path
+) -> None:
+    """Its calls decided and its run continued as the chat said to (honeycomb approve,
+    honeycomb resume; or the page of honeycomb serve), the turn's answer was never shown
+    in the chat: the next message was answered as if nothing had come of it."""
+    trip = load_hive(hive)
+    db = fast_demo.parent / "runs.db"
+    chat = Chat(trip, Executor.from_hive(trip, store=db), "u1", "plain")
+    shown = Console(file=io.StringIO())
+    assert await chat.talk(io.StringIO(f"{ASKED}\n"), io.StringIO(), shown) == 0
+    [waiting] = chat.results
+    [call] = waiting.pending
+    elsewhere = Executor.from_hive(trip, store=db)
+    await elsewhere.decide(
+        waiting.run_id, call.call_id, approve=True, worker=call.worker, turn=call.turn
+    )
+    assert (await elsewhere.resume(waiting.run_id)).status == "ok"
+    out = io.StringIO()
+    assert await chat.talk(io.StringIO("And Madrid?\n"), out, shown) == 0
+    said = out.getvalue()
+    went_on = said.index("message 1 went on elsewhere, and ended (ok):")
+    assert went_on < said.index("Sent “Summary” with send_to_outbox") < said.index("“And Madrid?”")
