@@ -12,6 +12,7 @@ JSON values.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import msgspec
@@ -65,6 +66,13 @@ class TapedMemory:
         """The inner memory's embeddings (which a budget counts)."""
         embeddings: Embeddings | None = getattr(self.inner, "embeddings", None)
         return embeddings
+
+    @property
+    def path(self) -> Path | None:
+        """The inner memory's file, if it keeps one (an Executor refuses a memory whose
+        file is its run store's, recorded or not)."""
+        path: Path | None = getattr(self.inner, "path", None)
+        return path
 
     def close(self) -> None:
         """Close the inner memory, if it closes."""

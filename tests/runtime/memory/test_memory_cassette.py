@@ -12,7 +12,7 @@ import pytest
 from honeycomb import Executor, Role, RoleMemory, SQLiteMemory
 from honeycomb.models import cassette, cassette_memory
 from honeycomb.testing import FunctionModel
-from runtime import MemoryStoreError, ModelRequest
+from runtime import ConfigError, MemoryStoreError, ModelRequest
 from runtime.memory import MemoryHit
 from runtime.memory.tape import TapedMemory
 from runtime.models.cassettes import Cassette, CassetteWriter
@@ -133,3 +133,14 @@ async def test_a_search_the_cassette_did_not_record_searches_the_memory(tmp_path
     replaying = TapedMemory(memory, ReplaySearches(Cassette(tmp_path / "old.jsonl")))
     [hit] = await replaying.search("Porto trains", namespace="trip")
     assert hit.record.text == "Porto trains leave from Campanha"
+
+
+def test_a_memory_recorded_on_the_run_stores_file_is_refused_as_it_is_unrecorded(
+    tmp_path: Path,
+) -> None:
+    # On a cassette the memory is wrapped to keep its searches, and the wrapper had no
+    # file: the refusal was skipped, and every recall of the run failed on the store.
+    recorded = cassette(FunctionModel(answer), record=tmp_path / "calls.jsonl")
+    memory = SQLiteMemory(tmp_path / "runs.db")
+    with pytest.raises(ConfigError, match="is the run store's"):
+        Executor([guide()], recorded, memory=memory, store=tmp_path / "runs.db")
