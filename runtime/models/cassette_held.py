@@ -10,9 +10,12 @@ recording's stopped; so the call (the ask) is held, never answered, until the re
 run cancels its worker as the recorded one did. So that nothing hangs when the
 replayed run goes otherwise (the worker whose failure stopped the run succeeds now), a
 held call is bounded by the other workers of its run: once every worker still running
-is held so (or waits in a nested worker or judge that is) and the run is not
-stopping, nothing is left to cancel them, and each held call fails its worker with a
-:class:`~runtime.errors.CassetteMismatch` naming the worker and the call.
+is held so (or waits in a nested worker or judge that is) and the run is not stopping,
+nothing is left to cancel them, and each held call is answered instead as a later life
+of its run answered it (a run stopped over its budget, resumed with more, asks it
+again: a replay of that life comes to the call the first life's stop cancelled, file
+order first), else fails its worker with a :class:`~runtime.errors.CassetteMismatch`
+naming the worker and the call.
 
 Whether the run is stopping is asked of the run (:meth:`Held.ran`'s ``stopping``), a
 turn of the event loop after a worker ended or a call was held: a run stops a worker
@@ -23,11 +26,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, TypeVar
 
 from runtime.errors import CassetteMismatch
 
 __all__ = ["Held", "root_worker", "run_stopping"]
+
+T = TypeVar("T")
 
 
 def run_stopping(writer: object) -> bool:
@@ -48,11 +53,14 @@ def root_worker(name: str) -> str:
 class _Hold:
     """One call held: its future (never set, but to fail it), and what names it."""
 
-    __slots__ = ("future", "kind", "model", "what", "worker")
+    __slots__ = ("future", "instead", "kind", "model", "what", "worker")
 
-    def __init__(self, model: str, what: str, worker: str, kind: str) -> None:
-        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def __init__(
+        self, model: str, what: str, worker: str, kind: str, instead: Callable[[], Any]
+    ) -> None:
+        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.model, self.what, self.worker, self.kind = model, what, worker, kind
+        self.instead = instead
 
 
 class Held:
@@ -90,25 +98,28 @@ class Held:
         *,
         worker: str | None,
         case: str | None,
+        instead: Callable[[], T | None],
         kind: str = "model",
-    ) -> NoReturn:
+    ) -> T:
         """Hold a call the recording cancelled under way (``what``: which it was, as a
-        mismatch names it; ``kind``: ``model``, or ``decision``, an ask of the
-        approver), until the replay cancels it too.
+        mismatch names it; ``kind``: ``model``, ``embeddings``, or ``decision``, an ask
+        of the approver), until the replay cancels it too; once nothing is left to,
+        what ``instead`` gives: the call as a later life answered it.
 
         Raises:
-            CassetteMismatch: once nothing is left in the replayed run to cancel it.
+            CassetteMismatch: once nothing is left in the replayed run to cancel it,
+                and no later life answered it.
         """
-        hold = _Hold(model, what, worker or "", kind)
+        hold = _Hold(model, what, worker or "", kind, instead)
         held = self._held.setdefault(case, [])
         held.append(hold)
         if self._stopping is not None:  # told of the run's workers: bounded by them
             asyncio.get_running_loop().call_soon(self._check, case)
         try:
-            await hold.future
+            answered: T = await hold.future
         finally:
             held.remove(hold)
-        raise AssertionError("unreachable: a held call is cancelled, or fails")
+        return answered
 
     def _check(self, case: str | None) -> None:
         """Fail the calls held of ``case``'s run once each worker still running is held
@@ -121,7 +132,11 @@ class Held:
             return
         for hold in held:
             if root_worker(hold.worker) in running:
-                hold.future.set_exception(self._unanswered(hold, case))
+                answered = hold.instead()
+                if answered is not None:
+                    hold.future.set_result(answered)
+                else:
+                    hold.future.set_exception(self._unanswered(hold, case))
 
     def _unanswered(self, hold: _Hold, case: str | None) -> CassetteMismatch:
         """What fails a call held that nothing cancelled."""

@@ -69,7 +69,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import msgspec
 
@@ -210,6 +210,10 @@ class Cassette:
         self._given.add(id(chosen))
         if self._cuts and not chosen.cut:  # the last call before a cut: it falls then
             self._cuts.taken(chosen, case, worker, cutting())
+        return self._as_asked(chosen, request)
+
+    def _as_asked(self, chosen: Recorded, request: ModelRequest) -> Recorded:
+        """``chosen``, naming the run and the folder of ``request``'s."""
         encoded = msgspec.json.encode(chosen)
         run = run_of(request)
         if run is not None and RUN.encode() in encoded:  # the answer names its run
@@ -313,8 +317,14 @@ class Cassette:
         if found.cut:
             await self.cut_off(tool, found, worker=worker, case=case, kind="decision")
         if found.cancelled:
-            what = f"its ask of the approver on {asked}"
-            await self._held.hold(tool, what, worker=worker, case=case, kind="decision")
+            what, key = (
+                f"its ask of the approver on {asked}",
+                (worker, decision_key(tool, arguments)),
+            )
+            later = self._later(self._by_call.get(key, []), case, worker)
+            found = await self._held.hold(
+                tool, what, worker=worker, case=case, instead=later, kind="decision"
+            )
         return found
 
     def _nearest(self, worker: str, tool: str) -> str:
@@ -378,22 +388,61 @@ class Cassette:
             self._held.ran(worker, case, ended=ended, stopping=stopping)
 
     async def cancelled_off(
-        self, model: str, call: Recorded | Embedded, *, worker: str | None, case: str | None
-    ) -> NoReturn:
-        """Hold ``call``, which its worker was cancelled in when recorded (of ``model``,
-        or of a memory's embeddings of that name), until the replayed run cancels its
-        worker too (:mod:`runtime.models.cassette_held`).
+        self, model: str, request: ModelRequest, *, worker: str | None, case: str | None
+    ) -> Recorded:
+        """Hold ``request``, whose call its worker was cancelled in when recorded, until
+        the replayed run cancels its worker too (:mod:`runtime.models.cassette_held`);
+        once nothing is left to, the call as a later life of its run answered it.
 
         Raises:
             CassetteMismatch: once the replayed run's other workers ended and nothing
-                cancelled it, naming the worker and the call.
+                cancelled it, and no later life answered it, naming the worker and the
+                call.
         """
-        if isinstance(call, Embedded):
-            text = call.texts[0] if call.texts else ""
-            what = f"its call for {len(call.texts)} texts ({text[:40]!r} first)"
-            await self._held.hold(model, what, worker=worker, case=case, kind="embeddings")
-        what = f"its call of turn {call.request.turn}"
-        await self._held.hold(model, what, worker=worker, case=case)
+        later = self._later(self._by_key.get((model, request_key(request)), []), case, worker)
+        what = f"its call of turn {request.turn}"
+        found = await self._held.hold(model, what, worker=worker, case=case, instead=later)
+        return self._as_asked(found, request)
+
+    async def embedding_cancelled(
+        self, call: Embedded, *, worker: str | None, case: str | None
+    ) -> Embedded:
+        """:meth:`cancelled_off`, for a memory's embeddings ``call``."""
+        later = self._later(
+            self._by_texts.get((call.embeddings, texts_key(call.texts)), []), case, worker
+        )
+        text = call.texts[0] if call.texts else ""
+        what = f"its call for {len(call.texts)} texts ({text[:40]!r} first)"
+        return await self._held.hold(
+            call.embeddings, what, worker=worker, case=case, instead=later, kind="embeddings"
+        )
+
+    def _later(
+        self, found: Sequence[_Given], case: str | None, worker: str | None
+    ) -> Callable[[], _Given | None]:
+        """What gives, of ``found`` (lines of one key), one a later life of its run
+        answered (not cancelled, cut off nor left waiting): the case's and worker's
+        first, one not given first; None: none was."""
+
+        def later() -> _Given | None:
+            made = [
+                line
+                for line in found
+                if not (
+                    line.cancelled or getattr(line, "cut", False) or getattr(line, "waited", False)
+                )
+            ]
+            fresh = [line for line in made if id(line) not in self._given] or made
+            best = max(
+                fresh,
+                key=lambda line: (line.case == case, getattr(line, "worker", worker) == worker),
+                default=None,
+            )
+            if best is not None:
+                self._given.add(id(best))
+            return best
+
+        return later
 
     async def cut_off(
         self,
@@ -477,6 +526,9 @@ class Cassette:
         nearest = max(pool, key=nearness)
         where = f" (recorded for worker {nearest.worker!r})" if nearest.worker else ""
         return first_difference(canonical(nearest.request), asked) + where
+
+
+_Given = TypeVar("_Given", Recorded, Embedded, Decided)
 
 
 def _search_key(namespace: str, query: str, k: int) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import NoReturn, overload
+from typing import overload
 
 from runtime.errors import BudgetExceeded, HoneycombError, ModelCallError, ModelError
 from runtime.limits.budget import attempting, retried, timed_out
@@ -224,7 +224,7 @@ class ReplayModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         recorded = await self._recorded(request)
         if recorded.cut or recorded.cancelled:
-            await self._cut_off(recorded, request)
+            recorded = await self._cut_off(recorded, request)
         return _ended(recorded)
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
@@ -236,17 +236,22 @@ class ReplayModel:
             if piece:
                 on_text(piece)
         if recorded.cut or recorded.cancelled:  # once the text it had streamed was shown
-            await self._cut_off(recorded, request)
+            recorded = await self._cut_off(recorded, request)
+            for piece in recorded.pieces or (recorded.response.message.content or "",):
+                if piece:  # a later life's answer: its text, as that life streamed it
+                    on_text(piece)
         return _ended(recorded)
 
-    async def _cut_off(self, recorded: Recorded, request: ModelRequest) -> NoReturn:
+    async def _cut_off(self, recorded: Recorded, request: ModelRequest) -> Recorded:
         """Hold a call the recorded run's wall time cut off until the replayed run is
         cut where it was (:meth:`Cassette.cut_off`); one its worker was cancelled in,
-        until the replay's is (:meth:`Cassette.cancelled_off`)."""
+        until the replay's is, or else answer it as a later life of its run did
+        (:meth:`Cassette.cancelled_off`)."""
         worker, case = worker_of(request), _case.get()
         if recorded.cancelled:
-            await self.cassette.cancelled_off(self.name, recorded, worker=worker, case=case)
+            return await self.cassette.cancelled_off(self.name, request, worker=worker, case=case)
         await self.cassette.cut_off(self.name, recorded, worker=worker, case=case)
+        raise AssertionError("unreachable: only the run's cut ends the wait")
 
     async def _recorded(self, request: ModelRequest) -> Recorded:
         recorded = await self.cassette.answered(

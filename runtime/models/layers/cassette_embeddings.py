@@ -174,7 +174,7 @@ class ReplayEmbeddings:
                 raise ModelError(f"(as recorded) {recorded.error}")
             raise memory_raised(recorded.error)  # what the memory's caller was told then
         if recorded.cancelled:  # until the replayed run stops its worker too
-            await self.cassette.cancelled_off(self._name, recorded, worker=worker, case=case)
+            recorded = await self.cassette.embedding_cancelled(recorded, worker=worker, case=case)
         return [list(vector) for vector in recorded.vectors]
 
 

@@ -31,6 +31,7 @@ from honeycomb.errors import ModelError, RunFailed
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel, call
 from runtime import ModelRequest, ToolMessage
+from runtime.models.cassettes import CassetteWriter
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -244,3 +245,27 @@ async def test_a_worker_stopped_as_its_memory_embedded_ends_cancelled_replayed(
             "s2": ("cancelled", "RunFailed"),
         }
     )
+
+
+async def test_a_call_held_as_cancelled_is_answered_as_a_later_life_answered_it(
+    tmp_path: Path,
+) -> None:
+    # A run stopped (over its budget, say), then resumed with more, asks again the calls
+    # its stop cancelled: a replay of that life, which nothing stops, is answered so.
+    tape = tmp_path / "lives.cassette.jsonl"
+    await ran(cassette(failing_s1(), record=tape), "fail_fast")
+
+    async def answering(request: ModelRequest) -> object:
+        if (request.conversation or "").endswith("/s1"):
+            raise ModelError("endpoint down")
+        return "answered"
+
+    async def best_effort(models: Model) -> RunResult:
+        policy = Policy(failure="best_effort")
+        executor = Executor([Role(name="writer")], models, policy=policy, aggregator="concat")
+        return await executor.run("notes", subtasks=[("writer", n) for n in ("one", "two")])
+
+    await best_effort(cassette(FunctionModel(answering), record=CassetteWriter(tape, append=True)))
+    replayed = await best_effort(cassette(failing_s1(), replay=tape))
+    assert ended(replayed) == {"s1": ("failed", "ModelError"), "s2": ("ok", None)}
+    assert replayed.subtasks["s2"].output == "answered"
