@@ -101,7 +101,6 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
         hive.check_runnable()
         model = model_of(args, hive)
         backend = chosen_backend(hive.backend, args)
-        models = cassette_models(hive, model, args)  # --record, --replay
     except (ConfigErrors, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -115,6 +114,14 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
     except (StoreError, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
+    try:  # --record goes on in the cassette of the conversation's earlier chats
+        args.continues = _kept_already(store, args.session)
+        models = cassette_models(hive, model, args)  # --record, --replay
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        if store is not None:
+            store.close()
+        return ExitStatus.UNUSABLE
     console = Console()
     session_id = args.session or os.urandom(4).hex()
     talk = _talk(hive, models, store, backend, args, console, session_id)
@@ -123,6 +130,19 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
     finally:
         if store is not None:
             store.close()
+
+
+def _kept_already(store: RunStore | None, session_id: str | None) -> bool:
+    """Whether ``store`` keeps a turn of the conversation ``--session`` names, which
+    this chat goes on with: ``--record`` then goes on in the cassette its earlier
+    chats recorded in, as a resumed run's does, rather than start it anew. A store that
+    cannot be read keeps none here: the chat says why as it opens it."""
+    if store is None or session_id is None:
+        return False
+    try:
+        return bool(StoredSessions(store).turns_now(session_id))
+    except StoreError:
+        return False
 
 
 async def _stoppable(

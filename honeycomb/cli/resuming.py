@@ -90,12 +90,13 @@ def chat_hint(session_id: str, store: Path | str, args: argparse.Namespace) -> s
     chat`` (``args``) kept in ``store`` from this folder, as :func:`resume_hint`
     continues a run: on the same hive, ``--store`` when one was given (else the chat
     finds the hive's, or the default: its URL without a password, as ``store.where``
-    has it), and the options that chose its models, where its workers ran and what
-    asks for approval. Not ``--record``: a cassette given again is recorded anew."""
+    has it), and the options that chose its models, where its workers ran, where its
+    calls are recorded (a chat going on with it records on in that cassette) and what
+    asks for approval."""
     words = ["honeycomb", "chat", str(args.hive), "--session", session_id]
     if args.store is not None:
         words += ["--store", str(store)]
-    return _with_options(words, args, (*_MODEL_OPTIONS, *_WHERE_OPTIONS))
+    return _with_options(words, args, (*_MODEL_OPTIONS, *_WHERE_OPTIONS, *_KEPT_OPTIONS))
 
 
 def _with_options(words: list[str], args: argparse.Namespace, options: Sequence[str]) -> str:

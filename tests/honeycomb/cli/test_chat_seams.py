@@ -298,6 +298,28 @@ def test_lines_come_from_a_pipe_as_they_were_written(
     assert "“And in Oslo?”" in out
 
 
+def test_a_conversation_gone_on_with_record_keeps_the_calls_of_its_earlier_chats(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A chat going on with a kept conversation, --record given again, started its
+    cassette anew: the calls of the conversation's earlier chats were lost, and a
+    replay of the whole conversation failed at its first message."""
+    tape = str(hive.parent / "calls.jsonl")
+    recorded = ("--session", "c1", "--record", tape)
+    assert chat(monkeypatch, hive, "Find the weather in Rome.\n", *recorded) == 0
+    before = Path(tape).read_text()
+    assert chat(monkeypatch, hive, "And in Oslo?\n", *recorded) == 0
+    assert "continuing the model calls in" in capsys.readouterr().err
+    after = Path(tape).read_text()
+    assert after.startswith(before)
+    assert len(after) > len(before)
+    both = "Find the weather in Rome.\nAnd in Oslo?\n"
+    assert chat(monkeypatch, hive, both, "--session", "c2", "--replay", tape) == 0
+    replayed = capsys.readouterr()
+    assert replayed.out.count("[offline simulation] Here is what") == 2
+    assert "Cassette" not in replayed.out + replayed.err
+
+
 UVLOOP_HIDDEN = "import sys; sys.modules['uvloop'] = None  # as if it were not installed\n"
 CLI = "import sys\nfrom honeycomb.cli.main import main\nraise SystemExit(main(sys.argv[1:]))\n"
 
