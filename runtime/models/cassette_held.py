@@ -25,14 +25,47 @@ after it told of the end that stops it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from runtime.errors import CassetteMismatch
+from runtime.models.cassette_lines import Decided, Embedded, Recorded
 
-__all__ = ["Held", "root_worker", "run_stopping"]
+__all__ = ["Held", "later_life", "root_worker", "run_stopping"]
 
 T = TypeVar("T")
+Given = TypeVar("Given", Recorded, Embedded, Decided)
+
+
+def later_life(
+    found: Sequence[Given], given: set[int], case: str | None, worker: str | None
+) -> Callable[[], Given | None]:
+    """What gives, of ``found`` (lines of one key), one a later life of its run
+    answered (not cancelled, cut off nor left waiting), marked in ``given`` (by id):
+    the case's and worker's first, one not given first; None: none was."""
+
+    def later() -> Given | None:
+        made = [line for line in found if not _unanswered(line)]
+        fresh = [line for line in made if id(line) not in given] or made
+        best = max(
+            fresh, key=lambda line: (line.case == case, _worker(line) == worker), default=None
+        )
+        if best is not None:
+            given.add(id(best))
+        return best
+
+    return later
+
+
+def _unanswered(line: Recorded | Embedded | Decided) -> bool:
+    """Whether ``line`` gave no answer: cancelled, cut off, or left waiting."""
+    if isinstance(line, Embedded):
+        return line.cancelled
+    return line.cancelled or line.cut or (isinstance(line, Decided) and line.waited)
+
+
+def _worker(line: Recorded | Embedded | Decided) -> str | None:
+    return None if isinstance(line, Embedded) else line.worker
 
 
 def run_stopping(writer: object) -> bool:

@@ -69,14 +69,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import msgspec
 
 from runtime.errors import CassetteMismatch
 from runtime.model import ModelRequest
 from runtime.models.cassette_cuts import Cuts, cutting
-from runtime.models.cassette_held import Held
+from runtime.models.cassette_held import Held, later_life
 from runtime.models.cassette_keys import (
     CWD,
     RUN,
@@ -321,7 +321,7 @@ class Cassette:
                 f"its ask of the approver on {asked}",
                 (worker, decision_key(tool, arguments)),
             )
-            later = self._later(self._by_call.get(key, []), case, worker)
+            later = later_life(self._by_call.get(key, []), self._given, case, worker)
             found = await self._held.hold(
                 tool, what, worker=worker, case=case, instead=later, kind="decision"
             )
@@ -399,7 +399,9 @@ class Cassette:
                 cancelled it, and no later life answered it, naming the worker and the
                 call.
         """
-        later = self._later(self._by_key.get((model, request_key(request)), []), case, worker)
+        later = later_life(
+            self._by_key.get((model, request_key(request)), []), self._given, case, worker
+        )
         what = f"its call of turn {request.turn}"
         found = await self._held.hold(model, what, worker=worker, case=case, instead=later)
         return self._as_asked(found, request)
@@ -408,41 +410,17 @@ class Cassette:
         self, call: Embedded, *, worker: str | None, case: str | None
     ) -> Embedded:
         """:meth:`cancelled_off`, for a memory's embeddings ``call``."""
-        later = self._later(
-            self._by_texts.get((call.embeddings, texts_key(call.texts)), []), case, worker
+        later = later_life(
+            self._by_texts.get((call.embeddings, texts_key(call.texts)), []),
+            self._given,
+            case,
+            worker,
         )
         text = call.texts[0] if call.texts else ""
         what = f"its call for {len(call.texts)} texts ({text[:40]!r} first)"
         return await self._held.hold(
             call.embeddings, what, worker=worker, case=case, instead=later, kind="embeddings"
         )
-
-    def _later(
-        self, found: Sequence[_Given], case: str | None, worker: str | None
-    ) -> Callable[[], _Given | None]:
-        """What gives, of ``found`` (lines of one key), one a later life of its run
-        answered (not cancelled, cut off nor left waiting): the case's and worker's
-        first, one not given first; None: none was."""
-
-        def later() -> _Given | None:
-            made = [
-                line
-                for line in found
-                if not (
-                    line.cancelled or getattr(line, "cut", False) or getattr(line, "waited", False)
-                )
-            ]
-            fresh = [line for line in made if id(line) not in self._given] or made
-            best = max(
-                fresh,
-                key=lambda line: (line.case == case, getattr(line, "worker", worker) == worker),
-                default=None,
-            )
-            if best is not None:
-                self._given.add(id(best))
-            return best
-
-        return later
 
     async def cut_off(
         self,
@@ -526,9 +504,6 @@ class Cassette:
         nearest = max(pool, key=nearness)
         where = f" (recorded for worker {nearest.worker!r})" if nearest.worker else ""
         return first_difference(canonical(nearest.request), asked) + where
-
-
-_Given = TypeVar("_Given", Recorded, Embedded, Decided)
 
 
 def _search_key(namespace: str, query: str, k: int) -> str:
