@@ -298,11 +298,12 @@ _LLAMA_FIELDS = frozenset({"path", "parallel", "context", "threads", "seed"})
 
 
 def _http_url(url: str | None) -> str | None:
-    """``url``, if an endpoint can be reached at it (as the adapters decide when made)."""
+    """``url``, if an endpoint can be reached at it (as the adapters decide when made),
+    as it is sent: without the spaces at its ends."""
     problem = http_url_problem(url, "base_url") if url else None
     if problem is not None:
         raise ValueError(problem)
-    return url
+    return url.strip() if url else url
 
 
 def _input_priced(price: Any) -> Any:

@@ -177,7 +177,9 @@ class OpenAIEndpoint(abc.ABC):
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.settings = dict(settings or {})
-        self._sdk_settings, self._extra_body = split_settings(self.settings, self.api)
+        self._sdk_settings, self._extra_body = split_settings(
+            self.settings, self.api, f"model {model!r}"
+        )
         self._given = client.with_options(max_retries=0) if client is not None else None
         # An httpx client serves the event loop it first ran on: one client per loop,
         # closed as its loop shuts down (with what closes it) and dropped once it is.
@@ -215,6 +217,10 @@ class OpenAIEndpoint(abc.ABC):
         if problem is not None:
             given = "" if base_url else " (from OPENAI_BASE_URL)"
             raise ConfigError(masked(f"model {model!r}: {problem}{given}"))
+        # Sent as it was checked: without the spaces at its ends (else a space before
+        # it is a URL with no scheme, one after it a path the server does not serve).
+        self._base_url = self._base_url.strip() if self._base_url else None
+        self.base_url = self.base_url.strip() if self.base_url else None
         for value in self._sdk_settings.get("extra_headers", {}).values():
             add_header(value, owner=self)
         # A key an endpoint takes in its URL (Gemini's ?key=, Azure's ?api-key=).

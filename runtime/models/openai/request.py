@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from runtime.config.endpoints import header_value_problem, unsendable
+from runtime.config.endpoints import header_name_problem, header_value_problem, unsendable
 from runtime.errors import ConfigError, ConfigErrors, kind_of
 from runtime.messages import (
     AssistantMessage,
@@ -105,8 +105,10 @@ def settings_problems(
 ) -> list[tuple[SettingsPath, str]]:
     """Every problem of a model's settings for ``api``, each where it is: a field Honeycomb sets
     itself, or a setting of the SDK whose type Honeycomb knows (``extra_headers``,
-    ``extra_query``, ``extra_body``) of another shape, which would fail every call.
-    A message never shows a header's name or value: headers hold secrets."""
+    ``extra_query``, ``extra_body``) of another shape, or a header no HTTP client can
+    send (its name or its value), which would fail every call. A message never shows
+    a header's value, nor its name past the character that keeps it from being sent
+    (:func:`~runtime.config.endpoints.header_name_problem`): headers hold secrets."""
     reserved = _RESERVED[api]
     problems: list[tuple[SettingsPath, str]] = [
         (
@@ -138,6 +140,8 @@ def settings_problems(
         for name, value in headers.items():
             if not isinstance(name, str):
                 problems.append((("extra_headers", name), "the name of a header must be text"))
+            elif (problem := header_name_problem(name)) is not None:
+                problems.append((("extra_headers", name), problem))
             elif not isinstance(value, _SCALARS):
                 problems.append(
                     (
@@ -177,15 +181,17 @@ def settings_problems(
     return problems
 
 
-def check_settings(settings: Mapping[str, Any], api: Api = "chat") -> None:
-    """Raise if a model's settings have any of the :func:`settings_problems`.
+def check_settings(settings: Mapping[str, Any], api: Api = "chat", what: str | None = None) -> None:
+    """Raise if a model's settings have any of the :func:`settings_problems`; each
+    error says whose they are, ``what`` (``model 'gpt-4o'``), when given.
 
     Raises:
         ConfigError: naming the setting (only up to ``extra_headers``: headers hold
             secrets), or ConfigErrors (a ConfigError) for several.
     """
+    whose = f"{what}: " if what else ""
     errors = [
-        ConfigError(message, field=_field(where))
+        ConfigError(whose + message, field=_field(where))
         for where, message in settings_problems(settings, api)
     ]
     if len(errors) == 1:
@@ -225,16 +231,16 @@ def sdk_parameters(api: Api = "chat") -> frozenset[str]:
 
 
 def split_settings(
-    settings: Mapping[str, Any], api: Api = "chat"
+    settings: Mapping[str, Any], api: Api = "chat", what: str | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``settings`` as ``(SDK parameters, extra_body)``: keys the SDK does not name
     (``top_k``, ``min_p``, ``repetition_penalty`` for vLLM, llama.cpp, Ollama) go in the
     request body through ``extra_body``, merged with the settings' own ``extra_body``.
 
     Raises:
-        ConfigError: see :func:`check_settings`.
+        ConfigError: see :func:`check_settings` (``what``: whose settings they are).
     """
-    check_settings(settings, api)
+    check_settings(settings, api, what)
     known = sdk_parameters(api)
     sdk = {k: v for k, v in settings.items() if k in known and k != "extra_body"}
     if "extra_headers" in sdk:

@@ -47,6 +47,9 @@ SHAPES = {
     "a header value": f"    settings: {{extra_headers: {{Authorization: [Bearer {KEY}]}}}}\n",
     "headers as a list": f"    settings:\n      extra_headers: [{KEY}]\n",
     "a header line broken": f'    settings:\n      extra_headers:\n        X-Key: "{KEY}\n',
+    "a header's line as its name": (
+        f'    settings: {{extra_headers: {{"Authorization: Bearer {KEY}": yes}}}}\n'
+    ),
     "a query key's alias": f"    settings: {{extra_query: {{key: &k {KEY}}}}}\n    timeout: *k\n",
     "models as a list": None,
 }
@@ -371,3 +374,25 @@ def test_a_header_read_with_the_end_of_its_line_is_told_at_its_line(
     assert f"{path}:8:3: mcp_servers.web: MCP server 'web': {told}" in out
     assert_hidden(out)
     assert "X-Team-Token" not in out
+
+
+def test_a_header_name_no_request_can_carry_is_told_at_its_line(tmp_path: Path) -> None:
+    """A model's header written with its colon, a space or a letter that is not ASCII in
+    its name passed validate, and every call failed in httpx's words ('Illegal header
+    name', or a UnicodeEncodeError), which quoted the name, a token written after it
+    too. It is an error at its line, showing the name up to that character alone."""
+    path = tmp_path / "hive.yaml"
+    headers = f'{{"Authorization: Bearer {KEY}": yes, X-Tëam: bees}}'
+    body = f"    settings: {{extra_headers: {headers}}}\n"
+    path.write_text(HEAD + body + TAIL.replace("max_turns: 0", "max_turns: 1"))
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    told = [(e.line, e.field, e.message) for e in caught.value.errors]
+    holds = "a name is letters, digits and !#$%&'*+-.^_`|~ alone"
+    assert told == [
+        (6, "models.gpt.settings.extra_headers", f"a header's name holds ':' after "
+         f"'Authorization': {holds}"),
+        (6, "models.gpt.settings.extra_headers", f"a header's name holds 'ë' after 'X-T': {holds}"),
+    ]  # fmt: skip
+    for each in chain(caught.value):
+        assert_hidden(str(each))

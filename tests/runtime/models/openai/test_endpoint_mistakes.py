@@ -22,7 +22,7 @@ from runtime import (
 )
 from runtime.models.openai.endpoint import OpenAIEndpoint
 from runtime.models.openai.responses import OpenAIResponsesModel
-from tests.support.openai_server import OpenAIServer, Raw, RecordedRequest
+from tests.support.openai_server import OpenAIServer, Raw, RecordedRequest, text
 
 REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
 ONCE = RetryPolicy(attempts=1)
@@ -250,6 +250,28 @@ def test_a_base_url_without_a_scheme_is_refused_when_the_model_is_made(
     # A client given has a URL of its own, which the calls go to.
     client = openai.AsyncOpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
     assert OpenAIResponsesModel("gpt-test", client=client).base_url == "ftp://127.0.0.1/v1"
+
+
+@pytest.mark.parametrize("api", ADAPTERS)
+@pytest.mark.parametrize("spaced", ["before", "after"])
+async def test_a_base_url_with_a_space_at_an_end_is_sent_as_it_was_checked(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, api: str, spaced: str
+) -> None:
+    """Its check read it stripped, and it was sent as written: a space before it failed
+    every call as 'Request URL is missing an 'http://' or 'https://' protocol', one
+    after it as a 404 for a path ending in '%20'. It is sent stripped, from
+    OPENAI_BASE_URL too."""
+    written = f" {openai_server.base_url}" if spaced == "before" else f"{openai_server.base_url} "
+    openai_server.default = text("fine")
+    given = ADAPTERS[api]("gpt-test", base_url=written, retry=ONCE)
+    monkeypatch.setenv("OPENAI_BASE_URL", written)
+    read = ADAPTERS[api]("gpt-test", api_key="sk-test", retry=ONCE)
+    for model in (given, read):
+        answer = await model.complete(REQUEST)
+        await model.client.close()
+        assert answer.message.content == "fine"
+        assert model.base_url == openai_server.base_url
+    assert [r.path for r in openai_server.requests] == [f"/v1{PATHS[api]}"] * 2
 
 
 async def test_a_refused_connection_says_why() -> None:

@@ -324,6 +324,32 @@ def test_headers_or_query_of_the_wrong_shape_are_a_config_error_at_once(
     assert caught.value.field == field
 
 
+HEADER_TOKEN = "sk-header-0123456789"
+
+
+@pytest.mark.parametrize(
+    ("name", "told"),
+    [
+        ("Authorization:", "holds ':' after 'Authorization'"),
+        (f"Authorization: Bearer {HEADER_TOKEN}", "holds ':' after 'Authorization'"),
+        ("X Team", "holds ' ' after 'X'"),
+        ("X-Tëam", "holds 'ë' after 'X-T'"),
+        ("", "is empty"),
+    ],
+)
+def test_a_header_name_no_request_can_carry_is_refused_naming_the_model(
+    name: str, told: str
+) -> None:
+    """Such a name was taken, and every call failed in httpx's words: 'Illegal header
+    name' (quoting the name, a token written in it too), or a bare UnicodeEncodeError."""
+    settings = {"extra_headers": {name: f"Bearer {HEADER_TOKEN}"}}
+    with pytest.raises(ConfigError) as caught:
+        OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1", settings=settings)
+    assert caught.value.field == "settings.extra_headers"
+    assert f"model 'gpt-test': a header's name {told}" in str(caught.value)
+    assert HEADER_TOKEN not in str(caught.value)
+
+
 def test_every_setting_honeycomb_sets_is_reported_at_once() -> None:
     with pytest.raises(ConfigErrors) as caught:
         OpenAIModel("m", base_url="http://127.0.0.1:9/v1", settings={"stream": 1, "tools": 2})
