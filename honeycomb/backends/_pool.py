@@ -22,6 +22,7 @@ class Actor:
     installing: dict[str, asyncio.Future[None]] = field(default_factory=dict)
     running: int = 0
     dead: bool = False
+    stopped: bool = False  # killed by its pool's stop()
     channel: Channel | None = None
     idle: bool = False  # it ran workers, and runs none now: it may have died unseen
     checked: asyncio.Future[bool] | None = None  # whether it answers, once idle

@@ -258,6 +258,7 @@ class RayBackend:
         pool, self._pool = self._pool, None
         free_room(self)
         for actor in pool or []:
+            actor.stopped = True  # what a worker lost with it is told
             with contextlib.suppress(Exception):
                 ray.kill(actor.handle)
 
@@ -398,7 +399,7 @@ class RayBackend:
                             limit = self.max_actor_deaths if stored else None
                             lost = WorkerLost(
                                 worker.name,
-                                _reason(exc),
+                                _reason(exc, actor),
                                 role=worker.role.name,
                                 deaths=deaths,
                                 tools=running,
@@ -541,6 +542,10 @@ def _unsent(worker: Worker, exc: Exception) -> HoneycombError:
     return RemoteFailure(f"{type(exc).__name__}: {exc}")
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, actor: Actor) -> str:
+    """Why ``actor`` died: its pool was stopped, or what Ray said (it cannot tell a
+    ``ray.kill`` of ours from any other death: "died unexpectedly")."""
+    if actor.stopped:
+        return "its pool was stopped (RayBackend.stop()) as it ran"
     first = str(exc).strip().splitlines()
     return first[0] if first else type(exc).__name__

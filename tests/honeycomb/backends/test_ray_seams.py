@@ -625,7 +625,8 @@ async def test_a_stored_runs_worker_whose_pool_is_stopped_under_it_goes_on_in_a_
 ) -> None:
     # Its actor killed by stop(), it was to go on in another from its last checkpoint,
     # and found no pool: the run failed with a bare AssertionError. A worker started
-    # after stop() makes a new pool; one that goes on does too.
+    # after stop() makes a new pool; one that goes on does too. One with no store is
+    # lost, and told so: its actor "died unexpectedly", Ray said, as if it crashed.
     pool = RayBackend(actors=1, actor_cpus=0)
     role = Role(name="r", tools=(f"{TOOLS}:echo",))
 
@@ -640,11 +641,18 @@ async def test_a_stored_runs_worker_whose_pool_is_stopped_under_it_goes_on_in_a_
         [role], FunctionModel(scripted), aggregator="concat", backend=pool,
         store=tmp_path / "runs.db",
     )  # fmt: skip
+    unkept = Executor([role], FunctionModel(scripted), aggregator="concat", backend=pool)
     calls = json.dumps({"turns": [[["echo", {"text": "done", "delay": 0.5}]]]})
     try:
         result = await ex.run("t", subtasks=[("r", calls)], on_event=[stop_as_its_tool_runs])
+        stopped.clear()
+        with pytest.raises(RunFailed) as caught:
+            await unkept.run("t", subtasks=[("r", calls)], on_event=[stop_as_its_tool_runs])
     finally:
         pool.stop()
-    assert stopped  # (its first life's call)
     assert result.status == "ok"
     assert result.subtasks["s1"].text == "done"
+    assert (
+        "worker 's1' was lost with its Ray actor, while it ran tool 'echo' (its pool was "
+        "stopped (RayBackend.stop()) as it ran)"
+    ) in str(caught.value)
