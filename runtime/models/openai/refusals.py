@@ -52,16 +52,21 @@ _API_PATHS = ("/chat/completions", "/completions", "/responses", "/embeddings")
 
 
 def not_served(url: str, base_url: str | None) -> str:
-    """What a 404 for ``url`` (a path the server does not serve) asks to change."""
+    """What a 404 for ``url`` (a path the server does not serve) asks to change: the
+    ``base_url`` to try keeps its query (``?key=``, which goes with every request) after
+    its path."""
     hint = f"the endpoint serves no POST {url}"
     if base_url is None:
         return hint
-    root = base_url.rstrip("/")
+    whole, mark, query = base_url.partition("#")[0].partition("?")
+    root, query = whole.rstrip("/"), mark + query
     for path in _API_PATHS:
         if root.endswith(path):
-            return f"{hint}: base_url ends with the API's path; try {root.removesuffix(path)!r}"
+            tried = root.removesuffix(path) + query
+            return f"{hint}: base_url ends with the API's path; try {tried!r}"
     if not re.search(r"/v\d", root.partition("://")[2]):
-        return f"{hint}: most OpenAI-compatible servers answer under /v1; try {root + '/v1'!r}"
+        tried = root + "/v1" + query
+        return f"{hint}: most OpenAI-compatible servers answer under /v1; try {tried!r}"
     if url.endswith("/responses"):
         return (
             f"{hint}: a server that does not serve OpenAI's Responses API answers so; try "

@@ -75,6 +75,23 @@ async def test_a_base_url_with_the_apis_path_is_told_to_drop_it(
     assert f"try '{openai_server.base_url}'" in str(error)
 
 
+@pytest.mark.parametrize("mistake", ["no /v1", "the API's path"])
+async def test_the_base_url_to_try_keeps_its_query_after_its_path(
+    openai_server: OpenAIServer, mistake: str
+) -> None:
+    """A key taken in the query (``?key=``) was kept before the path the hint added
+    ('try 'http://host/?key=K/v1''), and the API's path written before a query was
+    not seen as such."""
+    key = "AIzaSyHintKey0123456789"
+    root = openai_server.base_url.removesuffix("/v1")
+    written = f"{root}/" if mistake == "no /v1" else f"{openai_server.base_url}/chat/completions"
+    error = await failed(OpenAIModel("gpt-test", base_url=f"{written}?key={key}", retry=ONCE))
+
+    assert isinstance(error, ModelHTTPError)
+    assert f"try '{root}/v1?key=[password hidden]')" in str(error)
+    assert key not in str(error)
+
+
 async def test_a_404_about_the_model_names_the_endpoint_asked(
     openai_server: OpenAIServer,
 ) -> None:
