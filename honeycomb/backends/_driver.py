@@ -352,6 +352,9 @@ class Driver:
             if self._calls_told:  # (in this request's own task)
                 once_taken.set(self._ended_calls.append)
             return await cast(Cassette, self.held[key]).answered(model, request, **options)
+        if op == "cassette_cancelled":  # held until the run stops the worker
+            key, model, request = args
+            return await cast(Cassette, self.held[key]).cancelled_off(model, request, **options)
         if op == "cassette_cut":  # held until the run's cut falls here
             key, model, call = args
             await cast(Cassette, self.held[key]).cut_off(model, call, **options)

@@ -197,6 +197,21 @@ class DriverReplay:
         )
         return found
 
+    async def cancelled_off(
+        self, model: str, request: ModelRequest, *, worker: str | None, case: str | None
+    ) -> Recorded:
+        """A call its worker was cancelled in when recorded: held by the driver's
+        cassette until the run stops the worker here (it is cancelled then), or answered
+        there as a later life of its run answered it.
+
+        Raises:
+            CassetteMismatch: when nothing stops it and no later life answered it.
+        """
+        found: Recorded = await at_driver(
+            "cassette_cancelled", self.key, model, request, worker=worker, case=case
+        )
+        return found
+
     async def cut_off(
         self, model: str, call: Recorded | None, *, worker: str | None, case: str | None
     ) -> NoReturn:

@@ -13,7 +13,7 @@ import pytest
 
 from honeycomb import ApprovalRequest, Budgets, Decision, Executor, Policy, Role, tool
 from honeycomb.backends import RayBackend
-from honeycomb.errors import BudgetExceeded
+from honeycomb.errors import BudgetExceeded, ModelError, RunFailed
 from honeycomb.evals import Case, evaluate
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel, call
@@ -187,3 +187,37 @@ async def test_a_worker_cut_by_its_own_time_limit_is_cut_alike_replayed_wherever
     # Not kept, s2's call was not on the cassette: it failed on a CassetteMismatch.
     assert await timed_out_on(cassette(cut_short(), replay=tape), backend) == recorded
     assert time.monotonic() - started < 3.0
+
+
+async def test_a_call_its_run_stopped_fails_clearly_replayed_otherwise_wherever_it_runs(
+    tmp_path: Path, backend: RayBackend | None
+) -> None:
+    # Recorded here (s1 failed under fail_fast as s2's call was under way: kept
+    # cancelled), replayed under best_effort, where nothing stops s2: its call fails it
+    # naming the call, on Ray too (where the actor asks the driver's cassette to hold it).
+    tape = tmp_path / "stopped.jsonl"
+
+    async def answer(request: ModelRequest) -> str:
+        if (request.conversation or "").endswith("/s1"):
+            await anyio.sleep(0.2)  # s2's call is under way by then
+            raise ModelError("endpoint down")
+        await anyio.sleep_forever()
+        raise AssertionError("the run stops it")
+
+    recording = Executor(
+        [Role(name="r")], cassette(FunctionModel(answer), record=tape),
+        policy=Policy(failure="fail_fast"),
+    )  # fmt: skip
+    with pytest.raises(RunFailed):
+        await recording.run("t", subtasks=[("r", "one"), ("r", "two")])
+    replaying = Executor(
+        [Role(name="r")], cassette(FunctionModel(answer), replay=tape),
+        policy=Policy(failure="best_effort"), backend=backend,
+    )  # fmt: skip
+    with pytest.raises(RunFailed) as caught:
+        await replaying.run("t", subtasks=[("r", "one"), ("r", "two")])
+    assert caught.value.partial is not None
+    error = caught.value.partial.subtasks["s2"].error
+    assert error is not None
+    assert error.type == "CassetteMismatch"
+    assert "its call of turn 1 was under way when the recorded run cancelled" in error.message
