@@ -65,6 +65,7 @@ def _unanswered(line: Recorded | Embedded | Decided) -> bool:
 
 
 def _worker(line: Recorded | Embedded | Decided) -> str | None:
+    """The worker that asked ``line`` (None: not known, as of embeddings)."""
     return None if isinstance(line, Embedded) else line.worker
 
 
@@ -84,7 +85,8 @@ def root_worker(name: str) -> str:
 
 
 class _Hold:
-    """One call held: its future (never set, but to fail it), and what names it."""
+    """One call held: its future (set only once nothing is left to cancel it: to the
+    answer of a later life, or to fail it), and what names it."""
 
     __slots__ = ("future", "instead", "kind", "model", "what", "worker")
 
@@ -155,8 +157,8 @@ class Held:
         return answered
 
     def _check(self, case: str | None) -> None:
-        """Fail the calls held of ``case``'s run once each worker still running is held
-        and the run is not stopping them."""
+        """Answer the calls held of ``case``'s run as a later life did, or fail them,
+        once each worker still running is held and the run is not stopping them."""
         held = [hold for hold in self._held.get(case, ()) if not hold.future.done()]
         running = {root_worker(name) for name in self._running.get(case, ())}
         roots = {root_worker(hold.worker) for hold in held}
