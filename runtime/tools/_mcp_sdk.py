@@ -42,10 +42,11 @@ _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 (see :func:`_answer_untimed`)."""
 
 _LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=20)
-"""A streamable-HTTP server's connections: one for each call under way, however many
-(the run's limits bound its calls). The client's own limit, 100, had the calls past it
-wait for a connection, and the first that waited out the pool's timeout ended the
-session, with every call under way in it."""
+"""A streamable-HTTP server's connections: one for each call under way (as many as its
+``max_connections`` lets be, see :class:`Session`), its own stream, and the notes of
+calls cancelled. The client's own limit, 100, had the calls past it wait for a
+connection, and the first that waited out the pool's timeout ended the session, with
+every call under way in it."""
 
 _Process = ServerProcess[SessionMessage | Exception, SessionMessage]
 """A stdio server's process, as this module talks to it."""
@@ -85,13 +86,21 @@ class Session:
     """
 
     def __init__(
-        self, server: str, client: Client, process: _Process | None, bound: _Bounded | None
+        self,
+        server: str,
+        client: Client,
+        process: _Process | None,
+        bound: _Bounded | None,
+        connections: int,
     ) -> None:
         self.server = server
         self.tools: tuple[Listed, ...] = ()
         self._client = client
         self._process = process
         self._bound = bound
+        # A streamable-HTTP server's calls under way, each a connection (a file of the
+        # process's): the calls past them wait, with no time limit of their own.
+        self._calls = anyio.CapacityLimiter(connections) if process is None else None
         self._lost = False
         self.errlog = process.said if process is not None else None
 
@@ -140,8 +149,9 @@ class Session:
         answer = _Answer()
         token = _ANSWER.set(answer)  # the SDK sends the call in this context
         try:
-            with ours():
-                result = await self._client.call_tool(tool, arguments)
+            async with self._connection():
+                with ours():
+                    result = await self._client.call_tool(tool, arguments)
         except MCPError as exc:
             if answer.unsent is not None:
                 raise self._unsent(tool, answer.unsent) from exc
@@ -177,6 +187,15 @@ class Session:
             )
         return text
 
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[None]:
+        """A place among a streamable-HTTP server's calls under way, once one is free."""
+        if self._calls is None:
+            yield
+            return
+        async with self._calls:
+            yield
+
     def _unsent(self, tool: str, why: str) -> CallNotSent:
         # Not run: the next call (this one again) is sent in a new session.
         self._lost = True
@@ -204,12 +223,16 @@ async def connect(
     cwd: str | None,
     url: str | None,
     headers: Mapping[str, str],
+    max_connections: int,
     start_timeout: float,
     max_message_mb: float,
 ) -> AsyncIterator[Session]:
     """Start (or reach) a server, list its tools, and yield the live session; the server
     is stopped when the block ends (a stdio server's process with it, whatever ends
     the block). Enter and leave it in one task.
+
+    A streamable-HTTP server has ``max_connections`` calls under way at once: the
+    calls past them wait for a place.
 
     A server that sends a message of more than ``max_message_mb`` megabytes (one that
     never ends) is broken: a stdio server is killed, a streamable-HTTP server's
@@ -260,7 +283,7 @@ async def connect(
             url or "", http_client=http, max_sse_event_size=limit, terminate_on_close=False
         )
     client = Client(transport)
-    session = Session(server, client, process, bound)
+    session = Session(server, client, process, bound, max_connections)
     started = False
     try:
         async with AsyncExitStack() as stack:

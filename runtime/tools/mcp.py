@@ -124,6 +124,9 @@ class McpServer(Settings, frozen=True, kw_only=True):
             hive file).
         url: The endpoint (streamable HTTP).
         headers: Sent with every request (``Authorization``); never shown.
+        max_connections: Calls a streamable-HTTP server has under way at once (each
+            a connection): those past it wait for one to end, however long (None:
+            100).
         start_timeout: Seconds it may take to start and list its tools; a stdio server
             not started by then is killed.
         max_message_mb: Megabytes one message of the server may take (a line of a
@@ -146,6 +149,7 @@ class McpServer(Settings, frozen=True, kw_only=True):
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = msgspec.field(default_factory=dict)
+    max_connections: Annotated[int, Meta(ge=1)] | None = None
     start_timeout: Annotated[float, Meta(gt=0)] = 30.0
     max_message_mb: Annotated[float, Meta(gt=0)] = 64.0
     tools: dict[str, McpToolSettings] = msgspec.field(default_factory=dict)
@@ -164,8 +168,10 @@ class McpServer(Settings, frozen=True, kw_only=True):
             raise ConfigError(f"{where}: its command is empty")
         if self.url is not None and (self.args or self.env or self.cwd is not None):
             raise ConfigError(f"{where}: args, env and cwd are for a stdio server (command)")
-        if self.command is not None and self.headers:
-            raise ConfigError(f"{where}: headers are for a streamable-HTTP server (url)")
+        if self.command is not None and (self.headers or self.max_connections is not None):
+            raise ConfigError(
+                f"{where}: headers and max_connections are for a streamable-HTTP server (url)"
+            )
         problem = http_url_problem(self.url, "url") if self.url is not None else None
         if self.url is not None and problem is None:  # sent as it was checked: stripped
             msgspec.structs.force_setattr(self, "url", self.url.strip())
@@ -193,6 +199,12 @@ class McpServer(Settings, frozen=True, kw_only=True):
         database's ``postgresql://user:PASSWORD@host/db``, ``?token=``); those in its
         ``env`` are its env's secrets (:func:`~runtime.secrets.add_env`)."""
         return url_secrets(" ".join((self.url or "", *self.args)))
+
+
+_CONNECTIONS = 100
+"""Calls a streamable-HTTP server has under way at once, unless its ``max_connections``
+says otherwise: each holds a connection, a file of the process's (a few thousand at
+once ran out of them, and every call under way lost its connection)."""
 
 
 def by_name(servers: Iterable[McpServer]) -> dict[str, McpServer]:
@@ -727,6 +739,7 @@ class McpServers:
                 cwd=server.cwd,
                 url=server.url,
                 headers=server.headers,
+                max_connections=server.max_connections or _CONNECTIONS,
                 start_timeout=server.start_timeout,
                 max_message_mb=server.max_message_mb,
             ) as session:

@@ -668,6 +668,14 @@ async def test_a_password_or_a_token_in_a_server_s_url_is_a_secret() -> None:
         ({"name": 7, "command": "x"}, "McpServer.name: must be of type str (got int)"),
         # It said "Permission denied: ''" as it started.
         ({"name": "t", "command": " "}, "MCP server 't': its command is empty"),
+        (
+            {"name": "t", "command": "x", "max_connections": 4},
+            "MCP server 't': headers and max_connections are for a streamable-HTTP server",
+        ),
+        (
+            {"name": "t", "url": "http://h/mcp", "max_connections": 0},
+            "McpServer.max_connections: must be at least 1 (got 0)",
+        ),
         # A url no request can go to failed as the server started, in httpx's words
         # (UnsupportedProtocol, OverflowError), a password it held shown as written.
         (

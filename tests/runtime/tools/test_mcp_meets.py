@@ -228,21 +228,25 @@ async def test_an_http_call_takes_as_long_as_its_tool_s_time_not_the_connection_
             assert await run.call("h", "slow", {"seconds": 0.6}) == "slept 0.6s"
 
 
-async def test_an_http_server_takes_more_calls_at_once_than_a_connection_pool_holds(
+async def test_an_http_servers_calls_past_its_max_connections_wait_for_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Many workers (or runs of one Executor) calling one streamable-HTTP server: the
-    client's pool held 100 connections, the calls past them waited for one, and the
-    first that waited out the pool's timeout (30 seconds; here half of one) ended the
-    session with all 101 calls under way in it ('lost its connection ... whether the
-    call did anything is unknown'). Each call that is in waits for them all."""
-    monkeypatch.setattr(runtime.tools._mcp_sdk, "_HTTP_TIMEOUT", httpx2.Timeout(30, pool=0.5))
-    count = 101
+    """Many workers (or runs of one Executor) calling one streamable-HTTP server: each
+    call under way held a connection, a file of the process's, and a few thousand at
+    once ran out of them (past `ulimit -n`: every call under way said to have lost its
+    connection, whether it did anything unknown, and the run's one restart of the
+    server spent). The server has its max_connections calls under way at once (here
+    3, never the 4 that would meet); the calls past them wait for one to end, longer
+    than the pool's timeout of a connection (30 seconds; here a tenth of one) that once
+    ended the session, and each has its answer."""
+    monkeypatch.setattr(runtime.tools._mcp_sdk, "_HTTP_TIMEOUT", httpx2.Timeout(30, pool=0.1))
     with http_test_server("s3cret-token") as url:
-        server = McpServer(name="h", url=url, headers={"Authorization": "Bearer s3cret-token"})
+        server = McpServer(
+            name="h", url=url, headers={"Authorization": "Bearer s3cret-token"}, max_connections=3
+        )
         async with running(server) as run, asyncio.TaskGroup() as group:
             calls = [
-                group.create_task(run.call("h", "gather", {"count": count, "limit": 10}))
-                for _ in range(count)
+                group.create_task(run.call("h", "gather", {"count": 4, "limit": 0.3}))
+                for _ in range(7)
             ]
-    assert {call.result() for call in calls} == {f"met {count}"}
+    assert [call.result() for call in calls] == ["alone after 0.3s"] * 7
