@@ -418,11 +418,21 @@ def key_unsendable(what: str, key: str, source: str | None) -> str | None:
 
 
 def key_source(
-    api_key_env: str | None, api_key: str | None, base_url: str | None, *, given: bool
+    api_key_env: str | None,
+    api_key: str | None,
+    base_url: str | None,
+    *,
+    given: bool,
+    sent_to: str | None = None,
 ) -> str | None:
     """Where the key a model's calls send comes from, in words, by what the model was
     given (a client of its own, the variable to read, a key, its ``base_url``); None:
-    nothing gave one, and :data:`NO_KEY` went (a local server takes any)."""
+    nothing gave one, and :data:`NO_KEY` went (a local server takes any). The userinfo
+    of the URL its calls are ``sent_to`` (``http://user:PASSWORD@proxy/v1``) is what
+    goes, whatever else was given: the HTTP client sends it as the request's
+    credentials (``Basic``), in the key's place."""
+    if sent_to is not None and _has_userinfo(sent_to):
+        return "of the base_url's userinfo (sent as Basic credentials, in place of any api_key)"
     if given:
         return "of the client given"
     if api_key_env is not None:
@@ -431,6 +441,11 @@ def key_source(
         return "given as the model's api_key"
     sent = reads_key_variable(api_key, base_url) and os.environ.get(KEY_VARIABLE)
     return f"read from {KEY_VARIABLE}" if sent else None
+
+
+def _has_userinfo(url: str) -> bool:
+    """Whether ``url`` holds a userinfo (``user:password@``, or ``token@``)."""
+    return "@" in urlsplit(url.strip()).netloc
 
 
 def _openais(url: str | None) -> bool:
