@@ -22,6 +22,7 @@ from runtime import (
 )
 from runtime.models.layers import ModelCall
 from runtime.models.layers.budget import spending, unanswered_usage
+from runtime.secrets import masked
 from workers.calls import model_calls
 from workers.guard_specs import GuardCheck
 
@@ -178,7 +179,10 @@ def _conversation(check: GuardCheck, who: str) -> str | None:
 
 
 def _shown(check: GuardCheck) -> str:
-    """What a judge reads of a check."""
+    """What a judge reads of a check, every secret masked: a judge is another model,
+    handed what it checks as a worker's answer is handed on (a tool's result or a
+    server's message may have put a secret in it), and as a person asked to approve
+    a call sees its arguments."""
     if check.kind == "arguments":
-        return f"Tool: {check.tool}\nArguments: {check.text}"
-    return check.text
+        return masked(f"Tool: {check.tool}\nArguments: {check.text}")
+    return masked(check.text)
