@@ -27,6 +27,7 @@ __all__ = [
     "limited",
     "retried",
     "timed_out",
+    "waited",
 ]
 
 
@@ -145,8 +146,9 @@ def timed_out() -> None:
 
 def retried() -> None:
     """The current task's model call is about to send another attempt (its retry
-    policy says so, in a model that tells: :func:`runtime.model.tells_attempts`): a run
-    whose budget is spent sends none.
+    policy says so, in a model that tells: :func:`runtime.model.tells_attempts`), or
+    its first after a wait for room (:func:`waited`): a run whose budget is spent sends
+    none.
 
     Raises:
         BudgetExceeded: when the call's budget is spent (nothing is sent then).
@@ -154,6 +156,18 @@ def retried() -> None:
     call = attempting.get()
     if call is not None:
         call.retried()
+
+
+def waited() -> None:
+    """The current task's model call has room to send an attempt, after a wait for it
+    (a slot of the run's ``model_concurrency``, a start of its rate limiter): the calls
+    that went first may have spent the budget meanwhile, and a call counted before its
+    wait is not sent past it (as a retry is not: :func:`retried`).
+
+    Raises:
+        BudgetExceeded: when the call's budget is spent (nothing is sent then).
+    """
+    retried()
 
 
 class _Spent:
@@ -419,7 +433,11 @@ class Slots(Protocol):
 
 
 class LimitedModel(WrapperModel):
-    """A model whose calls in flight are bounded by slots shared with other models."""
+    """A model whose calls in flight are bounded by slots shared with other models. A
+    call that has its slot is sent only while its budget holds (:func:`waited`): the
+    calls that held the slots before it may have spent it."""
+
+    tells_attempts = True  # its calls, once they have a slot (runtime.model.tells_attempts)
 
     def __init__(self, inner: Model, limiter: Slots) -> None:
         super().__init__(inner)
@@ -427,10 +445,12 @@ class LimitedModel(WrapperModel):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         async with self.limiter:
+            waited()
             return await self.inner.complete(request)
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
         async with self.limiter:
+            waited()
             return await call_model(self.inner, request, on_text)
 
 

@@ -65,6 +65,7 @@ from contextvars import ContextVar
 
 from runtime.concurrency import OneLoop, PerLoop
 from runtime.errors import ModelHTTPError, RetryAfterPastDeadline
+from runtime.limits.budget import waited
 from runtime.limits.pacing import Pacer, QuotaPace
 from runtime.limits.quota import QuotaLeft, quota_from_headers
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
@@ -275,7 +276,13 @@ class AdaptiveLimiter:
 
     async def _acquire(self, loop: asyncio.AbstractEventLoop) -> int:
         """Take a slot (first come, first served), then sit out any cool-down, and
-        wait for this attempt's paced start."""
+        wait for this attempt's paced start; then check the budget of its model call
+        (:func:`~runtime.limits.budget.waited`).
+
+        Raises:
+            BudgetExceeded: when the model call's budget was spent meanwhile (the
+                slot is given back, nothing is sent).
+        """
         if not self._in_flight and not self._waiters:
             self._leave_out_idle_time()
         if self._in_flight < self._limit and not self._waiters:
@@ -301,6 +308,7 @@ class AdaptiveLimiter:
                 await self._pace()
                 if self._cool_until <= self._now():
                     break
+            waited()  # the calls that went first may have spent its budget meanwhile
         except BaseException:
             self._release(loop)
             raise
@@ -454,6 +462,8 @@ class RateLimitedModel(WrapperModel):
     Put it inside a :class:`~runtime.RetryingModel` so that each retry passes through
     the limiter too; share one limiter between the models of one endpoint.
     """
+
+    tells_attempts = True  # its calls, once they have their start (runtime.model.tells_attempts)
 
     def __init__(self, inner: Model, limiter: AdaptiveLimiter | None = None) -> None:
         super().__init__(inner)

@@ -66,8 +66,9 @@ class ModelLayer:
         model's retries go on (or the call fails): :attr:`ModelCall.timeouts` counts it."""
 
     def retried(self, call: ModelCall) -> None:
-        """Another attempt of the call is about to be sent. Raise to send none (the
-        call fails with the error)."""
+        """Another attempt of the call is about to be sent, or its first once it had
+        room (a slot, its rate limiter's start). Raise to send none (the call fails
+        with the error)."""
 
 
 class CallSite(Protocol):

@@ -16,6 +16,7 @@ from honeycomb.run.events import RunFinished
 from honeycomb.testing import FunctionModel, call
 from runtime import ModelRequest, ModelResponse, ToolCall
 from runtime.events import ModelCallFinished
+from runtime.limits import AdaptiveLimiter, RateLimitedModel
 from runtime.model import TextSink
 from runtime.models.pricing import Price, PricedModel
 
@@ -107,6 +108,40 @@ async def test_no_call_starts_once_the_calls_under_way_passed_a_limit() -> None:
     assert partial.usage.model_calls == WORKERS  # each worker's first turn, no second
     assert looked == []  # no turn of tool calls after the limit was passed either
     assert {s.status for s in partial.subtasks.values()} == {"over_budget"}
+
+
+def one_at_a_time(room: str) -> tuple[Executor, FunctionModel]:
+    """Eight workers whose calls wait their turn for room to be sent: a slot of the
+    run's ``model_concurrency``, or a start of their model's rate limiter."""
+    sent = FunctionModel(think)
+    if room == "model_concurrency":
+        return Executor(
+            [Role(name="w")],
+            PricedModel(sent, PRICE),
+            aggregator="concat",
+            policy=Policy(model_concurrency=1, budgets=Budgets(cost=0.1)),
+        ), sent
+    limited = RateLimitedModel(PricedModel(sent, PRICE), AdaptiveLimiter(1, min_concurrency=1))
+    return Executor(
+        [Role(name="w")], limited, aggregator="concat", policy=Policy(budgets=Budgets(cost=0.1))
+    ), sent
+
+
+@pytest.mark.parametrize("room", ["model_concurrency", "rate limiter"])
+async def test_a_call_that_waited_for_room_is_not_sent_once_the_calls_before_it_spent_the_budget(
+    room: str,
+) -> None:
+    executor, sent = one_at_a_time(room)
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("t", subtasks=SUBTASKS)
+    # Each answer costs $0.068: the second passes $0.1, and the six calls that waited
+    # behind them are not sent (all eight were, one after another, past the budget).
+    assert len(sent.requests) == 2
+    partial = caught.value.partial
+    assert partial is not None
+    assert [s.status for s in partial.subtasks.values()] == ["ok"] * 2 + ["over_budget"] * 6
+    assert caught.value.limit == "cost"
+    assert caught.value.used == pytest.approx(partial.usage.cost) == pytest.approx(0.136)
 
 
 def blocked_tools() -> tuple[Executor, list[int]]:
