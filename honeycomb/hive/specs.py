@@ -25,7 +25,7 @@ from honeycomb.hive.paths import beside, home_known
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
 from runtime import JsonToolModel, Model, Price, PricedModel, TextToolModel
-from runtime.config.endpoints import http_url_problem, unsendable
+from runtime.config.endpoints import endpoint_secrets, http_url_problem, unsendable
 from runtime.config.stores import is_url, store_problem
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.openai.request import (
@@ -92,6 +92,11 @@ class _HidesSecrets(BaseModel):
 
 def _url_secrets(url: str | None) -> dict[str, str]:
     return dict.fromkeys(url_secrets(url or ""), "password")
+
+
+def _endpoint_secrets(url: str | None) -> dict[str, str]:
+    """Those of an endpoint's ``base_url`` (:func:`~runtime.config.endpoints.endpoint_secrets`)."""
+    return dict.fromkeys(endpoint_secrets(url or ""), "password")
 
 
 def _key_as_sent(cls: type[BaseModel], key: SecretStr | None) -> SecretStr | None:
@@ -180,7 +185,7 @@ class ModelSpec(_HidesSecrets):
 
     def _secrets(self) -> dict[str, str]:
         """Those of its ``base_url``, its ``extra_headers`` and its ``extra_query``."""
-        hidden = _url_secrets(self.base_url)
+        hidden = _endpoint_secrets(self.base_url)
         for value in self.settings.get("extra_headers", {}).values():
             hidden |= dict.fromkeys(header_secrets(str(value)), "header")
         for name, value in self.settings.get("extra_query", {}).items():
@@ -339,7 +344,7 @@ class EmbeddingsSpec(_HidesSecrets):
 
     def _secrets(self) -> dict[str, str]:
         """Those of its ``base_url``."""
-        return _url_secrets(self.base_url)
+        return _endpoint_secrets(self.base_url)
 
     def missing_key(self, key_env: str | None = None) -> str | None:
         """Why its calls would fail for want of an API key, if they would, as a

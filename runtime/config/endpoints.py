@@ -5,12 +5,14 @@ them."""
 
 from __future__ import annotations
 
+import base64
 import re
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from runtime.secrets import masked_with, url_secrets
 
 __all__ = [
+    "endpoint_secrets",
     "header_name_problem",
     "header_value_problem",
     "http_url_problem",
@@ -45,11 +47,35 @@ def http_url_problem(url: str, field: str) -> str | None:
 
 
 def shown_url(url: str) -> str:
-    """``url`` as an error quotes it: without the password of its userinfo or the keys
-    of its query (:func:`~runtime.secrets.url_secrets`), as those of the URL it would
-    be with ``http://`` where it has no scheme (``user:PASSWORD@host/v1``)."""
+    """``url`` as an error quotes it: without its :func:`endpoint_secrets`, as those of
+    the URL it would be with ``http://`` where it has no scheme
+    (``user:PASSWORD@host/v1``)."""
     whole = url if "://" in url else "http://" + url.strip().lstrip("/")
-    return masked_with(url, dict.fromkeys(url_secrets(whole), "password"))
+    return masked_with(url, dict.fromkeys(endpoint_secrets(whole), "password"))
+
+
+def endpoint_secrets(urls: str) -> list[str]:
+    """The secrets of the HTTP endpoints' URLs in ``urls``: the password of their
+    userinfo and the keys of their query (:func:`~runtime.secrets.url_secrets`), and a
+    userinfo with no password (a token written as its user, ``https://TOKEN@host/v1``),
+    which an HTTP client sends as the request's credentials as it sends a password
+    (``Basic``, the base64 of ``TOKEN:``)."""
+    found = url_secrets(urls)
+    for url in urls.split():
+        user = _lone_user(url)
+        if user:
+            plain = f"{unquote(user)}:".encode()
+            found += [user, unquote(user), base64.b64encode(plain).decode("ascii")]
+    return list(dict.fromkeys(found))
+
+
+def _lone_user(url: str) -> str | None:
+    """The userinfo of ``url`` when it has no password (``TOKEN`` of
+    ``https://TOKEN@host``); None when it has one, or none."""
+    _, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    users, at, _ = authority.rpartition("@")
+    return users if sep and at and users and ":" not in users else None
 
 
 def unsendable(value: str) -> str | None:

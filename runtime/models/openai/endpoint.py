@@ -38,7 +38,7 @@ from msgspec.structs import replace
 
 from runtime import logs
 from runtime.concurrency import TimedOut, closed_with_loop, within
-from runtime.config.endpoints import http_url_problem
+from runtime.config.endpoints import endpoint_secrets, http_url_problem
 from runtime.errors import (
     ConfigError,
     ModelConnectionError,
@@ -98,7 +98,6 @@ from runtime.secrets import (
     mask_error,
     masked,
     shows_secret,
-    url_secrets,
 )
 
 __all__ = ["OpenAIEndpoint", "OutputMode"]
@@ -209,7 +208,7 @@ class OpenAIEndpoint(abc.ABC):
         add_secret(self._key_read() or client_key, _KEY, owner=self)
         # http://user:PASSWORD@host/v1, given or in the URL of the client given.
         urls = f"{self.base_url or ''} {client.base_url if client is not None else ''}"
-        for secret in url_secrets(urls):
+        for secret in endpoint_secrets(urls):
             add_secret(secret, "password", owner=self)
         # The URL calls go to (a client given has its own).
         sent_to = self.base_url if client is None else None

@@ -241,14 +241,15 @@ async def test_the_keys_of_models_others_stand_in_for_are_masked(
 def test_a_hives_spec_shows_no_secret_in_its_repr(tmp_path: Path) -> None:
     """``print(hive.spec)`` while debugging: the api_key was masked (a SecretStr), but
     the password and key of a base_url, the values of extra_headers and the key of
-    extra_query, and a store URL's password were shown as written."""
+    extra_query, and a store URL's password were shown as written; so was a token
+    written as a base_url's user, which the HTTP client sends as a password."""
     path = tmp_path / "hive.yaml"
     path.write_text(
         "models:\n  gpt:\n    model: gpt-4o\n"
         f"    base_url: http://u:{PASSWORD}@127.0.0.1:9/v1?key={ENV_KEY}\n"
         f"    settings: {{extra_query: {{key: {KEY}}}, extra_headers: {{X-A: Bearer {DIGITS}}}}}\n"
         "memory:\n  embeddings:\n    model: e\n"
-        f"    base_url: http://u:{PASSWORD}x@127.0.0.1:9/v1\n"
+        f"    base_url: http://{PASSWORD}x@127.0.0.1:9/v1\n"
         f"store: postgresql://app:{PASSWORD}y@127.0.0.1:9/db\n"
         "roles:\n  writer: {description: Writes.}\n"
     )

@@ -347,6 +347,27 @@ async def test_no_error_behind_a_models_error_keeps_a_key_in_its_url(
         behind = behind.__cause__ or behind.__context__
 
 
+async def test_a_token_written_as_a_base_urls_user_is_a_secret(
+    openai_server: OpenAIServer,
+) -> None:
+    """``https://TOKEN@host/v1``: the HTTP client sends the token as the request's
+    credentials (``Basic``, the base64 of ``TOKEN:``), as it sends a password; the
+    model's repr and errors showed it, and an endpoint echoing the header its base64."""
+    token = "tok-written-as-user-0123456789"
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = f"http://{token}@127.0.0.1:{unused.getsockname()[1]}/v1"
+    openai_server.default = lambda request: Raw(400, f"sent {request.headers['authorization']}")
+    base_url = openai_server.base_url.replace("http://", f"http://{token}@")
+    echoed = await failed(OpenAIModel("gpt-test", base_url=base_url, retry=ONCE))
+    refused = await failed(OpenAIModel("gpt-test", base_url=closed, retry=ONCE))
+
+    assert "sent Basic [password hidden]" in str(echoed)
+    assert "(http://[password hidden]@127.0.0.1:" in str(refused)
+    assert "[password hidden]@" in repr(OpenAIModel("gpt-test", base_url=base_url))
+    assert token not in f"{echoed} {refused}"
+
+
 @pytest.mark.parametrize("api", ADAPTERS)
 async def test_a_key_given_as_a_query_parameter_is_a_secret(
     openai_server: OpenAIServer, api: str
