@@ -10,6 +10,7 @@ from honeycomb.run.events import (
     AggregationStarted,
     PlanReady,
     PlanRepaired,
+    RoleToolsMissing,
     RoundPlanned,
     RoundStarted,
     RunFinished,
@@ -42,6 +43,9 @@ def describe(event: Event) -> str:
     if isinstance(event, PlanRepaired):  # a warning: what the planner wrote was changed
         which = "plan" if event.round == 1 else f"round {event.round}"
         return f"{which} repaired, dependencies dropped: {'; '.join(event.dropped)}"
+    if isinstance(event, RoleToolsMissing):  # a warning: the planner plans without them
+        which = "the planner" if event.round == 1 else f"the lead (round {event.round})"
+        return f"{which} sees {event.role} without its tools: {short_error(event.error)}"
     if isinstance(event, RoundStarted):
         return f"round {event.round}: the lead reads the results so far"
     if isinstance(event, RoundPlanned):

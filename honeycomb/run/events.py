@@ -18,6 +18,7 @@ __all__ = [
     "AggregationStarted",
     "PlanReady",
     "PlanRepaired",
+    "RoleToolsMissing",
     "RoundPlanned",
     "RoundStarted",
     "RunFinished",
@@ -52,6 +53,18 @@ class PlanRepaired(Event, frozen=True, kw_only=True):
     kind: ClassVar[str] = "run.plan_repaired"
     round: int
     dropped: tuple[str, ...]
+
+
+class RoleToolsMissing(Event, frozen=True, kw_only=True):
+    """A warning: the planner was shown role ``role`` without tools it could not be
+    given (``error``: why, such as its MCP server that did not start), as it planned
+    round ``round``: a subtask it gives the role fails saying so, and a plan without
+    the role says nothing of it."""
+
+    kind: ClassVar[str] = "run.role_tools_missing"
+    round: int
+    role: str
+    error: str
 
 
 class RoundStarted(Event, frozen=True, kw_only=True):

@@ -36,7 +36,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 from pydantic import ValidationError
 
 from honeycomb.run.context import RunContext, with_default_instructions
-from honeycomb.run.events import PlanRepaired
+from honeycomb.run.events import PlanRepaired, RoleToolsMissing
 from honeycomb.run.handing import fitted_results
 from honeycomb.run.phase_workers import run_phase_worker
 from honeycomb.run.plan import (
@@ -212,7 +212,7 @@ class RolePlanner:
         return f"RolePlanner({self.role!r}, rounds={self.rounds}{chosen})"
 
     async def plan(self, task: str, context: RunContext) -> Plan:
-        prompt, names = await self._catalog(task, context)
+        prompt, names = await self._catalog(task, context, round=1)
         room = context.policy.max_subtasks
         return await self._ask(
             lambda problems: _retry(prompt, problems),
@@ -233,7 +233,7 @@ class RolePlanner:
         room: int,
         context: RunContext,
     ) -> Plan:
-        planned, names = await self._catalog(task, context)
+        planned, names = await self._catalog(task, context, round=round)
         entries = [_result_entry(r) for r in results]
         ids = subtask_ids(room, plan.ids)
         lead = with_default_instructions(context.roles[self.role], PLANNER_INSTRUCTIONS)
@@ -260,15 +260,27 @@ class RolePlanner:
         )
         return Plan(subtasks=tuple(s.model_copy(update={"round": round}) for s in added.subtasks))
 
-    async def _catalog(self, task: str, context: RunContext) -> tuple[str, list[str]]:
-        """The planner's first message (the task, the roles it may use) and the roles."""
+    async def _catalog(
+        self, task: str, context: RunContext, *, round: int
+    ) -> tuple[str, list[str]]:
+        """The planner's first message (the task, the roles it may use) and the roles,
+        for its plan of round ``round``."""
         workable = [context.roles[name] for name in working_roles(context, self.role, self.roles)]
         await context.crew.prepare([context.roles[self.role]])  # its own tools
         for other in workable:  # the catalog's tools
             # A role whose MCP server cannot start is listed without those tools: its
-            # workers fail alone, with why, under the failure policy.
-            with contextlib.suppress(HoneycombError):
+            # workers fail alone, with why, under the failure policy; and the run says
+            # so, which a plan without the role would not.
+            try:
                 await context.crew.prepare([other])
+            except HoneycombError as exc:
+                missing = RoleToolsMissing(
+                    run_id=context.run_id,
+                    round=round,
+                    role=other.name,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+                context.tracer.emit(missing)
         catalog = [_entry(r, context) for r in workable]
         names = [r.name for r in workable]
         conversation = context.conversation_for(context.roles[self.role], "full")

@@ -150,6 +150,23 @@ def test_a_repaired_plan_is_said_before_it_is_ready() -> None:
     )
 
 
+def test_a_role_the_planner_sees_without_its_tools_is_said() -> None:
+    """A role whose MCP server did not start was shown to the planner without its
+    tools, and honeycomb run said nothing of it: a plan without the role ran as if it
+    had never had them."""
+    from honeycomb.run.events import RoleToolsMissing
+
+    error = "McpServerError: MCP server 'time' cannot be started: [Errno 2] No such file"
+    plain = io.StringIO()
+    with PlainView(plain) as view:
+        view.handle(RoleToolsMissing(round=1, role="clock", error=error))
+        view.handle(RoleToolsMissing(round=3, role="clock", error=error))
+    first, third = plain.getvalue().splitlines()
+    said = "MCP server 'time' cannot be started: [Errno 2] No such file"
+    assert first.endswith(f"the planner sees clock without its tools: {said}")
+    assert third.endswith(f"the lead (round 3) sees clock without its tools: {said}")
+
+
 async def test_the_closing_lines_say_when_subtasks_ran_in_waves() -> None:
     result = await executor(Policy(max_workers=2)).run(
         "t", subtasks=[("researcher", str(i)) for i in range(5)]

@@ -17,6 +17,7 @@ import pytest
 
 from honeycomb import Executor, Policy, Role, RunFailed, Subtask
 from honeycomb.cli.main import main as cli
+from honeycomb.events import Event, RoleToolsMissing
 from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.tools import McpToolSettings
 from runtime import (
@@ -435,6 +436,28 @@ async def test_with_a_planner_a_server_that_cannot_start_fails_only_its_workers(
     assert error is not None
     assert error.type == "McpServerError"
     assert "the test server was told to fail at start" in error.message
+
+
+async def test_a_plan_without_the_role_whose_server_cannot_start_says_why_it_lacked_tools() -> None:
+    """A planner shown a role without its tools, as its MCP server did not start, that
+    plans without it: the run went on, and nothing it gave (its result, its events, the
+    lines of honeycomb run) said why the role had no tools (a warning in the log
+    reaches only an app that configures logging). A warning event says it, before the
+    plan."""
+    plan_json = '{"subtasks": [{"id": "s1", "role": "writer", "instruction": "write"}]}'
+    roles = [Role(name="planner"), CLERK, Role(name="writer")]
+    model = ScriptedModel({"r/planner": [plan_json], "r/s1": ["written"], "r/aggregator": ["ok"]})
+    events: list[Event] = []
+    broken = sdk_server(args=("--fail-at-start",))
+    executor = Executor(roles, model, mcp_servers=[broken], on_event=[events.append])
+    result = await executor.run("t", run_id="r")
+    assert result.status == "ok"
+    (warning,) = [e for e in events if isinstance(e, RoleToolsMissing)]
+    assert (warning.role, warning.round) == ("clerk", 1)
+    assert warning.error.startswith("McpServerError: MCP server 't' ")
+    assert "the test server was told to fail at start" in warning.error
+    kinds = [e.kind for e in events]
+    assert kinds.index("run.role_tools_missing") < kinds.index("run.plan_ready")
 
 
 async def test_an_aggregator_whose_server_cannot_start_fails_the_run_as_an_aggregator_does() -> (
