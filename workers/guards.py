@@ -189,8 +189,16 @@ class GuardRunner:
         self, calls: Sequence[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]], turn: int
     ) -> list[str | None]:
         """The argument guards on a turn's calls, all together: for each call, None or
-        the text of its error observation (a :class:`~runtime.tools.dispatch.CallGuard`)."""
+        the text of its error observation (a :class:`~runtime.tools.dispatch.CallGuard`).
+
+        Raises:
+            BudgetExceeded: when the budget refused a judge's call, or the judges spent
+                what the turn needed (the model call that reads the calls' results): no
+                call of the turn runs then, as none runs when the turn is reserved
+                past the budget.
+        """
         found: list[list[Refusal]] = [[] for _ in calls]
+        stopped: list[BudgetExceeded] = []
 
         async def one(index: int, call: ToolCall, kwargs: dict[str, Any]) -> None:
             check = self._check(
@@ -200,12 +208,27 @@ class GuardRunner:
                 found[index] = await self._all(
                     self.guards.arguments, check, turn=turn, call_id=call.id
                 )
-            except BudgetExceeded as exc:  # the next model call stops the worker
-                found[index] = [Refusal(guard="budget", reason=str(exc), broken=True)]
+            except BudgetExceeded as exc:  # not judged: no verdict to keep
+                stopped.append(exc)
 
         coros = [one(i, call, kwargs) for i, (call, _, kwargs) in enumerate(calls)]
         await run_together(None, coros)
+        if stopped:
+            raise stopped[0]
+        self._affords([tool for _, tool, _ in calls])
         return [_refused_call(refusals) for refusals in found]
+
+    def _affords(self, tools: Sequence[Tool[Any, Any]]) -> None:
+        """Raise if the judges of a turn's calls spent what the turn needs: a model call
+        to read the calls' results, unless one of them is a terminal tool's (its result
+        is the answer), as the turn was reserved before they judged.
+
+        Raises:
+            BudgetExceeded: naming the limit they reached.
+        """
+        judged = any(guard.judge is not None for guard in self.guards.arguments)
+        if judged and self.budget is not None:
+            self.budget.check(calls=0 if any(t.terminal for t in tools) else 1)
 
     async def _all(
         self, guards: Sequence[Guard], check: GuardCheck, *, turn: int, call_id: str = ""

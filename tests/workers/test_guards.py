@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from runtime import (
     AssistantMessage,
     Budget,
+    BudgetExceeded,
     ConfigError,
     Event,
     GuardrailTripped,
@@ -415,6 +416,27 @@ async def test_a_judges_call_past_the_budget_stops_the_worker_over_budget() -> N
         role, ScriptedModel(["x"]), services=Services(judge=judge, budget=budget)
     ).run("t")
     assert result.status == "over_budget"
+
+
+@pytest.mark.parametrize("allowed", [2, 3], ids=["judge-refused", "judge-spent-the-last"])
+async def test_no_call_runs_once_its_judges_left_no_model_call_to_read_its_result(
+    allowed: int,
+) -> None:
+    """The turn of two calls is reserved with one model call left to read their
+    results; the judges spend it (with one call fewer, the budget refuses the second
+    judge's): neither call runs, and the worker stops over its budget."""
+    ran.clear()
+    budget = Budget(Limits(model_calls=allowed))
+    reviewer = Role(name="reviewer")
+    judge = Judge({"reviewer": reviewer}, lambda role: FunctionModel(lambda r: "PASS"), budget)
+    role = Role(name="w", tools=("post",), guards=Guards(arguments=("reviewer",)))
+    script = [[call("post", {"to": "ann"}), call("post", {"to": "bob"})], "posted"]
+    services = Services(judge=judge, budget=budget)
+    result = await Worker(role, ScriptedModel(script), tools=[post], services=services).run("t")
+    assert result.status == "over_budget"
+    assert isinstance(result.exception, BudgetExceeded)
+    assert ran == []
+    assert budget.usage.tool_calls == 0
 
 
 def test_a_guard_path_that_is_not_a_callable_is_a_config_error() -> None:
