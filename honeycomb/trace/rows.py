@@ -42,14 +42,29 @@ class Gather(msgspec.Struct, kw_only=True):
 
 
 def group_rows(
-    spans: Sequence[Span], subtasks: Sequence[PlannedSubtask], *, calls: bool = True
+    spans: Sequence[Span],
+    subtasks: Sequence[PlannedSubtask],
+    *,
+    calls: bool = True,
+    phases: Mapping[str, str] | None = None,
 ) -> list[Gather]:
     """Each span's row: the plan, worker or aggregate span it is under (``calls``:
     with the calls shown on each row; without, the rows' own spans alone, all their
-    figures need)."""
+    figures need).
+
+    A span is kept as it ends, so in a run under way (or a life cut off) the calls of
+    a phase, worker or nested worker that has not ended are under spans not kept yet:
+    each is placed by its worker's name. A phase's calls name its role: they go on
+    the row of the phase under way, which ``phases`` tells (the planner's and the
+    aggregator's workers under way, by the names their nested workers' start with:
+    ``aggregate:0b7d44e2``, and the row of each: ``aggregate``, ``plan``, ``round
+    2``); a nested worker's (``CALLER/CALL``) go on its own row, after its caller's;
+    a hive's called as a tool (``CALLER/CALL/WORKER``) on its caller's, as they will.
+    """
     by_id = {s.span_id: s for s in spans}
     if not calls:
         spans = [s for s in spans if s.kind in _OWNED]
+    place = _Places(spans, subtasks, by_id, phases or {})
     groups: dict[tuple[RowKind, str], Gather] = {("plan", "plan"): Gather(kind="plan", name="plan")}
     for subtask in subtasks:
         groups["worker", subtask.id] = Gather(
@@ -59,16 +74,15 @@ def group_rows(
         if span.kind == "run":
             continue
         top = _top(span, by_id)
-        key = _key(top)
+        key = place.row(top)
         group = groups.get(key) or groups.setdefault(
             key, Gather(kind=key[0], name=key[1], round=_round_of(key[1]) or 1)
         )
-        if span is top and span.kind in ("plan", "worker", "aggregate"):
+        if group.parent is None and key[0] == "worker":
+            group.parent = place.caller(top, key[1])
+        if span is top and span.kind in _OWNED:
             group.own.append(span)
             group.role = group.role or (span.detail if span.kind == "worker" else "")
-            caller = _top(by_id[span.parent_id], by_id) if span.parent_id in by_id else None
-            if caller is not None and caller.kind != "run" and group.parent is None:
-                group.parent = _key(caller)[1]
         elif span.kind in (
             "model_call",
             "tool_call",
@@ -84,6 +98,81 @@ def group_rows(
     order = ("plan", "worker", "aggregate")
     ordered = sorted(groups.values(), key=lambda g: (g.round, order.index(g.kind)))
     return _nested_after_callers([g for g in ordered if g.kind == "worker" or g.own or g.calls])
+
+
+class _Places:
+    """Which row a span belongs to, by the span that is its row's own (or, in a run
+    under way, the outermost kept: :func:`group_rows`)."""
+
+    def __init__(
+        self,
+        spans: Sequence[Span],
+        subtasks: Sequence[PlannedSubtask],
+        by_id: Mapping[str, Span],
+        phases: Mapping[str, str],
+    ) -> None:
+        self.by_id, self.phases = by_id, phases
+        self.workers = {s.id for s in subtasks} | {s.name for s in spans if s.kind == "worker"}
+        self.under_way: tuple[RowKind, str] | None = None  # the last phase's row
+        for row in phases.values():
+            key = _phase_key(row)
+            if self.under_way is None or _later(key, self.under_way):
+                self.under_way = key
+
+    def row(self, top: Span) -> tuple[RowKind, str]:
+        """The row of ``top``, the outermost kept span that encloses a span."""
+        name = top.worker or top.name
+        if top.kind in _OWNED or not self._cut_off(top) or name in self.workers:
+            return _key(top)
+        if "/" not in name:  # a phase's call (its role's name), or a worker's unknown
+            return self.under_way or _key(top)
+        caller = self._named(name.rpartition("/")[0])
+        if caller is not None:  # a nested worker's, on its own row
+            return ("worker", name)
+        for prefix in _prefixes(name):  # a hive's called as a tool: its caller's
+            found = self._named(prefix)
+            if found is not None:
+                return found
+        return _key(top)
+
+    def caller(self, top: Span, name: str) -> str | None:
+        """The row of the caller of the nested worker ``name``, whose row ``top`` is
+        on (None: a subtask's worker, or a caller not known)."""
+        enclosing = self.by_id.get(top.parent_id or "")
+        if enclosing is not None:
+            above = _top(enclosing, self.by_id)
+            return None if above.kind == "run" else self.row(above)[1]
+        if "/" not in name:
+            return None
+        found = self._named(name.rpartition("/")[0])
+        return found[1] if found is not None else None
+
+    def _cut_off(self, top: Span) -> bool:
+        """Whether a span that encloses ``top`` is not kept (it has not ended)."""
+        return top.parent_id is not None and top.parent_id not in self.by_id
+
+    def _named(self, name: str) -> tuple[RowKind, str] | None:
+        """The row of the worker kept as ``name``: a subtask's, a nested one's, or
+        the planner's or aggregator's under way (None: none of them)."""
+        if name in self.workers:
+            return ("worker", name)
+        row = self.phases.get(name)
+        return _phase_key(row) if row is not None else None
+
+
+def _phase_key(row: str) -> tuple[RowKind, str]:
+    return ("aggregate", "aggregate") if row == "aggregate" else ("plan", row)
+
+
+def _later(key: tuple[RowKind, str], than: tuple[RowKind, str]) -> bool:
+    """Whether the phase ``key`` comes after ``than`` in a run."""
+    return (key[0] == "aggregate", _round_of(key[1])) > (than[0] == "aggregate", _round_of(than[1]))
+
+
+def _prefixes(name: str) -> list[str]:
+    """``a/b/c``'s callers, nearest first: ``a/b``, ``a``."""
+    parts = name.split("/")
+    return ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
 
 
 _OWNED = frozenset({"plan", "worker", "aggregate"})

@@ -283,15 +283,21 @@ class Measured(Value, frozen=True, kw_only=True):
 
 
 def measure(
-    spans: Iterable[Span], subtasks: Sequence[PlannedSubtask] = (), *, calls: bool = False
+    spans: Iterable[Span],
+    subtasks: Sequence[PlannedSubtask] = (),
+    *,
+    calls: bool = False,
+    phases: Mapping[str, str] | None = None,
 ) -> Measured:
     """One run's figures from its spans (every life of it) and its plan; ``calls``:
-    its groups hold the calls each row shows too (what a timeline lays out)."""
+    its groups hold the calls each row shows too (what a timeline lays out);
+    ``phases``: the planner's and aggregator's workers under way, as
+    :func:`~honeycomb.trace.rows.group_rows` takes them."""
     ordered = sorted(spans, key=IN_TIME)
     origin = min((s.start for s in ordered), default=0.0)
     length = max((s.end for s in ordered), default=origin) - origin
     lives = lives_of(ordered, origin)
-    groups = group_rows(ordered, subtasks, calls=calls)
+    groups = group_rows(ordered, subtasks, calls=calls, phases=phases)
     # A nested worker's time is inside its caller's: only subtasks' workers count.
     durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker" and not g.depth}
     plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
@@ -320,6 +326,7 @@ def build_timeline(
     task: str | None = None,
     status: str | None = None,
     statuses: Mapping[str, str] | None = None,
+    phases: Mapping[str, str] | None = None,
 ) -> Timeline:
     """Lay out one run's spans (every life of it) with its plan's dependencies.
 
@@ -332,20 +339,25 @@ def build_timeline(
         status: How the run ended (default: the last run span's status).
         statuses: What each worker is at, by name, where something knows better
             than its spans (a stored run: :func:`honeycomb.run.shown.worker_statuses`).
+        phases: The planner's and aggregator's workers under way (their names in
+            the run's store, and the row of each: ``plan``, ``round 2``,
+            ``aggregate``), whose calls' spans are kept before their phase's: a
+            stored run's, :func:`honeycomb.run.shown.stored_timeline`.
     """
-    measured = measure(spans, subtasks, calls=True)
+    measured = measure(spans, subtasks, calls=True, phases=phases)
     found, origin = measured.found, measured.origin
     runs = [s for s in measured.spans if s.kind == "run"]
     depends_on = {s.id: s.depends_on for s in subtasks}
     on_path = set(found.critical_path)
     told = statuses or {}
+    status = status or (runs[-1].status if runs else "unknown")
     rows = tuple(
         _row(
             g,
             origin,
             depends_on.get(g.name, ()),
             g.kind != "worker" or g.name in on_path,
-            told.get(g.name) if g.kind == "worker" else None,
+            _status(g, told.get(g.name) if g.kind == "worker" else None, status),
         )
         for g in measured.groups
     )
@@ -353,7 +365,7 @@ def build_timeline(
     return Timeline(
         run_id=run_id,
         task=task if task is not None else (runs[0].name if runs else ""),
-        status=status or (runs[-1].status if runs else "unknown"),
+        status=status,
         rows=rows,
         critical_path=found.critical_path,
         length_s=measured.length_s,
@@ -375,7 +387,7 @@ def _busy(own: Sequence[Span]) -> float:
 
 
 def _row(
-    group: Gather, origin: float, depends: tuple[str, ...], critical: bool, told: str | None
+    group: Gather, origin: float, depends: tuple[str, ...], critical: bool, status: str
 ) -> Row:
     timed = group.own or group.calls
     start = min((s.start for s in timed), default=origin) - origin
@@ -391,7 +403,7 @@ def _row(
         start=start,
         end=end,
         duration_s=_busy(group.own) if group.own else end - start,
-        status=told or (last.status if last is not None else "not started"),
+        status=status,
         error=last.error if last is not None else None,
         depends_on=depends if group.kind == "worker" else (),
         critical=critical and not group.depth and bool(timed),
@@ -401,6 +413,19 @@ def _row(
         depth=group.depth,
         periods=periods,
     )
+
+
+def _status(group: Gather, told: str | None, run: str) -> str:
+    """What ``group``'s row is at: as ``told`` (a worker's, if known), else as its
+    last span ended; one whose calls are kept after that span, or with none (a span
+    is kept as it ends), is at what its ``run`` is (``running``); one with neither
+    has ``not started``."""
+    last = group.own[-1] if group.own else None
+    if told is not None:
+        return told
+    if last is not None and last.end >= max((c.end for c in group.calls), default=0):
+        return last.status  # (a span ends after the calls it encloses)
+    return run if group.calls else "not started"
 
 
 _BAR_KINDS: dict[str, Literal["model_call", "tool_call", "compaction"]] = {

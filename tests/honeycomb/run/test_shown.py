@@ -14,6 +14,7 @@ from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest
 from runtime.testing import call
+from tests.support.model_requests import observations, role_of
 
 
 @tool(side_effects=True)
@@ -90,3 +91,65 @@ async def test_the_workers_a_budget_stopped_are_shown_over_budget_as_the_result_
     assert worker_statuses(stored) == {"s1": "over_budget", "s1/c1": "over_budget"}
     timeline = stored_timeline(stored, store.spans("r1"))
     assert {row.name: row.status for row in timeline.workers} == worker_statuses(stored)
+
+
+async def test_an_aggregators_calls_under_way_are_on_the_aggregate_row(tmp_path: Path) -> None:
+    """While a stored run's aggregator role worked, its live timeline (``honeycomb
+    trace``, the page of ``honeycomb serve``) drew its calls on a worker row named
+    after its role, and its nested worker's as a row of no caller: its phase's and
+    its nested worker's spans are kept as they end. They are on the rows the run ends
+    with: the aggregate row, running, and the nested worker's after it."""
+    store = RunStore(tmp_path / "runs.db")
+    reached, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def look(query: str) -> str:
+        """Look something up."""
+        reached.set()
+        await release.wait()
+        return query
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        role, seen = role_of(request), observations(request)
+        if role == "merger" and not seen:
+            return AssistantMessage(tool_calls=(call("clerk", {"instruction": "x"}, id="c1"),))
+        if role == "clerk" and not seen:
+            return AssistantMessage(tool_calls=(call("look", {"query": "y"}, id="k1"),))
+        return f"done by {role}"
+
+    roles = [
+        Role(name="w"),
+        Role(name="clerk", tools=("look",)),
+        Role(name="merger", tools=("agent:clerk",)),
+    ]
+    executor = Executor(
+        roles, FunctionModel(answer), tools=[look], store=store, aggregator="merger"
+    )
+    plan = [{"id": "s1", "role": "w", "instruction": "x"}]
+
+    def rows() -> list[tuple[str, str, str | None, int]]:
+        timeline = stored_timeline(stored, store.spans("r1"))
+        return [(r.name, r.status, r.parent, len(r.bars)) for r in timeline.rows]
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(executor.run("Merge", subtasks=plan, run_id="r1"))
+        await reached.wait()
+        await store.flush()
+        stored = await store.load("r1")
+        assert stored is not None
+        nested = next(name for name in stored.workers if name.endswith("/c1"))
+        assert rows() == [
+            ("plan", "ok", None, 0),
+            ("s1", "ok", None, 1),
+            ("aggregate", "running", None, 1),
+            (nested, "running", "aggregate", 1),
+        ]
+        release.set()
+    stored = await store.load("r1")
+    assert stored is not None
+    assert rows() == [
+        ("plan", "ok", None, 0),
+        ("s1", "ok", None, 1),
+        ("aggregate", "ok", None, 3),
+        (nested, "ok", "aggregate", 3),
+    ]

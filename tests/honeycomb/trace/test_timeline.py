@@ -462,3 +462,29 @@ async def test_calls_that_ran_at_once_are_drawn_one_under_another() -> None:
     html = to_html(build_timeline(recorder.spans, result.plan.subtasks))
     assert 'data-worker="s1" data-critical="true" style="height:74px"' in html
     assert all(html.count(f";top:{top}px") == 1 for top in (16, 29, 42, 55))
+
+
+def test_the_calls_of_a_run_under_way_are_on_the_rows_it_ends_with() -> None:
+    """A span is kept as it ends: in a run under way, the calls of a phase, a nested
+    worker or a hive called as a tool, whose enclosing spans are not kept yet, each made
+    a root row of their worker's name (the lead's role, ``s1/c2``, ``s1/c1/s1``). A
+    later round's planning under way is its round's row, running; a nested worker's
+    row comes after its caller's; a hive's calls are on its caller's row."""
+    spans = [
+        _span("r", "run", "task", 0.0, 9.0, status="running"),
+        _span("p", "plan", "plan", 0.0, 1.0, parent="r"),
+        _span("w", "worker", "s1", 1.0, 5.0, parent="r", worker="s1"),
+        _span("m1", "model_call", "gpt", 1.5, 2.0, parent="t1", worker="s1/c1/s1"),
+        _span("m2", "model_call", "gpt", 2.0, 2.5, parent="t2", worker="s1/c2"),
+        _span("m3", "model_call", "gpt", 5.5, 6.0, parent="t3", worker="lead"),
+    ]
+    plan = [Subtask(id="s1", role="worker", instruction="go")]
+    timeline = build_timeline(spans, plan, phases={"plan:2.1:0b7d44e2": "round 2"})
+    rows = [(r.name, r.kind, r.parent, r.status, len(r.bars)) for r in timeline.rows]
+    assert rows == [
+        ("plan", "plan", None, "ok", 0),
+        ("s1", "worker", None, "ok", 1),
+        ("s1/c2", "worker", "s1", "running", 1),
+        ("round 2", "plan", None, "running", 1),
+    ]
+    assert [r.round for r in timeline.rows] == [1, 1, 1, 2]
