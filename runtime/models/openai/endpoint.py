@@ -77,6 +77,7 @@ from runtime.models.openai.request import (
     KEY_VARIABLE,
     NO_KEY,
     Api,
+    given_problem,
     key_missing,
     key_source,
     key_unsendable,
@@ -155,11 +156,9 @@ class OpenAIEndpoint(abc.ABC):
         context_tokens: int | None = None,
     ) -> None:
         self.model = model
-        if context_tokens is not None and context_tokens < 1:
-            raise ConfigError(
-                f"model {model!r}: context_tokens must be a positive number of tokens, "
-                f"got {context_tokens}"
-            )
+        problem = given_problem(timeout, max_concurrency, context_tokens, api_key_env)
+        if problem is not None:  # else every call fails, or none is made, in other words
+            raise ConfigError(f"model {model!r}: {problem}")
         self.context_tokens = context_tokens
         """The tokens one call holds, its prompt and its answer together, as its server
         serves the model (None: not said). Said, a run fits to it what it hands the

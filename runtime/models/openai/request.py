@@ -36,6 +36,7 @@ __all__ = [
     "RESERVED_SETTINGS",
     "Api",
     "check_settings",
+    "given_problem",
     "key_missing",
     "key_source",
     "key_unsendable",
@@ -406,6 +407,28 @@ def key_missing(
         f"{what} needs an API key: set {KEY_VARIABLE} (or give the model an api_key, or "
         "the base_url of a local endpoint)"
     )
+
+
+def given_problem(
+    timeout: float,
+    max_concurrency: int | None,
+    context_tokens: int | None,
+    api_key_env: str | None,
+) -> str | None:
+    """What is wrong with what an endpoint's model is given, in words that name the
+    argument (a hive's fields are checked as it loads): a ``timeout`` that is not a
+    positive number of seconds (each call would time out at once, NaN fail), a
+    ``max_concurrency`` or ``context_tokens`` under 1, an ``api_key_env`` that names no
+    variable; None when nothing is."""
+    if not timeout > 0:  # NaN too
+        return f"timeout must be a positive number of seconds (one attempt's), got {timeout}"
+    if max_concurrency is not None and max_concurrency < 1:
+        return f"max_concurrency must be at least 1 (None: no limit), got {max_concurrency}"
+    if context_tokens is not None and context_tokens < 1:
+        return f"context_tokens must be a positive number of tokens, got {context_tokens}"
+    if api_key_env is not None and not api_key_env.strip():
+        return f"api_key_env must name an environment variable, got {api_key_env!r}"
+    return None
 
 
 def key_unsendable(what: str, key: str, source: str | None) -> str | None:

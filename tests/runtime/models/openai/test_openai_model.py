@@ -324,6 +324,28 @@ def test_headers_or_query_of_the_wrong_shape_are_a_config_error_at_once(
     assert caught.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("given", "told"),
+    [
+        ({"timeout": 0}, "timeout must be a positive number of seconds (one attempt's), got 0"),
+        ({"timeout": float("nan")}, "timeout must be a positive number of seconds"),
+        ({"max_concurrency": 0}, "max_concurrency must be at least 1 (None: no limit), got 0"),
+        ({"context_tokens": 0}, "context_tokens must be a positive number of tokens, got 0"),
+        ({"api_key_env": ""}, "api_key_env must name an environment variable, got ''"),
+    ],
+)
+def test_a_number_or_name_no_call_can_use_is_refused_naming_the_model(
+    given: dict[str, Any], told: str
+) -> None:
+    """A timeout of 0 timed every call out, retried, and one of NaN failed it with a
+    bare ValueError; max_concurrency=0 was the limiter's ValueError, naming neither the
+    model nor the argument; api_key_env="" was told as 'the environment variable ,
+    which is not set' at the first call."""
+    with pytest.raises(ConfigError) as caught:
+        OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1", **given)
+    assert str(caught.value).startswith(f"model 'gpt-test': {told}")
+
+
 HEADER_TOKEN = "sk-header-0123456789"
 
 
