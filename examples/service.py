@@ -10,12 +10,15 @@ Run it with the demo hive on the offline model::
 
 A body's optional ``"run_id"`` names the run: with a run store, one it keeps goes on
 (or answers as it ended) when sent with its own task, and one of another task gets
-409, naming the run and its task (``/stream``: as its ``error``, with ``"status": 409``),
-and so does one under way for another request (send it again once it ended).
+409, naming the run and its task, and so does one under way for another request (send
+it again once it ended); one no store could keep (over 512 bytes, not valid text) gets
+422.
 
 ``/stream`` sends every event of the run as it happens (``event:`` its kind, ``data:``
 its fields as JSON), the answers' text as it is written among them
-(``model_call.text``), then ``result`` (what ``/run`` answers) or ``error``. The text
+(``model_call.text``), then ``result`` (what ``/run`` answers) or ``error`` (with the
+``status`` ``/run`` would answer). A run refused before its first event (the 409s
+above) is answered as ``/run`` answers it, with that status, not a stream. The text
 is only ever accepted text: that of an answer output guards check comes once they
 pass it, and never if they refuse it, so a client shows the deltas as they come.
 
@@ -47,7 +50,7 @@ import os
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import anyio
 import pydantic_core
@@ -95,13 +98,12 @@ def create_app(executor: Executor) -> Starlette:
         if asked is None:
             return JSONResponse({"error": _EXPECTED}, status_code=422)
         task, run_id = asked
-        return EventStream(
-            _streamed(
-                active,
-                lambda: executor.stream(task, run_id=run_id or None),
-                run_id,
-            )
-        )
+        try:  # what stream() refuses at once (a run id no store keeps ...): not a stream
+            started = executor.stream(task, run_id=run_id or None)
+        except HoneycombError as exc:
+            status, body = _failure(exc, run_id)
+            return JSONResponse(body, status_code=status)
+        return EventStream(_streamed(active, lambda: started, run_id))
 
     async def message(request: Request) -> Response:
         said = await _said(request)
@@ -168,38 +170,34 @@ async def _answered(
             tg.cancel_scope.cancel()
     if result is not None:
         return JSONResponse(_payload(result))
-    mistaken = _refused(error, run_id) if error is not None else None
-    if mistaken is not None:
-        return JSONResponse(mistaken[1], status_code=mistaken[0])
     if error is not None:
-        # A session answering another message (or whose last one did not finish) is
-        # busy: the client may send again; a task the run's input guards refused is the
-        # client's to change; anything else failed.
-        refused = isinstance(error, GuardrailTripped) and error.kind == "input"
-        status = 409 if isinstance(error, SessionError) else 422 if refused else 500
-        return JSONResponse({"error": f"{type(error).__name__}: {error}"}, status_code=status)
+        status, body = _failure(error, run_id)
+        return JSONResponse(body, status_code=status)
     return Response(status_code=499)  # the client went away
 
 
-def _refused(error: HoneycombError, run_id: str | None) -> tuple[int, dict[str, Any]] | None:
-    """The status and JSON body of a request on run ``run_id`` whose run raised
-    ``error`` as the client's mistake, with 409 (not naming where the service keeps its
-    runs, nor its processes): a run under way (another request carries it on, here or
-    in another replica: send again once it ended), or one the store keeps of another
-    task (it goes on only with its own task), naming that task. None: not the client's
-    mistake."""
-    if not run_id:
-        return None
-    if isinstance(error, RunBusy):
+def _failure(error: HoneycombError, run_id: str | None) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body of a request (on run ``run_id``, when the client named
+    it) whose run raised ``error``. The client's mistakes, with 409 and never naming
+    where the service keeps its runs, nor its processes: a run under way (another
+    request carries it on, here or in another replica: send again once it ended), one
+    the store keeps of another task (it goes on only with its own task, named), a
+    session busy with another message (or whose last one did not finish). With 422: a
+    run id no store keeps, a task the run's input guards refused. Anything else failed
+    (500)."""
+    if run_id and isinstance(error, RunBusy):
         said = f"run {run_id!r} is under way for another request: send it again once it ended"
         return 409, {"error": said, "run_id": run_id}
-    if isinstance(error, RunMismatch) and error.task is not None:
+    if run_id and isinstance(error, RunMismatch) and error.task is not None:
         said = (
             f"run {run_id!r} is a run of another task ({error.task!r}): send that task "
             "to go on with it, or a new run_id for this one"
         )
         return 409, {"error": said, "run_id": run_id, "task": error.task}
-    return None
+    unkept = isinstance(error, ConfigError) and error.field == "run_id"
+    refused = isinstance(error, GuardrailTripped) and error.kind == "input"
+    status = 409 if isinstance(error, SessionError) else 422 if unkept or refused else 500
+    return status, {"error": f"{type(error).__name__}: {error}"}
 
 
 def _streamed(
@@ -208,22 +206,24 @@ def _streamed(
     run_id: str | None = None,
 ) -> Producer:
     """What a stream's response sends: every event of the run ``start`` starts (of
-    ``run_id``, when the client named it), then its result (or its error: the client's
-    mistake as :func:`_refused` tells it, with its status, as ``/run`` answers it)."""
+    ``run_id``, when the client named it), then its result, or its error with the
+    status ``/run`` answers it with (:func:`_failure`): as the response itself when the
+    run raised it before any event."""
 
-    async def produce(send: MemoryObjectSendStream[bytes]) -> None:
+    async def produce(send: MemoryObjectSendStream[bytes | Answer]) -> None:
         active.value += 1
+        sent = False
         try:
-            async with send, start() as run:
-                try:
-                    async for event in run:
-                        await send.send(_sse(event.kind, _fields(event)))
+            async with send:
+                try:  # its start too: a session busy with another message refuses there
+                    async with start() as run:
+                        async for event in run:
+                            await send.send(_sse(event.kind, _fields(event)))
+                            sent = True
                 except HoneycombError as exc:
-                    told = _refused(exc, run_id)
-                    said: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}"}
-                    if told is not None:
-                        said = {**told[1], "status": told[0]}
-                    await send.send(_sse("error", said))
+                    status, body = _failure(exc, run_id)
+                    refusal = _sse("error", {**body, "status": status})
+                    await send.send(refusal if sent else Answer(status, body))
                     return
                 if run.result is not None:
                     await send.send(_sse("result", _payload(run.result)))
@@ -279,14 +279,24 @@ async def _asked(request: Request) -> tuple[str, str | None] | None:
     return task, run_id
 
 
-Producer = Callable[[MemoryObjectSendStream[bytes]], Coroutine[Any, Any, None]]
+class Answer(NamedTuple):
+    """A JSON answer in place of a stream, sent as a stream's first item."""
+
+    status: int
+    body: dict[str, Any]
+
+
+Producer = Callable[[MemoryObjectSendStream[bytes | Answer]], Coroutine[Any, Any, None]]
 
 
 class EventStream(Response):
     """A ``text/event-stream`` answer: what ``produce`` sends, sent on as it comes.
 
-    ``produce`` runs in a task group with the sending, so the run is never left going
-    in an async generator; a client that disconnects cancels both.
+    The response starts with what ``produce`` sends first: the stream's first event
+    (200), or an :class:`Answer` in its place (its status and JSON body), so that a
+    request refused before anything happened gets its status, not a stream. ``produce``
+    runs in a task group with the sending, so the run is never left going in an async
+    generator; a client that disconnects cancels both.
     """
 
     def __init__(self, produce: Producer) -> None:
@@ -300,14 +310,22 @@ class EventStream(Response):
         self.produce = produce
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
-        await send(start)
-        sender, receiver = anyio.create_memory_object_stream[bytes](max_buffer_size=math.inf)
+        sender, receiver = anyio.create_memory_object_stream[bytes | Answer](math.inf)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_cancel_on_disconnect_asgi, receive, tg.cancel_scope)
             tg.start_soon(self.produce, sender)
             async with receiver:
+                first = await anext(receiver, b"")
+                if isinstance(first, Answer):
+                    answer = JSONResponse(first.body, status_code=first.status)
+                    await answer(scope, receive, send)
+                    tg.cancel_scope.cancel()
+                    return
+                start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+                await send(start)
+                await send({"type": "http.response.body", "body": first, "more_body": True})
                 async for chunk in receiver:
+                    assert isinstance(chunk, bytes)  # an Answer comes first, or never
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()

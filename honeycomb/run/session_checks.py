@@ -69,20 +69,22 @@ def check_id(given: str, what: str) -> None:
     :data:`MAX_ID_BYTES`.
 
     Raises:
-        ConfigError: naming the argument and what is wrong with it.
+        ConfigError: whose ``field`` is ``what``, saying what is wrong with it.
     """
     if not given:
-        raise ConfigError(f"{what} is empty: pass an id of at least one character")
+        raise ConfigError("it is empty: pass an id of at least one character", field=what)
     size = len(given.encode("utf-8", "surrogatepass"))
     if size > MAX_ID_BYTES:
         raise ConfigError(
-            f"{what} {given[:40]!r}... is {size} bytes long (UTF-8): an id is at most "
-            f"{MAX_ID_BYTES}; pass a shorter one"
+            f"{given[:40]!r}... is {size} bytes long (UTF-8): an id is at most "
+            f"{MAX_ID_BYTES}; pass a shorter one",
+            field=what,
         )
     if valid_text(given) is not given:
         at = next(i for i, c in enumerate(given) if "\ud800" <= c <= "\udfff")
         raise ConfigError(
-            f"{what} {given!r} is not valid text: it holds a lone surrogate "
+            f"{given!r} is not valid text: it holds a lone surrogate "
             f"({given[at]!r}, at {at}), which no run store keeps: pass an id of valid "
-            "(UTF-8) text"
+            "(UTF-8) text",
+            field=what,
         )

@@ -106,10 +106,15 @@ async def test_a_message_streams_its_events_and_a_busy_session_refuses_when_aske
                 with anyio.fail_after(30):  # the Oslo turn is under way
                     while len((await client.get(shown)).json()["turns"]) < 2:  # noqa: ASYNC110
                         await anyio.sleep(0.01)
-                refused = await client.post(url, json={"message": "And Lima?", "busy": "refuse"})
+                lima = {"message": "And Lima?", "busy": "refuse"}
+                refused = await client.post(url, json=lima)
+                # Streamed, refused as it starts: the response's status says so (it was
+                # a 200 stream, broken off by the error raised after it started).
+                refused_streamed = await client.post(url, json=lima, headers=headers)
                 hold.set()
             assert refused.status_code == 409
             assert "SessionBusy" in refused.json()["error"]
+            assert (refused_streamed.status_code, refused_streamed.json()) == (409, refused.json())
             turns = (await client.get(shown)).json()["turns"]
             assert [t["message"] for t in turns] == [
                 "Find the weather in Rome.",

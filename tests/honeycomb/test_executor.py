@@ -953,8 +953,8 @@ async def test_a_blank_task_is_refused_before_anything_runs_or_is_kept(
 @pytest.mark.parametrize(
     ("given", "said"),
     [
-        ("", "run_id is empty"),
-        ("r" * 513, r"run_id 'r{40}'... is 513 bytes long \(UTF-8\): an id is at most 512"),
+        ("", "run_id: it is empty"),
+        ("r" * 513, r"run_id: 'r{40}'... is 513 bytes long \(UTF-8\): an id is at most 512"),
     ],
     ids=["empty", "long"],
 )
@@ -983,7 +983,7 @@ async def test_an_id_that_is_not_valid_text_is_refused_by_its_name_before_anythi
     # store's lease, which failed to encode it ("cannot write the run store").
     model = ScriptedModel(["never asked"])
     executor = Executor(ROLES, model, store=tmp_path / "runs.db")
-    said = r"run_id 'a\\ud800b' is not valid text: it holds a lone surrogate \('\\ud800', at 1\)"
+    said = r"run_id: 'a\\ud800b' is not valid text: it holds a lone surrogate \('\\ud800', at 1\)"
     with pytest.raises(ConfigError, match=said):
         await executor.run("t", subtasks=[("researcher", "a")], run_id="a\ud800b")
     with pytest.raises(ConfigError, match=said):
@@ -991,7 +991,7 @@ async def test_an_id_that_is_not_valid_text_is_refused_by_its_name_before_anythi
     for asked in (executor.resume("a\ud800b"), executor.pending("a\ud800b")):
         with pytest.raises(ConfigError, match=said):
             await asked
-    with pytest.raises(ConfigError, match=r"session_id 'chat\\udcff' is not valid text"):
+    with pytest.raises(ConfigError, match=r"session_id: 'chat\\udcff' is not valid text"):
         executor.session("chat\udcff")
     assert model.requests == []
     assert executor.store is not None

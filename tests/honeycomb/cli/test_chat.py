@@ -208,7 +208,7 @@ def test_a_session_id_no_store_keeps_exits_2_in_one_line(
 ) -> None:
     assert chat(monkeypatch, hive, ["Hello."], "--session", "x" * 600) == 2
     out, err = capsys.readouterr()
-    assert "session_id 'xxxx" in err
+    assert "session_id: 'xxxx" in err
     assert "is 600 bytes long (UTF-8): an id is at most 512; pass a shorter one" in err
     assert len(err.strip().splitlines()) == 1  # no traceback
     assert "you>" not in out
