@@ -21,9 +21,11 @@ Ray is imported only once a backend is used (the ``ray`` extra).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import itertools
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,7 +169,8 @@ class RayBackend:
         self.switch_interval_s = switch_interval_s
         self.max_actor_deaths = max_actor_deaths
         self._pool: list[Actor] | None = None
-        self._starting: asyncio.Lock | None = None
+        self._claim = threading.Lock()  # held a moment, to claim the start of the pool
+        self._starting: concurrent.futures.Future[None] | None = None  # that start
         # What each object (a setup, a model) comes to, made once: by id, the object
         # kept alive beside it so that its id is not another's.
         self._keys: dict[int, tuple[object, str]] = {}
@@ -191,21 +194,33 @@ class RayBackend:
         """Join (or start) Ray and make the actors; the first worker does it if this
         was not awaited before. Starting a Ray blocks the event loop for its first
         seconds: a service awaits this (or calls ``ray.init`` itself) before it serves."""
-        if self._pool is not None:
-            return
-        if self._starting is None:
-            self._starting = asyncio.Lock()
-        async with self._starting:
-            if self._pool is None:
-                # In this thread, blocking the loop once for a few seconds: a Ray
-                # started from another thread loses its connection to its own GCS.
-                self._init()
-                check_room(self, self.actors, self.actor_cpus)
-                self._pool = self._new_pool()
-                hold_room(self, self.actors, self.actor_cpus)
-                # Ready once each has started (its imports done): a failure shows here.
-                await asyncio.gather(*(a.handle.pid.remote() for a in self._pool))
-                ward()  # a private Ray's processes started since, its actors among them
+        while self._pool is None:
+            # One start at a time, whatever event loop (thread) asks: an asyncio lock
+            # woke a waiter on another loop from the wrong thread, which then hung.
+            with self._claim:
+                starting, mine = self._starting, self._starting is None
+                if starting is None:
+                    starting = self._starting = concurrent.futures.Future()
+            if not mine:  # (one that failed is started again, by this caller: its error)
+                await asyncio.shield(asyncio.wrap_future(starting))
+                continue
+            try:
+                await self._start_pool()
+            finally:
+                with self._claim:
+                    self._starting = None
+                starting.set_result(None)
+
+    async def _start_pool(self) -> None:
+        # In this thread, blocking the loop once for a few seconds: a Ray started from
+        # another thread loses its connection to its own GCS.
+        self._init()
+        check_room(self, self.actors, self.actor_cpus)
+        self._pool = self._new_pool()
+        hold_room(self, self.actors, self.actor_cpus)
+        # Ready once each has started (its imports done): a failure shows here.
+        await asyncio.gather(*(a.handle.pid.remote() for a in self._pool))
+        ward()  # a private Ray's processes started since, its actors among them
 
     def _init(self) -> None:
         start_ray(self.address, self.num_cpus)

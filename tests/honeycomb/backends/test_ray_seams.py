@@ -9,6 +9,7 @@ import gc
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -656,3 +657,27 @@ async def test_a_stored_runs_worker_whose_pool_is_stopped_under_it_goes_on_in_a_
         "worker 's1' was lost with its Ray actor, while it ran tool 'echo' (its pool was "
         "stopped (RayBackend.stop()) as it ran)"
     ) in str(caught.value)
+
+
+def test_runs_of_two_event_loops_start_one_pool_together(ray_session: None) -> None:
+    # Two threads of a service, each with its event loop, ran the first workers of a
+    # pool at once: the one that waited for the other's start of the pool waited on
+    # an asyncio lock of its own loop, woken from the other's thread: it hung.
+    pool = RayBackend(actors=1, actor_cpus=0)  # one pool, an Executor a thread
+    together = threading.Barrier(2)
+    texts: list[str] = []
+
+    def serve() -> None:
+        ex = Executor([Role(name="w")], Pieces("done"), aggregator="concat", backend=pool)
+        together.wait()
+        texts.append(asyncio.run(ex.run("t", subtasks=[("w", "a")])).subtasks["s1"].text)
+
+    threads = [threading.Thread(target=serve, daemon=True) for _ in range(2)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        pool.stop()
+    assert texts == ["done", "done"]
