@@ -594,8 +594,14 @@ class OpenAIEndpoint(abc.ABC):
             return context_hint(body, self.context_tokens)
         if status in (401, 403):
             given = self._given is not None
+            headers = self._sdk_settings.get("extra_headers")
             source = key_source(
-                self.api_key_env, self._api_key, self._base_url, given=given, sent_to=asked
+                self.api_key_env,
+                self._api_key,
+                self._base_url,
+                given=given,
+                sent_to=asked,
+                headers=headers,
             )
             return masked(key_refused(status, source, self._endpoint()))
         if status == 429 and quota_spent(body):

@@ -447,15 +447,21 @@ def key_source(
     *,
     given: bool,
     sent_to: str | None = None,
+    headers: Mapping[str, object] | None = None,
 ) -> str | None:
     """Where the key a model's calls send comes from, in words, by what the model was
     given (a client of its own, the variable to read, a key, its ``base_url``); None:
     nothing gave one, and :data:`NO_KEY` went (a local server takes any). The userinfo
     of the URL its calls are ``sent_to`` (``http://user:PASSWORD@proxy/v1``) is what
     goes, whatever else was given: the HTTP client sends it as the request's
-    credentials (``Basic``), in the key's place."""
+    credentials (``Basic``), in the key's place; else an ``Authorization`` of the
+    settings' extra ``headers``, which the SDK sends in its place too."""
     if sent_to is not None and _has_userinfo(sent_to):
         return "of the base_url's userinfo (sent as Basic credentials, in place of any api_key)"
+    if any(str(name).lower() == "authorization" for name in headers or {}):
+        return (
+            "of the Authorization header of settings.extra_headers (sent in place of any api_key)"
+        )
     if given:
         return "of the client given"
     if api_key_env is not None:

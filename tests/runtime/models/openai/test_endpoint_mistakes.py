@@ -214,23 +214,35 @@ async def test_a_refused_key_is_told_by_the_endpoint_and_where_the_key_came_from
     assert KEY not in str(error)
 
 
+IN_THE_KEYS_PLACE = {
+    "userinfo": "of the base_url's userinfo (sent as Basic credentials, in place of any api_key)",
+    "header": "of the Authorization header of settings.extra_headers (sent in place of any "
+    "api_key)",
+}
+
+
+@pytest.mark.parametrize("sent", IN_THE_KEYS_PLACE)
 @pytest.mark.parametrize("status", [401, 403])
-async def test_a_refused_key_of_a_base_urls_userinfo_is_told_as_that(
-    openai_server: OpenAIServer, status: int
+async def test_a_refused_key_sent_in_the_api_keys_place_is_told_as_that(
+    openai_server: OpenAIServer, status: int, sent: str
 ) -> None:
     """The HTTP client sends a base_url's userinfo as the request's credentials (Basic),
-    in place of the API key: the error told of the api_key given, which never went."""
+    and the SDK an Authorization of the extra headers, in place of the API key: the
+    error told of the api_key given, which never went."""
     openai_server.default = Raw(status, "Unauthorized")
-    base_url = openai_server.base_url.replace("http://", "http://bees:hive-password-123@")
-    error = await failed(OpenAIModel("gpt-test", base_url=base_url, api_key=KEY, retry=ONCE))
+    base_url, settings = openai_server.base_url, {}
+    if sent == "userinfo":
+        base_url = base_url.replace("http://", "http://bees:hive-password-123@")
+    else:
+        settings = {"extra_headers": {"authorization": "Bearer hive-password-123"}}
+    model = OpenAIModel("gpt-test", base_url=base_url, api_key=KEY, retry=ONCE, settings=settings)
+    error = await failed(model)
 
     assert isinstance(error, ModelHTTPError)
     assert error.hint is not None
-    assert "of the base_url's userinfo (sent as Basic credentials, in place of any api_key)" in (
-        error.hint
-    )
+    assert IN_THE_KEYS_PLACE[sent] in error.hint
     assert "hive-password-123" not in str(error)
-    assert openai_server.requests[0].headers["authorization"].startswith("Basic ")
+    assert KEY not in openai_server.requests[0].headers["authorization"]
 
 
 async def test_a_server_without_the_responses_api_is_told_to_try_the_chat_api(
