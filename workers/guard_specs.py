@@ -50,11 +50,16 @@ def _a_guard(ref: object) -> object:
     said = _NOT_A_GUARD.format(type(ref).__name__)
     if isinstance(ref, dict) and len(ref) == 1:  # YAML's reading of `checks: no_secrets`
         ((module, name),) = ref.items()
-        said += f" (an import path has no space after its colon: '{module}:{name}')"
+        if module in _NAMING_A_JUDGE:  # `{role: reviewer}`: no module 'role' is meant
+            said += f" (a judge role is named alone: '{name}')"
+        else:
+            said += f" (an import path has no space after its colon: '{module}:{name}')"
     raise ValueError(said)
 
 
 _NOT_A_GUARD = "a guard is a callable, an import path or a role name, not {}"
+_NAMING_A_JUDGE = ("role", "judge")
+"""The keys of a mapping written to name a judge role (``{role: reviewer}``)."""
 _Declared = Annotated[GuardRef, BeforeValidator(_a_guard)]
 
 

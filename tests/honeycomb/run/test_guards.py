@@ -356,7 +356,8 @@ def test_a_hive_guard_that_is_no_text_is_one_error_saying_what_a_guard_is(
 ) -> None:
     # A number was two errors at one field (not a string, not callable), and
     # `checks: no_secrets`, which YAML reads as a mapping, was told neither what it is
-    # nor how to write the path.
+    # nor how to write the path; a judge written `{role: reviewer}` was told to write
+    # the import path 'role:reviewer', a module 'role' nobody meant.
     path = tmp_path / "hive.yaml"
     path.write_text(
         "models: {default: offline}\n"
@@ -365,6 +366,7 @@ def test_a_hive_guard_that_is_no_text_is_one_error_saying_what_a_guard_is(
         "    guards:\n"
         "      input: [123]\n"
         "      output: [checks: no_secrets]\n"
+        "      arguments: [{role: reviewer}]\n"
     )
     with pytest.raises(ConfigErrors) as caught:
         load_hive(path)
@@ -380,6 +382,12 @@ def test_a_hive_guard_that_is_no_text_is_one_error_saying_what_a_guard_is(
             "roles.writer.guards.output[0]",
             "a guard is a callable, an import path or a role name, not dict (an import path "
             "has no space after its colon: 'checks:no_secrets')",
+        ),
+        (
+            7,
+            "roles.writer.guards.arguments[0]",
+            "a guard is a callable, an import path or a role name, not dict (a judge role "
+            "is named alone: 'reviewer')",
         ),
     ]
 
