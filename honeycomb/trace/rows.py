@@ -9,6 +9,7 @@ from typing import Literal, Protocol
 
 import msgspec
 
+from honeycomb.trace.lives import IN_TIME, life_of
 from honeycomb.trace.spans import Span
 
 __all__ = ["Gather", "PlannedSubtask", "RowKind", "group_rows"]
@@ -116,8 +117,18 @@ class _Places:
         self.under_way: tuple[RowKind, str] | None = None  # the last phase's row
         for row in phases.values():
             key = _phase_key(row)
-            if self.under_way is None or _later(key, self.under_way):
+            if self.under_way is None or _in_run(key) > _in_run(self.under_way):
                 self.under_way = key
+        self.last_life = life_of(max(by_id.values(), key=IN_TIME).span_id) if by_id else ""
+        # The phases each role's turns are kept under, and those each life ended.
+        self.roles: dict[str, list[tuple[RowKind, str]]] = {}
+        self.ended: set[tuple[str, tuple[RowKind, str]]] = set()
+        for span in by_id.values():
+            above = by_id.get(span.parent_id or "")
+            if span.kind in _PHASE:
+                self.ended.add((life_of(span.span_id), _key(span)))
+            elif span.kind == "turn" and above is not None and above.kind in _PHASE:
+                self.roles.setdefault(span.worker or "", []).append(_key(above))
 
     def row(self, top: Span) -> tuple[RowKind, str]:
         """The row of ``top``, the outermost kept span that encloses a span."""
@@ -125,7 +136,7 @@ class _Places:
         if top.kind in _OWNED or not self._cut_off(top) or name in self.workers:
             return _key(top)
         if "/" not in name:  # a phase's call (its role's name), or a worker's unknown
-            return self.under_way or _key(top)
+            return self._phase(top, name) or _key(top)
         caller = self._named(name.rpartition("/")[0])
         if caller is not None:  # a nested worker's, on its own row
             return ("worker", name)
@@ -147,6 +158,16 @@ class _Places:
         found = self._named(name.rpartition("/")[0])
         return found[1] if found is not None else None
 
+    def _phase(self, top: Span, role: str) -> tuple[RowKind, str] | None:
+        """The phase whose call ``top``, of ``role``, is: the phase under way, in the
+        last life; in a life cut off, the first in which the role's turns are kept
+        that its life did not end (None: not known)."""
+        life = life_of(top.span_id)
+        if life == self.last_life and self.under_way is not None:
+            return self.under_way
+        rows = sorted(self.roles.get(role, ()), key=_in_run)
+        return next((r for r in rows if (life, r) not in self.ended), self.under_way)
+
     def _cut_off(self, top: Span) -> bool:
         """Whether a span that encloses ``top`` is not kept (it has not ended)."""
         return top.parent_id is not None and top.parent_id not in self.by_id
@@ -160,13 +181,16 @@ class _Places:
         return _phase_key(row) if row is not None else None
 
 
+_PHASE = frozenset({"plan", "aggregate"})
+
+
+def _in_run(key: tuple[RowKind, str]) -> tuple[bool, int]:
+    """Where the phase ``key`` comes in a run."""
+    return (key[0] == "aggregate", _round_of(key[1]))
+
+
 def _phase_key(row: str) -> tuple[RowKind, str]:
     return ("aggregate", "aggregate") if row == "aggregate" else ("plan", row)
-
-
-def _later(key: tuple[RowKind, str], than: tuple[RowKind, str]) -> bool:
-    """Whether the phase ``key`` comes after ``than`` in a run."""
-    return (key[0] == "aggregate", _round_of(key[1])) > (than[0] == "aggregate", _round_of(than[1]))
 
 
 def _prefixes(name: str) -> list[str]:

@@ -488,3 +488,27 @@ def test_the_calls_of_a_run_under_way_are_on_the_rows_it_ends_with() -> None:
         ("round 2", "plan", None, "running", 1),
     ]
     assert [r.round for r in timeline.rows] == [1, 1, 1, 2]
+
+
+def test_the_calls_of_a_phase_a_life_left_cut_off_are_on_its_row() -> None:
+    """A life whose process died while the lead (which plans and aggregates) merged
+    left the calls of its aggregation under no kept span, and the resumed run's
+    timeline drew them as a worker row of the role's name, counted as a worker,
+    beside the aggregate row the next life kept. They are on the aggregate row: the
+    phase the role's kept turns were in, that their life had not ended."""
+    a, b = "aaaaaaaa0000000", "bbbbbbbb0000000"
+    spans = [
+        _span(f"{a}1", "plan", "plan", 0.0, 1.0, parent=f"{a}0"),
+        _span(f"{a}2", "turn", "turn 1", 0.0, 1.0, parent=f"{a}1", worker="lead"),
+        _span(f"{a}3", "worker", "s1", 1.0, 2.0, parent=f"{a}0", worker="s1"),
+        _span(f"{a}4", "model_call", "gpt", 2.0, 2.5, parent=f"{a}5", worker="lead"),
+        _span(f"{b}0", "run", "task", 5.0, 7.0),
+        _span(f"{b}1", "aggregate", "aggregate", 5.0, 7.0, parent=f"{b}0"),
+        _span(f"{b}2", "turn", "turn 1", 5.0, 7.0, parent=f"{b}1", worker="lead"),
+        _span(f"{b}3", "model_call", "gpt", 5.0, 7.0, parent=f"{b}2", worker="lead"),
+    ]
+    plan = [Subtask(id="s1", role="worker", instruction="go")]
+    timeline = build_timeline(spans, plan)
+    rows = [(r.name, r.status, len(r.bars)) for r in timeline.rows]
+    assert rows == [("plan", "ok", 0), ("s1", "ok", 0), ("aggregate", "ok", 2)]
+    assert len(timeline.subtask_workers) == 1
