@@ -13,6 +13,7 @@ import functools
 import inspect
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
@@ -428,6 +429,12 @@ def given_problem(
         return f"context_tokens must be a positive number of tokens, got {context_tokens}"
     if api_key_env is not None and not api_key_env.strip():
         return f"api_key_env must name an environment variable, got {api_key_env!r}"
+    if api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
+        # Not shown: it is most often the key itself, given where its variable's name goes.
+        return (
+            "api_key_env must name an environment variable (letters, digits and '_'), and "
+            "what it was given is none (a key? give it as api_key): not shown"
+        )
     return None
 
 

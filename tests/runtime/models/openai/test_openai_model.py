@@ -324,6 +324,9 @@ def test_headers_or_query_of_the_wrong_shape_are_a_config_error_at_once(
     assert caught.value.field == field
 
 
+HEADER_TOKEN = "sk-header-0123456789"
+
+
 @pytest.mark.parametrize(
     ("given", "told"),
     [
@@ -332,6 +335,7 @@ def test_headers_or_query_of_the_wrong_shape_are_a_config_error_at_once(
         ({"max_concurrency": 0}, "max_concurrency must be at least 1 (None: no limit), got 0"),
         ({"context_tokens": 0}, "context_tokens must be a positive number of tokens, got 0"),
         ({"api_key_env": ""}, "api_key_env must name an environment variable, got ''"),
+        ({"api_key_env": HEADER_TOKEN}, "api_key_env must name an environment variable ("),
     ],
 )
 def test_a_number_or_name_no_call_can_use_is_refused_naming_the_model(
@@ -340,13 +344,12 @@ def test_a_number_or_name_no_call_can_use_is_refused_naming_the_model(
     """A timeout of 0 timed every call out, retried, and one of NaN failed it with a
     bare ValueError; max_concurrency=0 was the limiter's ValueError, naming neither the
     model nor the argument; api_key_env="" was told as 'the environment variable ,
-    which is not set' at the first call."""
+    which is not set' at the first call, and a key given as api_key_env (its variable's
+    name) as 'the environment variable sk-..., which is not set', the key shown."""
     with pytest.raises(ConfigError) as caught:
         OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1", **given)
     assert str(caught.value).startswith(f"model 'gpt-test': {told}")
-
-
-HEADER_TOKEN = "sk-header-0123456789"
+    assert HEADER_TOKEN not in str(caught.value)
 
 
 @pytest.mark.parametrize(
