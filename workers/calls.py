@@ -112,6 +112,7 @@ def tool_calls(
     locks: LockTable | None = None,
     slots: Slots | None = None,
     journal: Journal | None = None,
+    budget: Budget | None = None,
 ) -> ToolHandler:
     """A tool call's layers, in their order. A layer whose part is not given is left
     out, and so is one that no call of ``tools`` could need (no locks when none is
@@ -129,6 +130,8 @@ def tool_calls(
         locks: The lock table of ``exclusive`` keys (default: one of its own).
         slots: Bounds the leaf tool calls in flight (the run's).
         journal: Where side-effecting calls are journaled (the worker's store).
+        budget: The run's budget, which approved calls must still fit once a person
+            decided (None: none is kept).
     """
     known = list(tools)
     scope = journal.scope if journal is not None else ""
@@ -140,7 +143,7 @@ def tool_calls(
     if slots is not None or not known or any(t.exclusive is not None for t in known):
         calls = Held(calls, locks if locks is not None else LockTable(), slots)
     if gate is not None:
-        calls = Approving(calls, gate, guard, journal)
+        calls = Approving(calls, gate, guard, journal, budget)
     if guard is not None:
         calls = ArgumentGuards(calls, guard, journal, gate.log if gate is not None else None)
     return calls

@@ -335,6 +335,7 @@ class Worker:
             locks=kept.locks,
             slots=kept.tool_slots,
             journal=store,
+            budget=kept.budget,
         )
         self._dispatcher = Dispatcher(
             setup.tools,

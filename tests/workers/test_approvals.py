@@ -11,6 +11,7 @@ import pytest
 
 from honeycomb import ConfigErrors, Executor
 from runtime import ToolMessage, tool
+from runtime.limits import Budget, Limits
 from runtime.testing import ScriptedModel, call
 from runtime.tools.approvals import ApprovalEntry, ApprovalRequest, Decision
 from workers import Approvals, LoopState, Role, Worker
@@ -61,6 +62,30 @@ async def test_an_approved_call_runs_and_the_approver_is_told_who_asks_and_why()
     assert (request.worker, request.role, request.tool) == ("payer", "payer", "send")
     assert request.arguments == {"to": "ann", "amount": 5}
     assert request.why == "role 'payer' asks for approval of 'send'"
+
+
+@pytest.mark.parametrize("decided", ["approved", "denied"])
+async def test_an_approved_call_does_not_run_once_the_run_spent_its_budget_while_deciding(
+    decided: str,
+) -> None:
+    """The turn was reserved with the one model call left to read its result; while a
+    person decided, another worker of the run spent it. The payment was sent, its
+    result never read, and the worker stopped over budget; now it stops before the call
+    runs. A denial runs nothing: its turn goes on to the model call the budget refuses."""
+    sent.clear()
+    budget = Budget(Limits(model_calls=2))
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        budget.reserve_model_call()  # another worker's, made while a person decided
+        return Decision.approved() if decided == "approved" else Decision.denied("no")
+
+    model = ScriptedModel([call("send", {"to": "ann", "amount": 5}), "done"])
+    services = Services(approver=approver, budget=budget)
+    worker = Worker(asking_role(tools=["send"]), model, tools=[send], services=services)
+    result = await worker.run("pay ann")
+    assert result.status == "over_budget"
+    assert sent == []
+    assert len(model.requests) == 1
 
 
 async def test_a_denied_call_is_an_error_observation_and_the_loop_goes_on() -> None:

@@ -4,10 +4,12 @@ approval get a decision before any call of the turn runs (see
 <reason>``; an approval with edited arguments runs the call with them, validated
 again and checked by the argument guards again (a person's edit passes the same
 policy as the model's call), its observation saying so (once: a call the journal knows
-ran with them, and is not judged again); calls with no decision yet stop the turn
-(``ApprovalNeeded``): the worker pauses, none of its calls having run. A call the
-journal knows began in an earlier life, unasked then, is not asked about now (its tool
-since made to ask): the journal answers it."""
+ran with them, and is not judged again). A person may take long: a turn whose run
+spent meanwhile what reading its results needs (a model call) stops over budget before
+any of its calls runs (with a store, its decisions stand as it is resumed). Calls with
+no decision yet stop the turn (``ApprovalNeeded``): the worker pauses, none of its
+calls having run. A call the journal knows began in an earlier life, unasked then, is
+not asked about now (its tool since made to ask): the journal answers it."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
+from runtime.limits import Budget
 from runtime.tools.approval_gate import ApprovalGate
 from runtime.tools.define import arguments_text
 from runtime.tools.journal import Journal, began
@@ -44,6 +47,8 @@ class Approving(ToolLayer):
         journal: Where calls of earlier lives are known (None: none are): one it
             knows ran with its edited arguments once they passed, and is not
             judged again.
+        budget: The run's budget, checked again once calls are approved (None: none
+            is kept).
     """
 
     def __init__(
@@ -52,11 +57,13 @@ class Approving(ToolLayer):
         gate: ApprovalGate,
         guard: CallGuard | None = None,
         journal: Journal | None = None,
+        budget: Budget | None = None,
     ) -> None:
         super().__init__(next)
         self.gate = gate
         self.guard = guard
         self.journal = journal
+        self.budget = budget
 
     async def admit(self, calls: Sequence[Prepared]) -> list[Admitted]:
         gate = self.gate
@@ -64,6 +71,12 @@ class Approving(ToolLayer):
         if not asked:
             return await self.next.admit(calls)
         decided = await gate.decide([(c.call, c.tool, c.kwargs) for c in asked], calls[0].turn)
+        runs = len(asked) < len(calls) or any(v is None or v.refusal is None for v in decided)
+        if self.budget is not None and runs:
+            # While a person decided, the run went on spending: the turn was reserved
+            # with a model call left to read its results (none, when a terminal tool's
+            # result is the answer), which may be gone now.
+            self.budget.check(calls=0 if any(c.tool.terminal for c in calls) else 1)
         verdict_of = {id(c): v for c, v in zip(asked, decided, strict=True)}
         verdicts: list[Admitted] = []
         edited: list[tuple[int, Prepared]] = []
