@@ -425,8 +425,10 @@ class Run:
         outcomes = await self._workers({}, self.resumed)
         if lead is not None and not _waiting(outcomes):
             outcomes = await self._rounds(lead, outcomes)
-        if _waiting(outcomes):
-            return self._result("waiting", outcomes)  # nothing else can proceed: no answer yet
+        if _waiting(outcomes):  # nothing else can proceed: no answer yet
+            waiting = self._result("waiting", outcomes)
+            # Nor have its guards passed one made of the answers of its workers so far.
+            return answers_withheld(waiting) if self._held() == "workers" else waiting
         _check_quorum(self.shared.policy, outcomes)
         if not any(o.ok for o in outcomes.values()):
             failed = f"all {len(outcomes)} subtasks" if len(outcomes) > 1 else "its only subtask"

@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from honeycomb import (
+    Approvals,
     AssistantMessage,
     BudgetExceeded,
     Budgets,
@@ -27,11 +28,12 @@ from honeycomb import (
     RoleMemory,
     RunFailed,
     SQLiteMemory,
+    tool,
 )
 from honeycomb.events import GuardChecked, ModelCallFinished
 from honeycomb.planning import RolePlanner
 from honeycomb.run.events import RunFinished
-from honeycomb.testing import FunctionModel
+from honeycomb.testing import FunctionModel, call
 from honeycomb.trace.spans import SpanRecorder
 from runtime import ModelTimeout, Usage
 from runtime.limits.budget import retried, timed_out
@@ -446,3 +448,56 @@ async def test_answers_a_budget_stopped_before_the_runs_guards_checked_them_are_
     assert [s.status for s in partial.subtasks.values()] == ["ok", "ok", "over_budget"]
     assert "opens at nine" not in partial.model_dump_json()
     assert all(s.worker is None or s.worker.text == "" for s in partial.subtasks.values())
+
+
+@tool(side_effects=True)
+async def pay(to: str) -> str:
+    """Pay someone."""
+    return f"paid {to}"
+
+
+def _pays_or_tells(request: ModelRequest) -> AssistantMessage | str:
+    """The payer asks to pay (and says so once paid); the clerk tells of the vault."""
+    if "payer" not in (request.messages[0].content or ""):
+        return "The vault opens at nine."
+    if not any(m.role == "tool" for m in request.messages):
+        return AssistantMessage(tool_calls=(call("pay", {"to": "bob"}),))
+    return "Paid bob."
+
+
+async def test_answers_of_a_run_that_waits_before_its_guards_checked_them_are_withheld(
+    db: Path,
+) -> None:
+    """A run whose answer is made of its workers' answers ends waiting for a decision:
+    the result it returns and its ``run.finished`` held the clerk's answer, which its
+    output guards had not checked. They hold it back; the run resumed has it still."""
+    checked: list[str] = []
+
+    def passes(check: GuardCheck) -> None:
+        checked.append(check.text)
+
+    payer = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    executor = Executor(
+        [payer, Role(name="clerk")],
+        FunctionModel(_pays_or_tells),
+        tools=[pay],
+        store=db,
+        aggregator="concat",
+        guards=Guards(output=(passes,)),
+    )
+    events: list[Event] = []
+    plan = [("payer", "pay bob"), ("clerk", "when does the vault open?")]
+    waiting = await executor.run("t", subtasks=plan, run_id="r1", on_event=[events.append])
+    assert waiting.status == "waiting"
+    (finished,) = [e for e in events if isinstance(e, RunFinished)]
+    for shown in (waiting, finished.result):
+        assert shown is not None
+        assert "opens at nine" not in shown.model_dump_json()
+        assert shown.subtasks["s2"].status == "ok"
+    assert checked == []
+    (asked,) = waiting.pending
+    await executor.decide("r1", asked.call_id, approve=True)
+    done = await executor.resume("r1")
+    assert done.status == "ok"
+    assert "The vault opens at nine." in done.answer_text
+    assert len(checked) == 1
