@@ -25,8 +25,8 @@ def http_url_problem(url: str, field: str) -> str | None:
     """What is wrong with ``url``, given as ``field``, if no HTTP request can go to
     it: one without ``http://`` or ``https://`` (``localhost:11434/v1``), one with a
     line break or another control character in it (read with the end of a line of a
-    Windows .env), or one no URL parser reads (a port past 65535, a host's ``[``
-    never closed). None when one can."""
+    Windows .env), one with no host (``http:///v1``, ``https://:443/v1``), or one no URL
+    parser reads (a port past 65535, a host's ``[`` never closed). None when one can."""
     shown = shown_url(url)
     if re.match(r"https?://[^/?#\s]", url.strip(), re.IGNORECASE):
         if not url.isprintable():
@@ -35,15 +35,23 @@ def http_url_problem(url: str, field: str) -> str | None:
                 "(read with the end of its line?): remove it"
             )
         try:
-            urlsplit(url.strip()).port  # noqa: B018 (read to be checked)
+            parts = urlsplit(url.strip())
+            parts.port  # noqa: B018 (read to be checked)
         except ValueError as exc:
             return f"{field} {shown!r} cannot be read as a URL ({exc})"
-        return None
+        return None if parts.hostname else _no_host(field, shown)
     scheme, sep, _ = url.partition("://")
+    if re.fullmatch(r"\s*https?", scheme, re.IGNORECASE):
+        return _no_host(field, shown)
     if sep and scheme.isascii() and scheme.isalnum():
         return f"{field} {shown!r} is not an http:// or https:// URL ({scheme}://)"
     meant = "http://" + shown.strip().lstrip("/")
     return f"{field} {shown!r} has no http:// or https:// (write {meant!r})"
+
+
+def _no_host(field: str, shown: str) -> str:
+    """What an http:// or https:// URL with no host after its scheme is told."""
+    return f"{field} {shown!r} names no host after its scheme (as http://localhost:8000/...)"
 
 
 def shown_url(url: str) -> str:

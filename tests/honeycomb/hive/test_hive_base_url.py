@@ -72,6 +72,16 @@ PASSWORD = "PWsecret1234567"
             "base_url 'http://u:[password hidden]@[h/v1' cannot be read as a URL (Invalid "
             "IPv6 URL)",
         ),
+        (
+            f"https://u:{PASSWORD}@:443/v1",
+            "base_url 'https://u:[password hidden]@:443/v1' names no host after its scheme "
+            "(as http://localhost:8000/...)",
+        ),
+        (
+            f"http://u:{PASSWORD}@/v1",
+            "base_url 'http://u:[password hidden]@/v1' names no host after its scheme (as "
+            "http://localhost:8000/...)",
+        ),
     ],
 )
 def test_a_base_url_that_cannot_be_reached_is_told_without_its_password(
@@ -85,7 +95,10 @@ def test_a_base_url_that_cannot_be_reached_is_told_without_its_password(
     that says to add one, in validate's output and in the ConfigError of the adapter
     made in Python; one with a line break (a Windows .env's \\r), an unreadable port
     or an unclosed [ passed validate, and every call failed with httpx's or
-    urllib's own error (InvalidURL, ValueError), not one naming the field."""
+    urllib's own error (InvalidURL, ValueError), not one naming the field; one with
+    no host was 'not an http:// or https:// URL (http://)', or (a port alone) passed
+    and failed every call as 'Request URL is missing an 'http://' or 'https://'
+    protocol', retried as a connection error."""
     from runtime import ConfigError, OpenAIModel
 
     monkeypatch.setenv("HIVE_TEST_URL", base_url)
