@@ -76,7 +76,10 @@ class OpenAIEmbeddings:
         price: Price | None = None,
     ) -> None:
         if dimensions is not None and dimensions < 1:
-            raise ValueError(f"dimensions must be positive, got {dimensions}")
+            raise ConfigError(
+                f"the embeddings model {model!r}: dimensions must be a positive number, "
+                f"got {dimensions}"
+            )
         self.model = model
         self.dimensions = dimensions
         self.price = price

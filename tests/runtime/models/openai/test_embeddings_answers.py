@@ -7,10 +7,17 @@ against the local test server."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
-from runtime import ModelHTTPError, ModelResponseError, OpenAIEmbeddings, RetryPolicy
+from runtime import (
+    ConfigError,
+    ModelHTTPError,
+    ModelResponseError,
+    OpenAIEmbeddings,
+    RetryPolicy,
+)
 from tests.support.openai_server import OpenAIServer, Raw, RecordedRequest, embedding
 
 FAST = RetryPolicy(attempts=2, initial_wait_s=0, jitter_s=0)
@@ -95,3 +102,23 @@ async def test_a_key_the_endpoint_echoes_in_its_error_is_masked(
     assert "Bearer [api key hidden]" in str(caught.value)
     assert KEY not in repr(caught.value.body)
     assert caught.value.__cause__ is None  # the SDK's error, which holds the key, is dropped
+
+
+@pytest.mark.parametrize(
+    ("given", "told"),
+    [
+        (
+            {"dimensions": 0},
+            "the embeddings model 'e': dimensions must be a positive number, got 0",
+        ),
+        ({"timeout": 0}, "model 'e': timeout must be a positive number of seconds"),
+        ({"max_concurrency": 0}, "model 'e': max_concurrency must be at least 1"),
+    ],
+)
+def test_a_number_no_call_can_use_is_refused_naming_the_embeddings(
+    given: dict[str, Any], told: str
+) -> None:
+    """dimensions=0 was a bare ValueError naming neither the model nor a ConfigError."""
+    with pytest.raises(ConfigError) as caught:
+        OpenAIEmbeddings("e", base_url="http://127.0.0.1:9/v1", **given)
+    assert str(caught.value).startswith(told)
