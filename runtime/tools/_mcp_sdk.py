@@ -135,7 +135,7 @@ class Session:
         return self.tools
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> str:
-        """Call ``tool``; its result as observation text.
+        """Call ``tool``, in a :meth:`place`; its result as observation text.
 
         Raises:
             ModelRetry: the tool reported an error (``isError``): the server's message.
@@ -149,9 +149,8 @@ class Session:
         answer = _Answer()
         token = _ANSWER.set(answer)  # the SDK sends the call in this context
         try:
-            async with self._connection():
-                with ours():
-                    result = await self._client.call_tool(tool, arguments)
+            with ours():
+                result = await self._client.call_tool(tool, arguments)
         except MCPError as exc:
             if answer.unsent is not None:
                 raise self._unsent(tool, answer.unsent) from exc
@@ -188,8 +187,10 @@ class Session:
         return text
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[None]:
-        """A place among a streamable-HTTP server's calls under way, once one is free."""
+    async def place(self) -> AsyncIterator[None]:
+        """A place among a streamable-HTTP server's calls under way (its
+        ``max_connections``), once one is free: a call is made in one. A call cut off
+        as it waits was never sent."""
         if self._calls is None:
             yield
             return

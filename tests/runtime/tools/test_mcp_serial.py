@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 import runtime.tools.mcp
-from runtime import McpToolSettings, ModelRetry, ToolCall, ToolRegistry
-from runtime.concurrency import within
+from runtime import McpServer, McpToolSettings, ModelRetry, ToolCall, ToolRegistry
+from runtime.concurrency import TimedOut, within
 from runtime.tools.mcp import mcp_tools
 from tests.support.dispatching import layered
-from tests.support.mcp_servers import running, sdk_server
+from tests.support.mcp_servers import http_test_server, running, sdk_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -154,3 +154,42 @@ async def test_a_call_cut_off_in_a_server_already_retired_is_overlapped_by_no_la
     lines = [line.split()[:2] for line in written(notes).splitlines()]
     for name in ("w1", "w2"):
         assert lines.index(["end", name]) < lines.index(["flag", name]), lines
+
+
+def one_at_a_time(url: str) -> McpServer:
+    """The HTTP test server at ``url``, one call under way at a time."""
+    token = {"Authorization": "Bearer s3cret-token"}
+    return McpServer(name="h", url=url, headers=token, max_connections=1)
+
+
+async def test_a_call_waiting_for_a_connection_retires_no_server_nor_goes_to_a_retired_one(
+    tmp_path: Path,
+) -> None:
+    """With a server's max_connections under way, a side-effecting call cut off before
+    it had a connection was never sent, yet its server was retired as for a call that
+    may go on in it (started anew; the calls under way in it cut off once they had
+    taken 10 seconds more). And a call that waited as a side-effecting call cut off
+    retired the server was sent to it once its place came, as it stopped: it had lost
+    its connection, whether it did anything unknown. It goes to the next session."""
+    notes = tmp_path / "notes.txt"
+    with http_test_server("s3cret-token", notes=notes) as url:
+        async with running(one_at_a_time(url)) as run:
+            session = await run.ready("h", "slow")
+            slow = asyncio.ensure_future(run.call("h", "slow", {"seconds": 0.6}))
+            await noted(notes, "slow 0.6")
+            with pytest.raises(TimedOut), within(0.1):
+                await run.call("h", "append_note", {"text": "x"}, serial=True)
+            assert await slow == "slept 0.6s"
+            assert await run.ready("h", "lookup") is session
+            assert "start x" not in written(notes)
+
+            async def cut_off() -> None:
+                with within(0.5):
+                    await run.call("h", "append_note", {"text": "a", "delay": 5}, serial=True)
+
+            first = asyncio.ensure_future(cut_off())
+            await noted(notes, "start a")
+            waiting = asyncio.ensure_future(run.call("h", "lookup", {"word": "bee"}))
+            with pytest.raises(TimedOut):
+                await first
+            assert await waiting == "an insect that makes honey"
