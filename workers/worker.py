@@ -370,7 +370,8 @@ class Worker:
 
         Args:
             task: The subtask's instruction.
-            inputs: The results of the subtasks it depends on, shown after it.
+            inputs: The results of the subtasks it depends on, shown after it (its
+                input guards read them too).
             resume: The state it continues from.
             conversation: What it is shown of a session's conversation, after
                 ``task`` (its input guards read it too; its memory recall does not:
@@ -395,7 +396,9 @@ class Worker:
         paid = paying.set(self._memory_payer()) if self.setup.memory is not None else None
         try:
             if resume is None:  # a resumed worker passed its input guards before
-                refused = await self._refused(told)
+                # All it is told: a subtask's dependencies' results too, which a model
+                # wrote (what one of them read may tell it to ignore its instructions).
+                refused = await self._refused(prompt)
                 if refused is not None:
                     return self._result(
                         refused[0],
