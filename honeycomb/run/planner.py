@@ -19,6 +19,7 @@ against the run's roles before it runs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import reprlib
@@ -267,20 +268,9 @@ class RolePlanner:
         for its plan of round ``round``."""
         workable = [context.roles[name] for name in working_roles(context, self.role, self.roles)]
         await context.crew.prepare([context.roles[self.role]])  # its own tools
-        for other in workable:  # the catalog's tools
-            # A role whose MCP server cannot start is listed without those tools: its
-            # workers fail alone, with why, under the failure policy; and the run says
-            # so, which a plan without the role would not.
-            try:
-                await context.crew.prepare([other])
-            except HoneycombError as exc:
-                missing = RoleToolsMissing(
-                    run_id=context.run_id,
-                    round=round,
-                    role=other.name,
-                    error=f"{type(exc).__name__}: {exc}",
-                )
-                context.tracer.emit(missing)
+        async with asyncio.TaskGroup() as group:  # their servers start together
+            for other in workable:  # the catalog's tools
+                group.create_task(_prepared(other, context, round))
         catalog = [_entry(r, context) for r in workable]
         names = [r.name for r in workable]
         conversation = context.conversation_for(context.roles[self.role], "full")
@@ -538,6 +528,19 @@ def judge_roles(context: RunContext) -> list[str]:
     for role in context.roles.values():
         named += role.guards.judges() if role.guards is not None else []
     return [name for name in dict.fromkeys(named) if name in context.roles]
+
+
+async def _prepared(role: Role, context: RunContext, round: int) -> None:
+    """Give a role of the planner's catalog its MCP tools. One whose server cannot
+    start is listed without those tools: its workers fail alone, with why, under the
+    failure policy; and the run says so, which a plan without the role would not."""
+    try:
+        await context.crew.prepare([role])
+    except HoneycombError as exc:
+        missing = RoleToolsMissing(
+            run_id=context.run_id, round=round, role=role.name, error=f"{type(exc).__name__}: {exc}"
+        )
+        context.tracer.emit(missing)
 
 
 def _entry(role: Role, context: RunContext) -> CatalogEntry:

@@ -19,7 +19,7 @@ from honeycomb import Executor, Policy, Role, RunFailed, Subtask
 from honeycomb.cli.main import main as cli
 from honeycomb.events import Event, RoleToolsMissing
 from honeycomb.testing import FunctionModel, ScriptedModel
-from honeycomb.tools import McpToolSettings
+from honeycomb.tools import McpServer, McpToolSettings
 from runtime import (
     ApprovalError,
     AssistantMessage,
@@ -458,6 +458,45 @@ async def test_a_plan_without_the_role_whose_server_cannot_start_says_why_it_lac
     assert "the test server was told to fail at start" in warning.error
     kinds = [e.kind for e in events]
     assert kinds.index("run.role_tools_missing") < kinds.index("run.plan_ready")
+
+
+async def test_the_planners_catalog_starts_its_roles_servers_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The planner's catalog started its roles' MCP servers one after another: a
+    planner over roles of three servers waited for three starts in a row (here each
+    its start_timeout, as a program that never speaks MCP). They start together."""
+    import runtime.tools._mcp_sdk as sdk
+
+    starting: list[str] = []
+    most = 0
+    real = sdk.connect
+
+    @contextlib.asynccontextmanager
+    async def counted(server: str, **options: Any) -> AsyncIterator[Any]:
+        nonlocal most
+        starting.append(server)
+        most = max(most, len(starting))
+        try:
+            async with real(server, **options) as session:
+                yield session
+        finally:
+            starting.remove(server)
+
+    monkeypatch.setattr(sdk, "connect", counted)
+    mute = [
+        McpServer(name=f"m{i}", command="sleep", args=("30",), start_timeout=0.5) for i in range(3)
+    ]
+    roles = [Role(name="planner"), Role(name="writer")]
+    roles += [Role(name=f"r{i}", tools=[f"m{i}:lookup"]) for i in range(3)]
+    plan_json = '{"subtasks": [{"id": "s1", "role": "writer", "instruction": "write"}]}'
+    model = ScriptedModel({"r/planner": [plan_json], "r/s1": ["written"], "r/aggregator": ["ok"]})
+    events: list[Event] = []
+    executor = Executor(roles, model, mcp_servers=mute, on_event=[events.append])
+    result = await executor.run("t", run_id="r")
+    assert result.status == "ok"
+    assert most == 3
+    assert sorted(e.role for e in events if isinstance(e, RoleToolsMissing)) == ["r0", "r1", "r2"]
 
 
 async def test_an_aggregator_whose_server_cannot_start_fails_the_run_as_an_aggregator_does() -> (
