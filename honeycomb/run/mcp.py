@@ -9,11 +9,12 @@ once (:class:`runtime.tools.mcp.McpRun`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from runtime import ConfigError, Tool
+from runtime import ConfigError, HoneycombError, Tool
 from runtime.tools.mcp import (
     McpRun,
     McpServer,
@@ -105,15 +106,15 @@ class McpTools:
                 or another server's): an MCP tool cannot be renamed, and the error says
                 what can be done.
         """
-        run = current_mcp_run()
+        refs = self.refs(role)
+        unlisted = [name for name in dict.fromkeys(s for s, _ in refs) if name not in self._tools]
+        failed = dict(zip(unlisted, await self._list(unlisted), strict=True))
         picked: list[Tool[..., Any]] = []
         servers: dict[str, str | None] = dict.fromkeys(besides)  # whose each name is
-        for server, wanted in self.refs(role):
+        for server, wanted in refs:
             tools = self._tools.get(server)
-            if tools is None:
-                if run is None:  # the Executor opens a run's block before its workers
-                    raise RuntimeError("MCP tools are listed in a run's block (McpTools.scope)")
-                tools = await self._listed(run, server)
+            if tools is None:  # the first of its servers' errors, in the role's order
+                raise failed[server] or RuntimeError(f"MCP server {server!r} was not listed")
             try:
                 found = pick_tools(server, tools, wanted, self._unfit.get(server))
             except ConfigError as exc:
@@ -123,6 +124,26 @@ class McpTools:
                 raise ConfigError(f"role {role.name!r}: {problem}")
             picked += found
         return picked
+
+    async def _list(self, names: Sequence[str]) -> list[HoneycombError | None]:
+        """List servers ``names``, together (each starts if it has not): what each
+        failed with, or None."""
+        if not names:
+            return []
+        run = current_mcp_run()
+        if run is None:  # the Executor opens a run's block before its workers
+            raise RuntimeError("MCP tools are listed in a run's block (McpTools.scope)")
+
+        async def listed(name: str) -> HoneycombError | None:
+            try:
+                await self._listed(run, name)
+            except HoneycombError as exc:
+                return exc
+            return None
+
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(listed(name)) for name in names]
+        return [task.result() for task in tasks]
 
     async def _listed(self, run: McpRun, name: str) -> dict[str, Tool[..., Any]]:
         """The tools server ``name`` lists, kept for every run once they are as its

@@ -18,6 +18,7 @@ import pytest
 from honeycomb import Executor, Policy, Role, RunFailed, Subtask
 from honeycomb.cli.main import main as cli
 from honeycomb.events import Event, RoleToolsMissing
+from honeycomb.run.mcp import McpTools
 from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.tools import McpServer, McpToolSettings
 from runtime import (
@@ -460,43 +461,68 @@ async def test_a_plan_without_the_role_whose_server_cannot_start_says_why_it_lac
     assert kinds.index("run.role_tools_missing") < kinds.index("run.plan_ready")
 
 
+@pytest.fixture
+def starting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The most MCP servers seen starting (to list their tools) at once, as a
+    one-item list."""
+    now: list[str] = []
+    most = [0]
+    real = McpTools._listed
+
+    async def counted(self: McpTools, run: Any, name: str) -> Any:
+        now.append(name)
+        most[0] = max(most[0], len(now))
+        try:
+            return await real(self, run, name)
+        finally:
+            now.remove(name)
+
+    monkeypatch.setattr(McpTools, "_listed", counted)
+    return most
+
+
+def mute(count: int) -> list[McpServer]:
+    """Servers that never speak MCP: each fails its start after half a second."""
+    return [
+        McpServer(name=f"m{i}", command="sleep", args=("30",), start_timeout=0.5)
+        for i in range(count)
+    ]
+
+
 async def test_the_planners_catalog_starts_its_roles_servers_together(
-    monkeypatch: pytest.MonkeyPatch,
+    starting: list[int],
 ) -> None:
     """The planner's catalog started its roles' MCP servers one after another: a
     planner over roles of three servers waited for three starts in a row (here each
     its start_timeout, as a program that never speaks MCP). They start together."""
-    import runtime.tools._mcp_sdk as sdk
-
-    starting: list[str] = []
-    most = 0
-    real = sdk.connect
-
-    @contextlib.asynccontextmanager
-    async def counted(server: str, **options: Any) -> AsyncIterator[Any]:
-        nonlocal most
-        starting.append(server)
-        most = max(most, len(starting))
-        try:
-            async with real(server, **options) as session:
-                yield session
-        finally:
-            starting.remove(server)
-
-    monkeypatch.setattr(sdk, "connect", counted)
-    mute = [
-        McpServer(name=f"m{i}", command="sleep", args=("30",), start_timeout=0.5) for i in range(3)
-    ]
     roles = [Role(name="planner"), Role(name="writer")]
     roles += [Role(name=f"r{i}", tools=[f"m{i}:lookup"]) for i in range(3)]
     plan_json = '{"subtasks": [{"id": "s1", "role": "writer", "instruction": "write"}]}'
     model = ScriptedModel({"r/planner": [plan_json], "r/s1": ["written"], "r/aggregator": ["ok"]})
     events: list[Event] = []
-    executor = Executor(roles, model, mcp_servers=mute, on_event=[events.append])
+    executor = Executor(roles, model, mcp_servers=mute(3), on_event=[events.append])
     result = await executor.run("t", run_id="r")
     assert result.status == "ok"
-    assert most == 3
+    assert starting == [3]
     assert sorted(e.role for e in events if isinstance(e, RoleToolsMissing)) == ["r0", "r1", "r2"]
+
+
+async def test_a_roles_servers_start_together_and_it_fails_with_the_first_ones_error(
+    starting: list[int],
+) -> None:
+    """A worker whose role takes the tools of three servers started them one after
+    another, its start three starts long. They start together; it fails with the
+    error of the first the role names, as before."""
+    role = Role(name="r", tools=["m1:lookup", "m0:lookup", "m2:lookup"])
+    executor = Executor([role], ScriptedModel(["done"]), mcp_servers=mute(3))
+    with pytest.raises(RunFailed) as info:
+        await executor.run("t", subtasks=plan("r"))
+    assert starting == [3]
+    assert info.value.partial is not None
+    error = info.value.partial.subtasks["s1"].error
+    assert error is not None
+    assert error.type == "McpServerError"
+    assert error.message.startswith("MCP server 'm1' did not start")
 
 
 async def test_an_aggregator_whose_server_cannot_start_fails_the_run_as_an_aggregator_does() -> (
