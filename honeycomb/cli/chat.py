@@ -115,9 +115,9 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     try:  # --record goes on in the cassette of the conversation's earlier chats
-        args.continues = _kept_already(store, args.session)
+        args.continues = _kept_already(store, args)
         models = cassette_models(hive, model, args)  # --record, --replay
-    except ConfigError as exc:
+    except (StoreError, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         if store is not None:
             store.close()
@@ -132,17 +132,18 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
             store.close()
 
 
-def _kept_already(store: RunStore | None, session_id: str | None) -> bool:
+def _kept_already(store: RunStore | None, args: argparse.Namespace) -> bool:
     """Whether ``store`` keeps a turn of the conversation ``--session`` names, which
     this chat goes on with: ``--record`` then goes on in the cassette its earlier
-    chats recorded in, as a resumed run's does, rather than start it anew. A store that
-    cannot be read keeps none here: the chat says why as it opens it."""
-    if store is None or session_id is None:
+    chats recorded in, as a resumed run's does, rather than start it anew.
+
+    Raises:
+        StoreError: when ``store`` cannot be read: a conversation taken for a new one
+            would record its cassette anew, losing the calls of its earlier chats.
+    """
+    if store is None or args.session is None or getattr(args, "record", None) is None:
         return False
-    try:
-        return bool(StoredSessions(store).turns_now(session_id))
-    except StoreError:
-        return False
+    return bool(StoredSessions(store).turns_now(args.session))
 
 
 async def _stoppable(

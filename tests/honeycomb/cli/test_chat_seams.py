@@ -320,6 +320,28 @@ def test_a_conversation_gone_on_with_record_keeps_the_calls_of_its_earlier_chats
     assert "Cassette" not in replayed.out + replayed.err
 
 
+def test_a_store_that_cannot_be_read_leaves_the_conversations_cassette_as_it_was(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A chat going on with a kept conversation, --record given again, whose store could
+    not be read as it asked whether the conversation was kept, took it for a new one and
+    recorded its cassette anew: the calls of the conversation's earlier chats were lost.
+    It is refused with the store's error, as a store that cannot be opened is."""
+    tape = hive.parent / "calls.jsonl"
+    recorded = ("--session", "c1", "--record", str(tape))
+    assert chat(monkeypatch, hive, "Find the weather in Rome.\n", *recorded) == 0
+    before = tape.read_text()
+    capsys.readouterr()
+
+    def unreadable(self: object, session_id: str) -> list[tuple[Any, ...]]:
+        raise StoreError("database is locked", path="runs.db")
+
+    monkeypatch.setattr("honeycomb.cli.chat.StoredSessions.turns_now", unreadable)
+    assert chat(monkeypatch, hive, "And in Oslo?\n", *recorded) == 2
+    assert "runs.db: database is locked" in capsys.readouterr().err
+    assert tape.read_text() == before
+
+
 UVLOOP_HIDDEN = "import sys; sys.modules['uvloop'] = None  # as if it were not installed\n"
 CLI = "import sys\nfrom honeycomb.cli.main import main\nraise SystemExit(main(sys.argv[1:]))\n"
 
