@@ -117,7 +117,9 @@ def create_app(executor: Executor) -> Starlette:
         except ConfigError as exc:  # an id no store keeps (over 512 bytes ...)
             return JSONResponse({"error": str(exc)}, status_code=422)
         if "text/event-stream" in request.headers.get("accept", ""):
-            return EventStream(_streamed(active, lambda: session.stream(text)))
+            # A message that waits for the session's turn starts its stream at once.
+            streamed = _streamed(active, lambda: session.stream(text))
+            return EventStream(streamed, held=busy == "refuse")
         return await _answered(request, active, lambda: session.run(text))
 
     async def conversation(request: Request) -> Response:
@@ -206,24 +208,20 @@ def _streamed(
     run_id: str | None = None,
 ) -> Producer:
     """What a stream's response sends: every event of the run ``start`` starts (of
-    ``run_id``, when the client named it), then its result, or its error with the
-    status ``/run`` answers it with (:func:`_failure`): as the response itself when the
-    run raised it before any event."""
+    ``run_id``, when the client named it), then its result, or its error as the
+    :class:`Answer` ``/run`` gives (:func:`_failure`), which :class:`EventStream` sends
+    as the response itself when it comes first."""
 
     async def produce(send: MemoryObjectSendStream[bytes | Answer]) -> None:
         active.value += 1
-        sent = False
         try:
             async with send:
                 try:  # its start too: a session busy with another message refuses there
                     async with start() as run:
                         async for event in run:
                             await send.send(_sse(event.kind, _fields(event)))
-                            sent = True
                 except HoneycombError as exc:
-                    status, body = _failure(exc, run_id)
-                    refusal = _sse("error", {**body, "status": status})
-                    await send.send(refusal if sent else Answer(status, body))
+                    await send.send(Answer(*_failure(exc, run_id)))
                     return
                 if run.result is not None:
                     await send.send(_sse("result", _payload(run.result)))
@@ -292,14 +290,17 @@ Producer = Callable[[MemoryObjectSendStream[bytes | Answer]], Coroutine[Any, Any
 class EventStream(Response):
     """A ``text/event-stream`` answer: what ``produce`` sends, sent on as it comes.
 
-    The response starts with what ``produce`` sends first: the stream's first event
-    (200), or an :class:`Answer` in its place (its status and JSON body), so that a
-    request refused before anything happened gets its status, not a stream. ``produce``
-    runs in a task group with the sending, so the run is never left going in an async
-    generator; a client that disconnects cancels both.
+    ``held``: the response starts with what ``produce`` sends first, the stream's first
+    event (200) or an :class:`Answer` in its place (its status and JSON body), so that a
+    request refused as its run starts gets its status, not a stream. Not held (a
+    message that waits for its session's turn, which may take long: a client or a
+    proxy gives up on a response whose headers do not come), it starts at once, and an
+    ``Answer`` comes as the stream's ``error`` event. ``produce`` runs in a task group
+    with the sending, so the run is never left going in an async generator; a client
+    that disconnects cancels both.
     """
 
-    def __init__(self, produce: Producer) -> None:
+    def __init__(self, produce: Producer, *, held: bool = True) -> None:
         # Not Response's own headers: they would declare a length, of an empty body.
         self.status_code = 200
         self.background = None
@@ -308,6 +309,7 @@ class EventStream(Response):
             (b"cache-control", b"no-cache"),
         ]
         self.produce = produce
+        self.held = held
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         sender, receiver = anyio.create_memory_object_stream[bytes | Answer](math.inf)
@@ -315,7 +317,7 @@ class EventStream(Response):
             tg.start_soon(_cancel_on_disconnect_asgi, receive, tg.cancel_scope)
             tg.start_soon(self.produce, sender)
             async with receiver:
-                first = await anext(receiver, b"")
+                first = await anext(receiver, b"") if self.held else b""
                 if isinstance(first, Answer):
                     answer = JSONResponse(first.body, status_code=first.status)
                     await answer(scope, receive, send)
@@ -323,12 +325,20 @@ class EventStream(Response):
                     return
                 start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
                 await send(start)
-                await send({"type": "http.response.body", "body": first, "more_body": True})
+                if first:
+                    await send(_body(first))
                 async for chunk in receiver:
-                    assert isinstance(chunk, bytes)  # an Answer comes first, or never
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    await send(_body(chunk))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()
+
+
+def _body(chunk: bytes | Answer) -> dict[str, Any]:
+    """The ASGI message that sends ``chunk`` of a stream under way: an :class:`Answer`
+    comes as its ``error`` event."""
+    if isinstance(chunk, Answer):
+        chunk = _sse("error", {**chunk.body, "status": chunk.status})
+    return {"type": "http.response.body", "body": chunk, "more_body": True}
 
 
 async def _cancel_on_disconnect_asgi(receive: Receive, scope: anyio.CancelScope) -> None:

@@ -111,14 +111,23 @@ async def test_a_message_streams_its_events_and_a_busy_session_refuses_when_aske
                 # Streamed, refused as it starts: the response's status says so (it was
                 # a 200 stream, broken off by the error raised after it started).
                 refused_streamed = await client.post(url, json=lima, headers=headers)
-                hold.set()
+                # One that waits for its turn starts its stream at once (a client or a
+                # proxy gives up on headers that do not come), its events once it runs.
+                lisbon = {"message": "And Lisbon?"}
+                with anyio.fail_after(30):  # a hang's stop: its headers came at its end
+                    async with client.stream("POST", url, json=lisbon, headers=headers) as wait:
+                        hold.set()
+                        waited = [event async for event in sse_events(wait)]
             assert refused.status_code == 409
             assert "SessionBusy" in refused.json()["error"]
             assert (refused_streamed.status_code, refused_streamed.json()) == (409, refused.json())
+            assert wait.status_code == 200
+            assert (waited[-1][0], waited[-1][1]["status"]) == ("result", "ok")
             turns = (await client.get(shown)).json()["turns"]
             assert [t["message"] for t in turns] == [
                 "Find the weather in Rome.",
                 "Find the weather in Oslo.",
+                "And Lisbon?",
             ]
             assert (await client.get(f"{server.url}/sessions/nobody")).status_code == 404
 
