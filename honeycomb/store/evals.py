@@ -6,6 +6,7 @@ eval package's; the store keeps its text and a few columns to list evals by."""
 from __future__ import annotations
 
 import os
+import re
 
 import msgspec
 
@@ -59,12 +60,16 @@ def eval_of(db: Connection, run_id: str) -> str | None:
     return str(found[0]) if found is not None else None
 
 
+_NAMED = re.compile(rf"{re.escape(EVAL_RUN)}([^/]+):[0-9a-f]{{12}}")
+"""An id of :func:`eval_run_id`'s shape, told as the store upgrading to schema 9 tells
+it (``EVAL_RUNS_BEFORE``): case by case, and no ``/``."""
+
+
 def _named(run_id: str) -> str | None:
     """The eval an id of :func:`eval_run_id`'s shape names, as a store of schema 8 or
     before told an eval's run."""
-    if not run_id.startswith(EVAL_RUN) or len(run_id) <= len(EVAL_RUN) + 13:
-        return None
-    return run_id[len(EVAL_RUN) : -13]
+    found = _NAMED.fullmatch(run_id)
+    return found[1] if found is not None else None
 
 
 def runs_of_eval(db: Connection, eval_id: str) -> list[str]:

@@ -273,10 +273,16 @@ runs leave waiting). A run is an eval's by its row here, not by its id (schema 9
 EVAL_RUNS_BEFORE = (
     "INSERT INTO eval_runs (run_id, eval_id) SELECT run_id, "
     "substr(run_id, 6, length(run_id) - 18) FROM runs "
-    "WHERE run_id LIKE 'eval:%' AND run_id NOT LIKE '%/%' AND length(run_id) > 18"
+    "WHERE length(run_id) > 18 AND substr(run_id, 1, 5) = 'eval:' "
+    "AND substr(run_id, length(run_id) - 12, 1) = ':' "
+    "AND rtrim(substr(run_id, length(run_id) - 11), '0123456789abcdef') = '' "
+    "AND replace(run_id, '/', '') = run_id"
 )
-"""The evals' runs of a store of an earlier schema, which knew them by their ids alone
-(``eval:EVAL_ID:`` and 12 hex digits): what the store of schema 9 knows them by."""
+"""The evals' runs of a store of an earlier schema, which knew them by their ids alone:
+what the store of schema 9 knows them by. Only an id of the shape an eval gave its runs
+(``eval:EVAL_ID:`` and 12 lowercase hex digits, no ``/``), told apart case by case (not
+by ``LIKE``, which ignores case in SQLite): a user's own run named ``eval:...`` stays a
+run like any other."""
 
 CREATED: dict[int, tuple[str, ...]] = {
     5: (APPROVALS, LIVES),

@@ -14,7 +14,7 @@ from honeycomb.store import RunStore
 from honeycomb.store.evals import eval_of, runs_of_eval
 from tests.support.evals import tiny_hive
 from tests.support.old_stores import digest, write_old_store
-from tests.support.stores import Where
+from tests.support.stores import Where, change, query
 
 
 async def test_a_report_is_kept_by_its_id_and_the_latest_are_listed_first(
@@ -108,6 +108,54 @@ async def test_a_store_of_schema_8_knows_its_evals_runs_and_interrupted_evals_re
     )
     assert store.read_now(functools.partial(eval_of, run_id=mine), None) is None
     store.close()
+
+
+async def test_upgrading_a_store_keeps_as_evals_runs_only_ids_an_eval_made(
+    store: Where,
+) -> None:
+    """A store of schema 8 knew an eval's run by its id alone: read as it is and brought
+    up to date, only an id of the shape an eval gave its runs is an eval's, told case by
+    case; a user's own run named ``eval:...`` (or ``EVAL:...``) is a run like any other."""
+    evals = {
+        "eval:ev-old:0123456789ab": "ev-old",
+        "eval:ev:a:b:fedcba987654": "ev:a:b",
+        "eval:my-nightly-check-run": None,
+        "EVAL:Users-Own-Run-Name-1": None,
+        "Eval:ev-old:0123456789ab": None,
+        "eval:ev-old:0123456789AB": None,
+        "eval:ev-old-0123456789ab": None,
+        "eval:ev-old:0123456789ab/s1": None,  # a sub-run: its caller's is the eval's
+    }
+    opened = RunStore(store)
+    await opened.open()
+    await opened.commit(
+        *(
+            ("INSERT INTO runs (run_id, task, status, started_at) VALUES (?, 't', 'ok', 1.0)", (i,))
+            for i in evals
+        )
+    )
+    opened.close()
+    version = (
+        "PRAGMA user_version = 8"
+        if isinstance(store, Path)
+        else "UPDATE store_schema SET version = 8"
+    )
+    change(
+        store,
+        ("DROP TABLE eval_runs", ()),
+        ("ALTER TABLE evals DROP COLUMN interrupted", ()),
+        (version, ()),
+    )
+    eighth = RunStore(store)
+
+    def eval_of_run(run_id: str) -> str | None:
+        return eighth.read_now(functools.partial(eval_of, run_id=run_id), None)
+
+    assert {i: eval_of_run(i) for i in evals} == {**evals, "eval:ev-old:0123456789ab/s1": "ev-old"}
+    await eighth.open()  # brought up to date
+    kept = {i: e for i, e in evals.items() if e is not None}
+    assert dict(query(store, "SELECT run_id, eval_id FROM eval_runs")) == kept
+    eighth.close()
 
 
 async def test_an_interrupted_eval_is_listed_so(store: Where) -> None:
