@@ -366,7 +366,7 @@ def _execute_in(
     try:
         args.continues = getattr(args, "continues", False) or _kept_already(store, args)
         models = cassette_models(hive, model, args)
-    except ConfigError as exc:
+    except (StoreError, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     missing = missing_keys(hive, model, args)
@@ -395,14 +395,15 @@ def _execute_in(
 def _kept_already(store: RunStore | None, args: argparse.Namespace) -> bool:
     """Whether ``--run-id`` names a run ``store`` keeps, which this command continues
     (or shows, ended), so that ``--record`` goes on in the cassette of its earlier
-    lives rather than start it anew. A store that cannot be read keeps none here: the
-    run says why as it opens it."""
+    lives rather than start it anew.
+
+    Raises:
+        StoreError: when ``store`` cannot be read: a run taken for a new one would
+            record its cassette anew, losing the calls of its earlier lives.
+    """
     if args.run_id is None or store is None or getattr(args, "record", None) is None:
         return False
-    try:
-        return store.find(args.run_id) is not None
-    except StoreError:
-        return False
+    return store.find(args.run_id) is not None
 
 
 def model_of(args: argparse.Namespace, hive: Hive) -> Model | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from honeycomb.cli.main import main
+from runtime.errors import StoreError
 from runtime.models.cassettes import Cassette
 from tests.support import ROOT
 
@@ -167,3 +168,24 @@ def test_a_run_its_run_id_continues_goes_on_in_its_cassette(
     capsys.readouterr()
     replay = ["demo", "--approve", "--plain", "--latency", "0", "--replay", "demo.jsonl"]
     assert main([*replay, "--no-store"]) == 0, capsys.readouterr().out
+
+
+def test_a_store_that_cannot_be_read_leaves_the_runs_cassette_as_it_was(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run continued by its --run-id, --record given again, whose store could not be
+    read as it asked whether the run was kept, took it for a new one and recorded its
+    cassette anew: the calls of the run's earlier lives were lost. It is refused with
+    the store's error, as a store that cannot be opened is."""
+    demo = ["demo", "--approve", "--plain", "--latency", "0", "--record", "demo.jsonl"]
+    assert main([*demo, "--run-id", "trip-1"]) == 3  # it waits for a person
+    before = Path("demo.jsonl").read_text()
+    capsys.readouterr()
+
+    def unreadable(self: object, run_id: str) -> None:
+        raise StoreError("database is locked", path="runs.db")
+
+    monkeypatch.setattr("honeycomb.store.RunStore.find", unreadable)
+    assert main([*demo, "--run-id", "trip-1"]) == 2
+    assert "runs.db: database is locked" in capsys.readouterr().err
+    assert Path("demo.jsonl").read_text() == before
