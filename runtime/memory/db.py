@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 APPLICATION_ID = 0x4859434D  # "HYCM" (the run store's is "HYCB")
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """1: the word index took a run of Chinese, Japanese or Korean letters for one word;
 2: it indexes each (:func:`~runtime.memory.store.indexed_text`); 3: each Thai, Lao,
 Burmese or Khmer letter too, with its marks (its tokenizer keeps them in a word); 4:
@@ -58,10 +58,18 @@ the vowel signs and viramas of the scripts of India and their kin are kept in th
 words too, which 3 cut into letters; 5: the vowel points of Hebrew, Arabic and Syriac
 are left out of what is indexed, and a text is indexed composed (NFC); 6: 4 kept the
 marks of Javanese, Balinese and the other scripts of their kind written without spaces,
-making a run of them one word: they are cut at again. A file of an earlier version is
+making a run of them one word: they are cut at again; 7: the triggers call the
+indexing by a name of its version (:data:`INDEXED`). A file of an earlier version is
 indexed anew as it is first opened."""
-INDEXED = "honeycomb_indexed_text"
-"""The SQL function the triggers index a text through, made on each connection."""
+INDEXING = 6
+"""The version of :func:`~runtime.memory.store.indexed_text`: bumped (and
+:data:`SCHEMA_VERSION` with it) whenever it indexes a text otherwise."""
+INDEXED = f"honeycomb_indexed_text_{INDEXING}"
+"""The SQL function the triggers index a text through, made on each connection. Its
+name holds the indexing's version: a process of an earlier Honeycomb that has the file
+open as a later one indexes it anew has no function of that name, and its writes fail
+(no such function) instead of indexing its texts otherwise, or, as it forgets one,
+telling the index other words than it holds (which corrupts the index)."""
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS memories (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -302,6 +302,13 @@ class SQLiteMemory:
                     f"(timeout_s): {exc}",
                     path=str(self.path),
                 ) from exc
+            if "no such function: honeycomb_indexed_text" in str(exc):  # db.INDEXED's
+                raise MemoryStoreError(
+                    "a newer Honeycomb indexed the memory file anew while this process had "
+                    "it open: this one would index what it writes otherwise, so it writes "
+                    f"no more; restart it with the newer Honeycomb ({exc})",
+                    path=str(self.path),
+                ) from exc
             raise MemoryStoreError(
                 f"cannot use the memory file: {exc}", path=str(self.path)
             ) from exc
