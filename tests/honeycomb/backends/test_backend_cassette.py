@@ -196,11 +196,13 @@ async def test_a_call_its_run_stopped_fails_clearly_replayed_otherwise_wherever_
     # cancelled), replayed under best_effort, where nothing stops s2: its call fails it
     # naming the call, on Ray too (where the actor asks the driver's cassette to hold it).
     tape = tmp_path / "stopped.jsonl"
+    under_way = anyio.Event()  # s2's call is (recorded here, in this process)
 
     async def answer(request: ModelRequest) -> str:
         if (request.conversation or "").endswith("/s1"):
-            await anyio.sleep(0.2)  # s2's call is under way by then
+            await under_way.wait()
             raise ModelError("endpoint down")
+        under_way.set()
         await anyio.sleep_forever()
         raise AssertionError("the run stops it")
 
