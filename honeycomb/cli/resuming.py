@@ -18,7 +18,7 @@ from honeycomb.cli.view import View
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
 from runtime import Event, Model, WrapperModel
-from runtime.secrets import url_secrets
+from runtime.config.endpoints import endpoint_secrets
 
 __all__ = [
     "NOT_RECORDED",
@@ -73,7 +73,8 @@ def resume_hint(run_id: str, store: Path | str, args: argparse.Namespace | None 
     :data:`_ASKING_FLAGS` set. Without ``args`` (a server that continues runs of any
     command), none.
 
-    An endpoint's URL that holds a secret (a password, a ``?key=``) is not written:
+    An endpoint's URL that holds a secret (a password, a ``?key=``, a token written
+    as its user) is not written:
     the command gives ``--base-url "$HONEYCOMB_BASE_URL"``, which the shell fills in,
     so that it runs as pasted where the variable holds the URL (:func:`resume_note`
     says so), and shows no secret, masked or not."""
@@ -133,9 +134,10 @@ def resume_note(args: argparse.Namespace) -> str | None:
 
 
 def _secret_url(args: argparse.Namespace) -> bool:
-    """Whether ``--base-url`` holds a secret (a password, a key in its query)."""
+    """Whether ``--base-url`` holds a secret (a password, a key in its query, a token
+    written as its user: :func:`~runtime.config.endpoints.endpoint_secrets`)."""
     value = getattr(args, "base_url", None)
-    return value is not None and bool(url_secrets(str(value)))
+    return value is not None and bool(endpoint_secrets(str(value)))
 
 
 def _flag(option: str) -> str:

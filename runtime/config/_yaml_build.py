@@ -12,8 +12,9 @@ from typing import Any
 
 import yaml
 
+from runtime.config.endpoints import endpoint_secrets
 from runtime.errors import ConfigError
-from runtime.secrets import header_secrets, masked_with, url_secrets
+from runtime.secrets import header_secrets, masked_with
 
 __all__ = [
     "MAX_DEPTH",
@@ -174,7 +175,7 @@ class Builder:
         """Note what of ``value`` no error may show: a scalar at ``path``, or a key of
         the mapping at ``path``."""
         if isinstance(value, str):
-            for secret in url_secrets(value):
+            for secret in endpoint_secrets(value):  # a token as an HTTP URL's user too
                 self.hidden.setdefault(secret, "password")
         if self._secret(path) and isinstance(value, str | int | float):
             for secret in header_secrets(str(value)):  # a header's credentials too

@@ -56,34 +56,36 @@ def _no_host(field: str, shown: str) -> str:
 
 def shown_url(url: str) -> str:
     """``url`` as an error quotes it: without its :func:`endpoint_secrets`, as those of
-    the URL it would be with ``http://`` where it has no scheme
-    (``user:PASSWORD@host/v1``)."""
-    whole = url if "://" in url else "http://" + url.strip().lstrip("/")
+    the URL it would be with ``http://`` in place of its scheme, or where it has none
+    (``user:PASSWORD@host/v1``, ``ws://TOKEN@host/v1``)."""
+    _, sep, rest = url.partition("://")
+    whole = "http://" + (rest if sep else url.strip().lstrip("/"))
     return masked_with(url, dict.fromkeys(endpoint_secrets(whole), "password"))
 
 
 def endpoint_secrets(urls: str) -> list[str]:
-    """The secrets of the HTTP endpoints' URLs in ``urls``: the password of their
-    userinfo and the keys of their query (:func:`~runtime.secrets.url_secrets`), and a
-    userinfo with no password (a token written as its user, ``https://TOKEN@host/v1``),
-    which an HTTP client sends as the request's credentials as it sends a password
-    (``Basic``, the base64 of ``TOKEN:``)."""
+    """The secrets of the URLs in ``urls``: the password of their userinfo and the keys
+    of their query (:func:`~runtime.secrets.url_secrets`), and, of an ``http://`` or
+    ``https://`` one, a userinfo with no password (a token written as its user,
+    ``https://TOKEN@host/v1``), which an HTTP client sends as the request's credentials
+    as it sends a password (``Basic``, the base64 of ``TOKEN:``). That of another
+    scheme's stays a name (a run store's ``postgresql://user@host/db``).
+
+    The one rule for every URL a person writes: a model's ``base_url``, an MCP
+    server's ``url`` and ``args``, a hive's values as its errors quote them, the
+    command that continues a run."""
     found = url_secrets(urls)
-    for url in urls.split():
-        user = _lone_user(url)
-        if user:
-            plain = f"{unquote(user)}:".encode()
-            found += [user, unquote(user), base64.b64encode(plain).decode("ascii")]
+    for match in _HTTP_AUTHORITY.finditer(urls):
+        users, at, _ = match.group("authority").rpartition("@")
+        if at and users and ":" not in users:  # a user alone: ``TOKEN`` of ``https://TOKEN@host``
+            plain = f"{unquote(users)}:".encode()
+            found += [users, unquote(users), base64.b64encode(plain).decode("ascii")]
     return list(dict.fromkeys(found))
 
 
-def _lone_user(url: str) -> str | None:
-    """The userinfo of ``url`` when it has no password (``TOKEN`` of
-    ``https://TOKEN@host``); None when it has one, or none."""
-    _, sep, rest = url.partition("://")
-    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
-    users, at, _ = authority.rpartition("@")
-    return users if sep and at and users and ":" not in users else None
+_HTTP_AUTHORITY = re.compile(r"(?<![A-Za-z0-9+.-])https?://(?P<authority>[^\s/?#]*)", re.IGNORECASE)
+"""An ``http://`` or ``https://`` URL's authority (``user:password@host:port``), wherever
+it begins (``--url=https://...``)."""
 
 
 def unsendable(value: str) -> str | None:

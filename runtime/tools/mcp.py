@@ -44,6 +44,7 @@ from msgspec import Meta
 from runtime import logs
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.config.endpoints import (
+    endpoint_secrets,
     header_name_problem,
     header_value_problem,
     http_url_problem,
@@ -62,7 +63,6 @@ from runtime.secrets import (
     add_secret,
     mask_error,
     masked_with,
-    url_secrets,
 )
 from runtime.tools.define import Tool
 from runtime.value import Settings
@@ -196,9 +196,11 @@ class McpServer(Settings, frozen=True, kw_only=True):
     @property
     def passwords(self) -> list[str]:
         """The passwords and tokens of the URLs in its ``url`` and its ``args`` (a
-        database's ``postgresql://user:PASSWORD@host/db``, ``?token=``); those in its
-        ``env`` are its env's secrets (:func:`~runtime.secrets.add_env`)."""
-        return url_secrets(" ".join((self.url or "", *self.args)))
+        database's ``postgresql://user:PASSWORD@host/db``, ``?token=``, a token written
+        as an HTTP URL's user, ``https://TOKEN@host/mcp``:
+        :func:`~runtime.config.endpoints.endpoint_secrets`); those in its ``env`` are its
+        env's secrets (:func:`~runtime.secrets.add_env`)."""
+        return endpoint_secrets(" ".join((self.url or "", *self.args)))
 
 
 _CONNECTIONS = 100

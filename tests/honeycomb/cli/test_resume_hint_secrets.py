@@ -5,6 +5,7 @@ missing run's error names gives the store's URL without its password."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from honeycomb.cli.main import main
+from honeycomb.cli.resuming import chat_hint, resume_hint, resume_note
 from tests.support.hives import CHATTY, hive
 from tests.support.postgres import PostgresServer
 from tests.support.stores import ON_POSTGRES
@@ -84,6 +86,17 @@ def test_a_url_without_a_secret_is_named_as_it_is(
     err = capsys.readouterr().err
     assert hint_of(err).endswith("--base-url http://h:1/v1")
     assert "holds a secret" not in err
+
+
+def test_a_token_written_as_the_urls_user_is_named_by_its_variable_too() -> None:
+    """``https://TOKEN@host/v1``, which the HTTP client sends as a password: the commands
+    that continue a run and a chat give the variable, not the URL with its token masked
+    (which would not run as pasted), and say what to set."""
+    url = "https://tok-5ecret-value@llm.example.com/v1"
+    args = argparse.Namespace(hive="hive.yaml", store=None, model="gpt-4o", base_url=url)
+    for hint in (resume_hint("r1", "runs.db", args), chat_hint("s1", "runs.db", args)):
+        assert hint.endswith('--model gpt-4o --base-url "$HONEYCOMB_BASE_URL"')
+    assert "set it to the URL given to --base-url" in (resume_note(args) or "")
 
 
 @ON_POSTGRES

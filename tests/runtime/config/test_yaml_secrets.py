@@ -79,6 +79,16 @@ def test_the_password_of_a_url_is_masked_in_any_value() -> None:
     assert "postgresql://app:[password hidden]@127.0.0.1:9/db" in error.message
 
 
+def test_a_token_written_as_an_http_urls_user_is_masked_in_any_value() -> None:
+    # An HTTP client sends it as a password (a model's base_url, an MCP server's url);
+    # a database URL's user is a name.
+    [error] = errors_of(f"store: [https://{PASSWORD}@proxy/v1]\n")
+    assert PASSWORD not in shown([error])
+    assert "https://[password hidden]@proxy/v1" in error.message
+    [error] = errors_of("store: [postgresql://reporting@db/x]\n")
+    assert "postgresql://reporting@db/x" in error.message
+
+
 def test_a_long_value_is_masked_before_it_is_cut() -> None:
     # Cut at 60 characters, the repr would end with the secret's first characters.
     [error] = errors_of(f"store: ['{'x' * 40}', '${{KEY}}']\n", KEY=KEY)

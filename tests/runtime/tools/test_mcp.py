@@ -616,6 +616,22 @@ async def test_a_password_or_a_token_in_a_server_s_url_is_a_secret() -> None:
     assert shown == "the server said: [password hidden], [password hidden]"
 
 
+async def test_a_token_written_as_an_http_urls_user_is_a_secret() -> None:
+    """``https://TOKEN@host/mcp`` in a server's ``url`` or its ``args``: the HTTP client
+    sends the token as the request's credentials, as a model's ``base_url``'s, so its
+    repr and what a run shows while it is held mask it; a database URL's user among its
+    args stays a name."""
+    token = "tok-5ecret-value"
+    http = McpServer(name="web", url=f"https://{token}@127.0.0.1:1/mcp")
+    assert repr(http) == "McpServer('web', url='https://[password hidden]@127.0.0.1:1/mcp')"
+    args = ("mcp-remote", f"--url=https://{token}@h/mcp", "postgresql://reporting@db/shop")
+    stdio = McpServer(name="remote", command="npx", args=args)
+    assert token not in repr(stdio)
+    assert "postgresql://reporting@db/shop" in repr(stdio)
+    async with McpServers([http]):
+        assert masked(f"it said: {token}") == "it said: [password hidden]"
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
