@@ -652,32 +652,30 @@ class McpServers:
         (:meth:`Session.place`): one cut off as it waits retires nothing.
 
         Raises:
-            CallNotSent: the server was retired, or went away, as the call waited.
+            CallNotSent: the server was retired, went away or was started anew as the
+                call waited.
             The session's errors (see :meth:`Session.call`).
         """
         async with session.place():  # cut off as it waits, it was never sent: no retiring
             live = self._live.get(name)
-            if live is not None and live.session is session and (live.retired or session.ended):
-                # Retired (or gone) as the call waited: not sent, so not overlapping a
-                # call cut off in it; it goes again, in the server's next session.
+            if live is None or live.session is not session or live.retired or session.ended:
+                # Retired, gone or replaced as the call waited: not sent, so not
+                # overlapping a call cut off in it; it goes again, in the next session.
                 raise CallNotSent(
                     name, f"stopped taking calls as the call to {tool!r} waited for a connection"
                 )
-            return await self._call(name, session, tool, arguments, serial, stopping)
+            return await self._call(live, session, tool, arguments, serial, stopping)
 
     async def _call(
         self,
-        name: str,
+        live: _Live,
         session: Session,
         tool: str,
         arguments: dict[str, Any],
         serial: bool,
         stopping: Callable[[], bool],
     ) -> str:
-        """:meth:`call`, in a place among the server's calls under way."""
-        live = self._live.get(name)
-        if live is None or live.session is not session:  # replaced: it is ending
-            return await session.call(tool, arguments)
+        """:meth:`call`, in a place among the calls under way in ``live``, its server."""
         cut_off = False
         live.calls += 1
         try:

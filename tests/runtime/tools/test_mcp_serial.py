@@ -14,7 +14,7 @@ import pytest
 import runtime.tools.mcp
 from runtime import McpServer, McpToolSettings, ModelRetry, ToolCall, ToolRegistry
 from runtime.concurrency import TimedOut, within
-from runtime.tools.mcp import mcp_tools
+from runtime.tools.mcp import McpRun, mcp_tools
 from tests.support.dispatching import layered
 from tests.support.mcp_servers import http_test_server, running, sdk_server
 
@@ -156,10 +156,10 @@ async def test_a_call_cut_off_in_a_server_already_retired_is_overlapped_by_no_la
         assert lines.index(["end", name]) < lines.index(["flag", name]), lines
 
 
-def one_at_a_time(url: str) -> McpServer:
-    """The HTTP test server at ``url``, one call under way at a time."""
+def at_most(url: str, connections: int) -> McpServer:
+    """The HTTP test server at ``url``, so many calls under way at a time."""
     token = {"Authorization": "Bearer s3cret-token"}
-    return McpServer(name="h", url=url, headers=token, max_connections=1)
+    return McpServer(name="h", url=url, headers=token, max_connections=connections)
 
 
 async def test_a_call_waiting_for_a_connection_retires_no_server_nor_goes_to_a_retired_one(
@@ -170,10 +170,11 @@ async def test_a_call_waiting_for_a_connection_retires_no_server_nor_goes_to_a_r
     may go on in it (started anew; the calls under way in it cut off once they had
     taken 10 seconds more). And a call that waited as a side-effecting call cut off
     retired the server was sent to it once its place came, as it stopped: it had lost
-    its connection, whether it did anything unknown. It goes to the next session."""
+    its connection, whether it did anything unknown. It goes to the next session; so
+    does one whose place comes once another call has started the server anew."""
     notes = tmp_path / "notes.txt"
     with http_test_server("s3cret-token", notes=notes) as url:
-        async with running(one_at_a_time(url)) as run:
+        async with running(at_most(url, 1)) as run:
             session = await run.ready("h", "slow")
             slow = asyncio.ensure_future(run.call("h", "slow", {"seconds": 0.6}))
             await noted(notes, "slow 0.6")
@@ -193,3 +194,31 @@ async def test_a_call_waiting_for_a_connection_retires_no_server_nor_goes_to_a_r
             with pytest.raises(TimedOut):
                 await first
             assert await waiting == "an insect that makes honey"
+
+        async with running(at_most(url, 2)) as run:
+            session = await run.ready("h", "slow")
+            slow = asyncio.ensure_future(run.call("h", "slow", {"seconds": 1.2}))
+            await noted(notes, "slow 1.2")
+
+            async def cut_off_too() -> None:
+                with within(0.3):
+                    await run.call("h", "append_note", {"text": "b", "delay": 5}, serial=True)
+
+            second = asyncio.ensure_future(cut_off_too())
+            await noted(notes, "start b")
+            waiting = asyncio.ensure_future(run.call("h", "lookup", {"word": "hive"}))
+            await retired(run, "h")
+            anew = asyncio.ensure_future(run.ready("h", "lookup"))  # started anew
+            assert not slow.done()  # the waiting call's place is still to come
+            assert await waiting == "where bees live"
+            assert await anew is not session
+            assert await slow == "slept 1.2s"
+            with pytest.raises(TimedOut):
+                await second
+
+
+async def retired(run: McpRun, name: str) -> None:
+    """Return once server ``name`` is retired (a side-effecting call cut off in it)."""
+    with within(30):  # a failsafe: the flag is the signal
+        while not run.servers._live[name].retired:  # noqa: ASYNC110 (no event to wait on)
+            await asyncio.sleep(0.01)
