@@ -48,7 +48,7 @@ from runtime import (
 )
 from runtime.concurrency import run_together
 from runtime.events import CallReport, current_call
-from runtime.limits.budget import CallInFlight
+from runtime.limits.budget import CallInFlight, calls_to_read
 from runtime.models.layers.budget import spent_by
 from runtime.tools.define import arguments_text
 from runtime.value import Value
@@ -215,10 +215,10 @@ class GuardRunner:
         await run_together(None, coros)
         if stopped:
             raise stopped[0]
-        self._affords([tool for _, tool, _ in calls])
+        await self._affords([tool for _, tool, _ in calls])
         return [_refused_call(refusals) for refusals in found]
 
-    def _affords(self, tools: Sequence[Tool[Any, Any]]) -> None:
+    async def _affords(self, tools: Sequence[Tool[Any, Any]]) -> None:
         """Raise if the judges of a turn's calls spent what the turn needs: a model call
         to read the calls' results, unless one of them is a terminal tool's (its result
         is the answer), as the turn was reserved before they judged.
@@ -228,7 +228,7 @@ class GuardRunner:
         """
         judged = any(guard.judge is not None for guard in self.guards.arguments)
         if judged and self.budget is not None:
-            self.budget.check(calls=0 if any(t.terminal for t in tools) else 1)
+            await self.budget.recheck(calls=calls_to_read(tools))
 
     async def _all(
         self, guards: Sequence[Guard], check: GuardCheck, *, turn: int, call_id: str = ""

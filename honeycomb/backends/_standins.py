@@ -16,9 +16,10 @@ lives at the driver.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeAlias, cast
@@ -265,9 +266,10 @@ class DriverBudget(Budget):
     given back; its limits are the run's.
 
     Each reservation's answer says what the run had spent then (:meth:`told`), and so
-    does the driver's answer before each retry of a model call (:meth:`heard_now`):
-    :meth:`check` checks that, with what this worker spent since, so that a retry is
-    not sent once the run's budget is spent, by whichever worker, as in one process."""
+    does the driver's answer before each retry of a model call (:meth:`heard_now`) and
+    after each wait (:meth:`recheck`): :meth:`check` checks that, with what this worker
+    spent since, so that a retry is not sent, nor a call once it waited, once the run's
+    budget is spent, by whichever worker, as in one process."""
 
     def __init__(self, link: Link, limits: Limits) -> None:
         super().__init__(limits)
@@ -291,6 +293,17 @@ class DriverBudget(Budget):
         :data:`~runtime.limits.retry.before_retry`), for :meth:`check` to check."""
         if self._ask:
             self.told(await self._link.ask("spent"))
+
+    async def recheck(self, *, calls: int = 1) -> None:
+        """:meth:`check`, with what the driver says the run has spent now: the other
+        workers and the judges spent there while this one waited (for a person's
+        decision, its judges, a slot).
+
+        Raises:
+            BudgetExceeded: as :meth:`check` does.
+        """
+        await self.heard_now()
+        self.check(calls=calls)
 
     def told(self, spent: SpentAtDriver | None) -> None:
         """What the run had spent as the driver answered a reservation (None: not
@@ -386,15 +399,30 @@ class ReservedModel(WrapperModel):
         await self._reserved()
         if not self._limited:
             return await self.inner.complete(request)
-        async with Held(self._link, "model", ""):
+        async with self._slot():
             return await self.inner.complete(request)
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
         await self._reserved()
         if not self._limited:
             return await call_model(self.inner, request, on_text)
-        async with Held(self._link, "model", ""):
+        async with self._slot():
             return await call_model(self.inner, request, on_text)
+
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """A slot of the run's model calls in flight, held at the driver; the call,
+        reserved before it waited for one, is sent only while the run's budget holds
+        (the calls that held the slots meanwhile may have spent it), as in one process
+        (:class:`~runtime.limits.LimitedModel`).
+
+        Raises:
+            BudgetExceeded: when the run's budget was spent meanwhile (nothing is sent).
+        """
+        async with Held(self._link, "model", ""):
+            if self._budget is not None:
+                await self._budget.recheck(calls=0)  # counted as it was reserved
+            yield
 
 
 class DriverStore:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from types import TracebackType
 from typing import Annotated, Protocol
@@ -24,6 +24,7 @@ __all__ = [
     "Limits",
     "Slots",
     "attempting",
+    "calls_to_read",
     "limited",
     "retried",
     "timed_out",
@@ -170,6 +171,20 @@ def waited() -> None:
     retried()
 
 
+class Ends(Protocol):
+    """A tool, as far as a turn's budget goes: whether its result ends its worker."""
+
+    @property
+    def terminal(self) -> bool: ...
+
+
+def calls_to_read(tools: Iterable[Ends]) -> int:
+    """The model calls a turn of calls of ``tools`` needs once they ran, for
+    :meth:`Budget.check`: one to read their results, none when one of them is a
+    terminal tool's (its result is the answer)."""
+    return 0 if any(tool.terminal for tool in tools) else 1
+
+
 class _Spent:
     """What a run has spent and has under way: one for the run, shared by every view of
     its budget (:meth:`Budget.named`)."""
@@ -287,6 +302,16 @@ class Budget:
             raise BudgetExceeded("wall_time_s", lim.wall_time_s, round(self.elapsed_s, 3))
         if lim.cost is not None and spent.cost >= lim.cost:
             raise BudgetExceeded("cost", lim.cost, round(spent.cost, 6))
+
+    async def recheck(self, *, calls: int = 1) -> None:
+        """:meth:`check`, after a wait (a person's decision, a judge's, a slot) in which
+        the run's other workers may have spent. Awaited, for a budget kept in another
+        process asks there what the run has spent now (a Ray actor's worker's).
+
+        Raises:
+            BudgetExceeded: as :meth:`check` does.
+        """
+        self.check(calls=calls)
 
     def overspent(self) -> BudgetExceeded | None:
         """The error for ``total_tokens`` or ``cost`` if the spending went past it, not

@@ -19,6 +19,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from runtime.limits import Budget
+from runtime.limits.budget import calls_to_read
 from runtime.tools.approval_gate import ApprovalGate
 from runtime.tools.define import arguments_text
 from runtime.tools.journal import Journal, began
@@ -74,9 +75,8 @@ class Approving(ToolLayer):
         runs = len(asked) < len(calls) or any(v is None or v.refusal is None for v in decided)
         if self.budget is not None and runs:
             # While a person decided, the run went on spending: the turn was reserved
-            # with a model call left to read its results (none, when a terminal tool's
-            # result is the answer), which may be gone now.
-            self.budget.check(calls=0 if any(c.tool.terminal for c in calls) else 1)
+            # with a model call left to read its results, which may be gone now.
+            await self.budget.recheck(calls=calls_to_read(c.tool for c in calls))
         verdict_of = {id(c): v for c, v in zip(asked, decided, strict=True)}
         verdicts: list[Admitted] = []
         edited: list[tuple[int, Prepared]] = []

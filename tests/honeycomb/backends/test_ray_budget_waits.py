@@ -1,0 +1,159 @@
+"""A worker that waited (for a person's decision, for a slot of ``model_concurrency``)
+checks the run's budget again as its wait ends, wherever it runs: what the other
+workers spent meanwhile counts (``backend``: the local one, and two actors of the
+session's Ray)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import anyio
+import anyio.abc
+import pytest
+
+from honeycomb import BudgetExceeded, Budgets, Event, Executor, Policy, Role, tool
+from honeycomb.backends import RayBackend
+from honeycomb.events import ModelCallStarted, ToolCallStarted, WorkerFinished
+from honeycomb.testing import FunctionModel
+from runtime import (
+    AssistantMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from runtime.tools.approvals import ApprovalRequest, Decision
+from workers import Approvals
+
+pytest.importorskip("ray")
+
+# One test process for every test that uses Ray (``ray_session``, tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("ray")
+
+
+@tool(side_effects=True)
+def send(to: str) -> str:
+    """Send a payment."""
+    return f"sent to {to}"
+
+
+def _answer(text: str = "", tokens: int = 0, calls: tuple[ToolCall, ...] = ()) -> ModelResponse:
+    usage = Usage(input_tokens=tokens)
+    return ModelResponse(message=AssistantMessage(content=text, tool_calls=calls), usage=usage)
+
+
+async def _told(port: int, who: bytes) -> bytes:
+    """What the test's server at ``port`` tells ``who`` (once it is its turn)."""
+    async with await anyio.connect_tcp("127.0.0.1", port) as server:
+        await server.send(who)
+        return await server.receive()
+
+
+async def pay_or_spend(port: int, request: ModelRequest) -> ModelResponse:
+    """The payer asks for a payment, and says ``paid`` once it reads its result; the
+    spender spends the run's 50 tokens when the test's server at ``port`` says so."""
+    task = next(m for m in request.messages if isinstance(m, UserMessage)).content
+    if task.startswith("spend"):
+        await _told(port, b"s")
+        return _answer("spent", tokens=50)
+    if any(isinstance(m, ToolMessage) for m in request.messages):
+        return _answer("paid")
+    return _answer(calls=(ToolCall(id="c1", name="send", arguments='{"to": "ann"}'),))
+
+
+async def test_an_approved_call_does_not_run_once_another_worker_spent_the_budget(
+    backend: RayBackend | None,
+) -> None:
+    """While a person decides on the payer's payment, the spender spends the run's
+    tokens, and the model call left to read the payment's result with them: the
+    approved payment is not sent, and the payer stops over budget. In an actor the
+    payer's budget knew only what the run had spent as its turn was reserved, and the
+    payment went out."""
+    asked, spent = anyio.Event(), anyio.Event()
+    heard: list[Event] = []
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        asked.set()
+        await spent.wait()
+        return Decision.approved()
+
+    async def serve(client: anyio.abc.SocketStream) -> None:
+        async with client:
+            await client.receive(1)
+            await asked.wait()
+            await client.send(b"go")
+
+    def listen(event: Event) -> None:
+        heard.append(event)
+        if isinstance(event, WorkerFinished) and event.worker == "s2":
+            spent.set()  # its spending was told before it finished
+
+    roles = [
+        Role(name="payer", tools=("send",), approvals=Approvals(tools=("send",))),
+        Role(name="spender"),
+    ]
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        ex = Executor(
+            roles, FunctionModel(partial(pay_or_spend, port)), tools=[send], approver=approver,
+            aggregator="concat", backend=backend, on_event=[listen],
+            policy=Policy(budgets=Budgets(total_tokens=50)),
+        )  # fmt: skip
+        async with anyio.create_task_group() as serving:
+            serving.start_soon(listener.serve, serve)
+            with anyio.fail_after(60), pytest.raises(BudgetExceeded) as stopped:
+                await ex.run("t", subtasks=[("payer", "pay ann"), ("spender", "spend")])
+            serving.cancel_scope.cancel()
+    assert stopped.value.limit == "total_tokens"
+    assert not [e for e in heard if isinstance(e, ToolCallStarted)]
+    assert stopped.value.partial is not None
+    assert stopped.value.partial.subtasks["s1"].status == "over_budget"
+
+
+async def spend_first(port: int, request: ModelRequest) -> ModelResponse:
+    """Each call tells the test's server at ``port`` it is sent, and spends the run's
+    50 tokens when the server says so."""
+    await _told(port, b"c")
+    return _answer("spent", tokens=50)
+
+
+async def test_a_call_that_waited_for_a_slot_is_not_sent_once_the_budget_is_spent(
+    backend: RayBackend | None,
+) -> None:
+    """Under model_concurrency: 1 the second worker's call, reserved, waits for the
+    slot while the first one's spends the run's tokens: it is not sent, and the run
+    stops over budget. In an actor the call, reserved at the driver before it waited,
+    was sent once it had the slot, past the budget."""
+    both_opened = anyio.Event()
+    sent: list[str] = []
+    opened: list[str] = []
+
+    async def serve(client: anyio.abc.SocketStream) -> None:
+        async with client:
+            await client.receive(1)
+            sent.append("call")
+            await both_opened.wait()
+            await client.send(b"go")
+
+    def listen(event: Event) -> None:
+        if isinstance(event, ModelCallStarted):
+            opened.append(event.worker)
+            if len(opened) == 2:
+                both_opened.set()
+
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        ex = Executor(
+            [Role(name="w")], FunctionModel(partial(spend_first, port)), aggregator="concat",
+            backend=backend, on_event=[listen],
+            policy=Policy(model_concurrency=1, budgets=Budgets(total_tokens=50)),
+        )  # fmt: skip
+        async with anyio.create_task_group() as serving:
+            serving.start_soon(listener.serve, serve)
+            with anyio.fail_after(60), pytest.raises(BudgetExceeded) as stopped:
+                await ex.run("t", subtasks=[("w", "a"), ("w", "b")])
+            serving.cancel_scope.cancel()
+    assert stopped.value.limit == "total_tokens"
+    assert sent == ["call"]
