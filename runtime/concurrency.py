@@ -515,8 +515,12 @@ class LoopSlots:
     def __repr__(self) -> str:
         return f"LoopSlots({self.capacity})"
 
-    async def __aenter__(self) -> None:
-        await self._slots.get().acquire()
+    async def __aenter__(self) -> bool:
+        """Hold a slot: True when none was free, and it waited for one."""
+        slots = self._slots.get()
+        waits = slots.available_tokens < 1  # (a slot given back goes to the first waiter)
+        await slots.acquire()
+        return waits
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

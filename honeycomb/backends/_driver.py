@@ -384,7 +384,8 @@ class Driver:
         self, number: int, what: str, name: str, deadline: SentDeadline | None = None
     ) -> None:
         """Hold a lock or a slot for the worker until it drops it (or its stream
-        ends); the holding and the letting go are in this one task."""
+        ends); the holding and the letting go are in this one task. The answer says
+        whether it waited for it (a slot none of which was free; a lock, not known)."""
         drop = self._drops[number] = asyncio.Event()
         if what == "limiter":
             limiter = cast(AdaptiveLimiter, self.held[name])
@@ -398,10 +399,10 @@ class Driver:
         else:
             held = self.model_slots
         if held is None:
-            self._answer_now(number, True, number)
+            self._answer_now(number, True, (number, False))
             return
-        async with held:
-            self._answer_now(number, True, number)
+        async with held as waits:
+            self._answer_now(number, True, (number, waits is not False))
             await drop.wait()
 
     async def _attempt(
@@ -421,7 +422,7 @@ class Driver:
         try:
             async with limiter.attempt():
                 given = True
-                self._answer_now(number, True, number)
+                self._answer_now(number, True, (number, False))  # (its waits: the limiter's)
                 await drop.wait()
                 throttled = self._throttled.pop(number, None)
                 if isinstance(throttled, ModelHTTPError):  # (its body what retries name)

@@ -101,8 +101,10 @@ class Held:
         self._link, self._what, self._key, self._more = link, what, key, more
         self._number: int | None = None
 
-    async def __aenter__(self) -> None:
-        self._number = await self._link.ask("hold", self._what, self._key, *self._more)
+    async def __aenter__(self) -> bool:
+        """Hold it there: True when it waited for it (a slot, none free then)."""
+        self._number, waits = await self._link.ask("hold", self._what, self._key, *self._more)
+        return bool(waits)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -249,10 +251,11 @@ class DriverSlots:
         self._link, self._what = link, what
         self._held: list[Held] = []
 
-    async def __aenter__(self) -> None:
+    async def __aenter__(self) -> bool:
         held = Held(self._link, self._what, "")
-        await held.__aenter__()
+        waits = await held.__aenter__()
         self._held.append(held)
+        return waits
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -412,15 +415,15 @@ class ReservedModel(WrapperModel):
     @contextlib.asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
         """A slot of the run's model calls in flight, held at the driver; the call,
-        reserved before it waited for one, is sent only while the run's budget holds
-        (the calls that held the slots meanwhile may have spent it), as in one process
-        (:class:`~runtime.limits.LimitedModel`).
+        reserved before, is sent only while the run's budget holds if it waited for
+        the slot (the calls that held the slots meanwhile may have spent it), as in one
+        process (:class:`~runtime.limits.LimitedModel`).
 
         Raises:
             BudgetExceeded: when the run's budget was spent meanwhile (nothing is sent).
         """
-        async with Held(self._link, "model", ""):
-            if self._budget is not None:
+        async with Held(self._link, "model", "") as waits:
+            if waits and self._budget is not None:
                 await self._budget.recheck(calls=0)  # counted as it was reserved
             yield
 

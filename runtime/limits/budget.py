@@ -443,10 +443,11 @@ class Budget:
 
 class Slots(Protocol):
     """A bound on calls in flight, shared by whoever holds it: ``async with slots``
-    holds one (an ``anyio.CapacityLimiter``; in a Ray actor, a slot held at the
-    driver)."""
+    holds one (a :class:`~runtime.concurrency.LoopSlots`, an ``anyio.CapacityLimiter``;
+    in a Ray actor, a slot held at the driver), and says whether it waited for it
+    (None: not known)."""
 
-    async def __aenter__(self) -> None: ...
+    async def __aenter__(self) -> bool | None: ...
 
     async def __aexit__(
         self,
@@ -459,23 +460,26 @@ class Slots(Protocol):
 
 class LimitedModel(WrapperModel):
     """A model whose calls in flight are bounded by slots shared with other models. A
-    call that has its slot is sent only while its budget holds (:func:`waited`): the
-    calls that held the slots before it may have spent it."""
+    call that waited for its slot is sent only while its budget holds (:func:`waited`):
+    the calls that held the slots meanwhile may have spent it. One that had it at once
+    is not checked again: nothing was spent since it was reserved."""
 
-    tells_attempts = True  # its calls, once they have a slot (runtime.model.tells_attempts)
+    tells_attempts = True  # its calls that waited for a slot (runtime.model.tells_attempts)
 
     def __init__(self, inner: Model, limiter: Slots) -> None:
         super().__init__(inner)
         self.limiter = limiter
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        async with self.limiter:
-            waited()
+        async with self.limiter as waits:
+            if waits is not False:
+                waited()
             return await self.inner.complete(request)
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
-        async with self.limiter:
-            waited()
+        async with self.limiter as waits:
+            if waits is not False:
+                waited()
             return await call_model(self.inner, request, on_text)
 
 

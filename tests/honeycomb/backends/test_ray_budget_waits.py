@@ -6,6 +6,7 @@ session's Ray)."""
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -13,6 +14,7 @@ import pytest
 
 from honeycomb import BudgetExceeded, Budgets, Event, Executor, Policy, Role, tool
 from honeycomb.backends import RayBackend
+from honeycomb.backends._driver import Driver
 from honeycomb.events import ModelCallStarted, ToolCallStarted, WorkerFinished
 from honeycomb.testing import FunctionModel
 from runtime import (
@@ -120,15 +122,24 @@ async def spend_first(port: int, request: ModelRequest) -> ModelResponse:
 
 
 async def test_a_call_that_waited_for_a_slot_is_not_sent_once_the_budget_is_spent(
-    backend: RayBackend | None,
+    backend: RayBackend | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Under model_concurrency: 1 the second worker's call, reserved, waits for the
     slot while the first one's spends the run's tokens: it is not sent, and the run
     stops over budget. In an actor the call, reserved at the driver before it waited,
-    was sent once it had the slot, past the budget."""
+    was sent once it had the slot, past the budget. Only the call that waited asks the
+    driver again what the run has spent: the first had its slot at once."""
     both_opened = anyio.Event()
     sent: list[str] = []
     opened: list[str] = []
+    asked: list[str] = []  # of the driver (on Ray)
+    reserve = Driver._reserve
+
+    def counted(self: Driver, op: str, *args: Any) -> tuple[bool, Any]:
+        asked.append(op)
+        return reserve(self, op, *args)
+
+    monkeypatch.setattr(Driver, "_reserve", counted)
 
     async def serve(client: anyio.abc.SocketStream) -> None:
         async with client:
@@ -157,3 +168,5 @@ async def test_a_call_that_waited_for_a_slot_is_not_sent_once_the_budget_is_spen
             serving.cancel_scope.cancel()
     assert stopped.value.limit == "total_tokens"
     assert sent == ["call"]
+    assert asked == ([] if backend is None else ["reserve", "reserve", "spent"])
+

@@ -7,11 +7,16 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable
 
+import anyio
 import pytest
 
+from runtime.concurrency import LoopSlots, OneLoop
 from runtime.errors import BudgetExceeded
-from runtime.limits import Budget, CallInFlight, Limits
-from runtime.messages import Usage
+from runtime.limits import Budget, CallInFlight, LimitedModel, Limits
+from runtime.limits.budget import attempting
+from runtime.messages import Usage, UserMessage
+from runtime.model import ModelRequest
+from runtime.testing import FunctionModel
 
 
 def test_spending_past_total_tokens_is_overspent_and_reaching_it_is_not() -> None:
@@ -131,3 +136,37 @@ def test_a_budget_says_its_figures_whole(made: Callable[[], BudgetExceeded], sai
     """A budget of millions of tokens said 'used 2.00012e+06 of 2e+06 allowed': six
     figures, in the notation of a float, of counts a person set and reads in full."""
     assert said in str(made())
+
+
+async def test_a_call_is_checked_again_once_it_has_its_slot_only_if_it_waited_for_it() -> None:
+    """A call that had its slot at once is sent without another look at the budget
+    (nothing was spent since it was reserved); one that waited for it is checked as
+    it comes (the calls that held the slot meanwhile may have spent the budget)."""
+    checked: list[str] = []
+
+    class Counted(CallInFlight):
+        def retried(self) -> None:  # as a call's budget is checked before it is sent
+            checked.append(self.who)
+
+    slots = LoopSlots(1, OneLoop("the test"))
+    model = LimitedModel(FunctionModel(lambda request: "ok"), slots)
+    request = ModelRequest(messages=(UserMessage(content="hi"),))
+
+    async def made(who: str) -> None:
+        attempting.set(Counted(who, "turn", 1))  # (in this task only)
+        await model.complete(request)
+
+    await made("at once")
+    let_go = anyio.Event()
+
+    async def held() -> None:
+        async with slots:
+            await let_go.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(held)
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(made, "waited")
+        await anyio.wait_all_tasks_blocked()
+        let_go.set()
+    assert checked == ["waited"]
