@@ -19,7 +19,6 @@ against the run's roles before it runs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import reprlib
@@ -68,6 +67,7 @@ from runtime import (
     PlanError,
     did_you_mean,
 )
+from runtime.concurrency import innermost, run_together
 from runtime.value import validation_summary
 from workers import Role, WorkerResult
 
@@ -267,10 +267,13 @@ class RolePlanner:
         """The planner's first message (the task, the roles it may use) and the roles,
         for its plan of round ``round``."""
         workable = [context.roles[name] for name in working_roles(context, self.role, self.roles)]
-        await context.crew.prepare([context.roles[self.role]])  # its own tools
-        async with asyncio.TaskGroup() as group:  # their servers start together
-            for other in workable:  # the catalog's tools
-                group.create_task(_prepared(other, context, round))
+        own = context.crew.prepare([context.roles[self.role]])  # its own tools
+        others = [_prepared(other, context, round) for other in workable]  # the catalog's
+        try:  # all their servers start together: the plan waits for the slowest
+            await run_together(own, others)
+        except ExceptionGroup as group:  # its own failed (the others were cancelled)
+            error = innermost(group)  # itself: a group would be the planner's own error
+            raise error from error.__cause__
         catalog = [_entry(r, context) for r in workable]
         names = [r.name for r in workable]
         conversation = context.conversation_for(context.roles[self.role], "full")

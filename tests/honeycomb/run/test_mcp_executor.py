@@ -26,6 +26,7 @@ from runtime import (
     AssistantMessage,
     ConfigError,
     ConfigErrors,
+    McpServerError,
     ModelRequest,
     ToolMessage,
 )
@@ -505,6 +506,21 @@ async def test_the_planners_catalog_starts_its_roles_servers_together(
     assert result.status == "ok"
     assert starting == [3]
     assert sorted(e.role for e in events if isinstance(e, RoleToolsMissing)) == ["r0", "r1", "r2"]
+
+
+async def test_the_planners_own_servers_start_with_its_catalogs_and_fail_it_as_before(
+    starting: list[int],
+) -> None:
+    """The planner's own MCP servers started before its catalog's: the plan waited for
+    them, then for the slowest of the rest. They all start together; one of its own
+    that cannot start fails the run with its error, as before (not a PlanError)."""
+    roles = [Role(name="planner", tools=["m3:lookup"]), Role(name="writer")]
+    roles += [Role(name=f"r{i}", tools=[f"m{i}:lookup"]) for i in range(3)]
+    own = McpServer(name="m3", command="sleep", args=("30",), start_timeout=0.8)  # the last
+    executor = Executor(roles, ScriptedModel([]), mcp_servers=[*mute(3), own])
+    with pytest.raises(McpServerError, match=r"^MCP server 'm3' did not start"):
+        await executor.run("t")
+    assert starting == [4]
 
 
 async def test_a_roles_servers_start_together_and_it_fails_with_the_first_ones_error(
