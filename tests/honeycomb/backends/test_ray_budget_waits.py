@@ -169,4 +169,3 @@ async def test_a_call_that_waited_for_a_slot_is_not_sent_once_the_budget_is_spen
     assert stopped.value.limit == "total_tokens"
     assert sent == ["call"]
     assert asked == ([] if backend is None else ["reserve", "reserve", "spent"])
-
