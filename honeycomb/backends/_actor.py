@@ -118,9 +118,10 @@ class Hive:
 
     async def deliver(self, channel: str, messages: list[Message]) -> None:
         """A driver's messages, in order: ``("start", key, spec)`` runs a worker,
-        ``("answer", key, answers)`` answers its requests, ``("cancel", key, used)``
-        cancels it and its tool calls (``used``: the seconds used as its run's wall
-        time, or its own time limit, cut it off, else None), ``("retrying", key,
+        ``("answer", key, answers)`` answers its requests, ``("cancel", key, used,
+        stopping)`` cancels it and its tool calls (``used``: the seconds used as its
+        run's wall time, or its own time limit, cut it off, else None; ``stopping``:
+        whether its run is stopping its workers), ``("retrying", key,
         number, status, error, wait_s)`` tells it that the model call its request
         ``number`` made there is retried."""
         await self._there(self._deliver(channel, messages))
@@ -143,8 +144,10 @@ class Hive:
                 for number, ok, value in payload[0]:
                     found[0].answer(number, ok, value)
             elif kind == "cancel":
-                if payload and payload[0] is not None:  # cut off by its (run's) time
-                    found[2].fell(payload[0])
+                used, stopping = payload
+                if used is not None:  # cut off by its (run's) time
+                    found[2].fell(used)
+                found[0].stopping = stopping  # what a recording's call cut off asks
                 found[1].cancel()
             elif kind == "retrying":  # a call it asked the driver for is retried there
                 found[0].retrying(*payload)

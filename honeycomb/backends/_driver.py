@@ -25,6 +25,7 @@ from honeycomb.backends._wire import (
     portable_error,
     raised,
 )
+from honeycomb.run.scheduler import why_stopped
 from runtime import (
     AdaptiveLimiter,
     BudgetExceeded,
@@ -124,9 +125,11 @@ class Driver:
             if not self._finished.done():
                 # Cancelled (or the driver failed): the worker and its tool calls are
                 # cancelled there too; what it spent until it stops still counts.
-                # The seconds used, as its run's wall time (its own limit) cut it off.
+                # The seconds used, as its run's wall time (its own limit) cut it off,
+                # and whether its run is stopping its workers (a recording keeps the
+                # call it cuts off there cancelled, as one here: see DriverCassette).
                 used = next((c.used for c in cutting() if c and c.used is not None), None)
-                channel.send(("cancel", key, used))
+                channel.send(("cancel", key, used, why_stopped() is not None))
                 await shielded(self._until_stopped())
             raise
         finally:

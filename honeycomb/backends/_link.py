@@ -52,6 +52,9 @@ class Link:
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count()
         self._reports: dict[int, CallReport] = {}  # of the calls asked for (a judge's)
+        self.stopping = False
+        """Whether the driver cancelled the worker as its run stopped its workers
+        (another failed under ``fail_fast``, a budget ran out), not from outside."""
 
     def send(self, *message: Any) -> None:
         """Send without waiting for an answer (the stream keeps the order)."""

@@ -156,6 +156,12 @@ class DriverCassette:
     def call(self, recorded: Recorded) -> None:
         here.get().send("record", self.key, recorded)
 
+    def stopping(self) -> bool:
+        """Whether the run of the worker asking is stopping its workers, as the
+        driver said as it cancelled the worker here: a call cut off then is recorded
+        ``cancelled`` (see :func:`~runtime.models.cassette_held.run_stopping`)."""
+        return here.get().stopping
+
     def cut(self, used: float, case: str | None, worker: str | None = None) -> None:
         """Nothing is sent: the run's wall time (the worker's limit) is cut at the
         driver, whose cut tells the writer there (see :class:`CutAtDriver`)."""

@@ -72,8 +72,8 @@ def _worker(line: Recorded | Embedded | Decided) -> str | None:
 def run_stopping(writer: object) -> bool:
     """Whether the run of the task asking is stopping its workers, as its run tells
     ``writer`` (a :class:`~runtime.models.cassette_writer.CassetteWriter`'s
-    ``stopping``; a stand-in of one, in a Ray actor, is told nothing): a call
-    cancelled then is kept ``cancelled``."""
+    ``stopping``; a stand-in of one in a Ray actor, as the driver said cancelling the
+    worker there): a call cancelled then is kept ``cancelled``."""
     stopping = getattr(writer, "stopping", None)
     return stopping is not None and bool(stopping())
 

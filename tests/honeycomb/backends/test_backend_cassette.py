@@ -7,16 +7,28 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import pytest
 
-from honeycomb import ApprovalRequest, Budgets, Decision, Executor, Policy, Role, tool
+from honeycomb import (
+    ApprovalRequest,
+    Budgets,
+    Decision,
+    Executor,
+    Policy,
+    Role,
+    SubtaskResult,
+    tool,
+)
 from honeycomb.backends import RayBackend
 from honeycomb.errors import BudgetExceeded, ModelError, RunFailed
 from honeycomb.evals import Case, evaluate
+from honeycomb.events import Event, ModelCallStarted
 from honeycomb.models import Cassette, Model, cassette
 from honeycomb.testing import FunctionModel, call
+from honeycomb.tools import Tool
 from runtime import AssistantMessage, ModelRequest, ToolMessage
 from runtime.models.layers.cassette import current_case
 
@@ -189,37 +201,64 @@ async def test_a_worker_cut_by_its_own_time_limit_is_cut_alike_replayed_wherever
     assert time.monotonic() - started < 3.0
 
 
-async def test_a_call_its_run_stopped_fails_clearly_replayed_otherwise_wherever_it_runs(
-    tmp_path: Path, backend: RayBackend | None
-) -> None:
-    # Recorded here (s1 failed under fail_fast as s2's call was under way: kept
-    # cancelled), replayed under best_effort, where nothing stops s2: its call fails it
-    # naming the call, on Ray too (where the actor asks the driver's cassette to hold it).
-    tape = tmp_path / "stopped.jsonl"
-    under_way = anyio.Event()  # s2's call is (recorded here, in this process)
+async def stopped_on(
+    models: Model, backend: RayBackend | None, failure: Literal["fail_fast", "best_effort"]
+) -> dict[str, SubtaskResult]:
+    """s1 fails once s2's model call is under way (its start told here, where s1 waits
+    for it in a pinned tool, whichever actor either runs in); s2's call never ends."""
+    under_way = anyio.Event()
 
-    async def answer(request: ModelRequest) -> str:
-        if (request.conversation or "").endswith("/s1"):
-            await under_way.wait()
-            raise ModelError("endpoint down")
-        under_way.set()
-        await anyio.sleep_forever()
-        raise AssertionError("the run stops it")
+    async def once_s2_calls() -> str:
+        """Returns once s2's model call is under way."""
+        await under_way.wait()
+        return "it is"
 
-    recording = Executor(
-        [Role(name="r")], cassette(FunctionModel(answer), record=tape),
-        policy=Policy(failure="fail_fast"),
-    )  # fmt: skip
-    with pytest.raises(RunFailed):
-        await recording.run("t", subtasks=[("r", "one"), ("r", "two")])
-    replaying = Executor(
-        [Role(name="r")], cassette(FunctionModel(answer), replay=tape),
-        policy=Policy(failure="best_effort"), backend=backend,
+    def told(event: Event) -> None:
+        if isinstance(event, ModelCallStarted) and event.worker == "s2":
+            under_way.set()
+
+    executor = Executor(
+        [Role(name="r", tools=("once_s2_calls",))], models, backend=backend,
+        tools=[Tool(once_s2_calls, pinned=True)], policy=Policy(failure=failure),
+        on_event=[told],
     )  # fmt: skip
     with pytest.raises(RunFailed) as caught:
-        await replaying.run("t", subtasks=[("r", "one"), ("r", "two")])
+        await executor.run("t", subtasks=[("r", "one"), ("r", "two")])
     assert caught.value.partial is not None
-    error = caught.value.partial.subtasks["s2"].error
+    return caught.value.partial.subtasks
+
+
+async def fails_once_s2_calls(request: ModelRequest) -> AssistantMessage:
+    if not (request.conversation or "").endswith("/s1"):
+        await anyio.sleep_forever()
+    if isinstance(request.messages[-1], ToolMessage):
+        raise ModelError("endpoint down")
+    return AssistantMessage(tool_calls=(call("once_s2_calls", {}),))
+
+
+def ended(subtasks: dict[str, SubtaskResult]) -> dict[str, tuple[str, str | None]]:
+    return {name: (sub.status, sub.error and sub.error.type) for name, sub in subtasks.items()}
+
+
+async def test_a_call_its_run_stopped_is_kept_cancelled_and_fails_clearly_replayed_otherwise(
+    tmp_path: Path, backend: RayBackend | None
+) -> None:
+    # s1 failed under fail_fast as s2's call was under way: kept cancelled, wherever it
+    # was recorded (on Ray, the actor's recording model was told nothing: not kept, and
+    # its replay failed s2 on a CassetteMismatch). Replayed under fail_fast, s2 is
+    # cancelled again; under best_effort, where nothing stops s2, its call fails it
+    # naming the call (on Ray, the actor asks the driver's cassette to hold it).
+    tape = tmp_path / "stopped.jsonl"
+    models = cassette(FunctionModel(fails_once_s2_calls), record=tape)
+    recorded = ended(await stopped_on(models, backend, "fail_fast"))
+    assert recorded == {"s1": ("failed", "ModelError"), "s2": ("cancelled", "RunFailed")}
+    (kept,) = [call for call in Cassette(tape).calls if call.cancelled]
+    assert kept.worker == "s2"
+
+    replay = cassette(FunctionModel(fails_once_s2_calls), replay=tape)
+    assert ended(await stopped_on(replay, backend, "fail_fast")) == recorded
+    replay = cassette(FunctionModel(fails_once_s2_calls), replay=tape)
+    error = (await stopped_on(replay, backend, "best_effort"))["s2"].error
     assert error is not None
     assert error.type == "CassetteMismatch"
     assert "its call of turn 1 was under way when the recorded run cancelled" in error.message
