@@ -50,6 +50,7 @@ __all__ = [
     "event_handlers",
     "event_time",
     "report_retry",
+    "tell_as_of",
     "told_at",
 ]
 
@@ -480,6 +481,15 @@ told_at: ContextVar[float | None] = ContextVar("honeycomb_told_at", default=None
 """When the event being emitted happened (seconds since the epoch), if it is told later
 than that: a worker's in a Ray actor, whose events reach the run in batches (held back
 while a tool there holds the actor's event loop, or its threads the GIL). None: now."""
+
+
+def tell_as_of(at: float | None, tell: Callable[..., None], *args: Any) -> None:
+    """``tell(*args)``, which tells what happened at ``at`` (:data:`told_at`; None: now)."""
+    token = told_at.set(at)
+    try:
+        tell(*args)
+    finally:
+        told_at.reset(token)
 
 
 def event_time() -> float:

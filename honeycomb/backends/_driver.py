@@ -41,7 +41,7 @@ from runtime import (
 )
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import CassetteError
-from runtime.events import current_call, told_at
+from runtime.events import current_call, tell_as_of
 from runtime.limits import CallInFlight, Limits, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.models.cassette_cuts import cutting, once_taken, tell_cuts
@@ -99,7 +99,7 @@ class Driver:
         process (its eval case, say): the channel's task that delivers it is the first
         worker's on the actor. It happened at ``at`` (its spans are timed so), which the
         actor said."""
-        self._context.run(_told_at, self._here(at), self.services.tracer.emit, event)
+        self._context.run(tell_as_of, self._here(at), self.services.tracer.emit, event)
 
     def _here(self, at: float) -> float:
         """``at``, a time the actor said, within when the worker was sent and now
@@ -178,7 +178,7 @@ class Driver:
         kind = message[0]
         budget = self.services.budget
         if kind == "began":  # it starts there: told then, as of then (its span, started_s)
-            self._context.run(_told_at, self._here(message[1]), self._begin)
+            self._context.run(tell_as_of, self._here(message[1]), self._begin)
         elif kind == "event":
             _, event, at = message
             if isinstance(event, TextDelta):
@@ -438,12 +438,3 @@ class Driver:
                 self._answer_now(number, False, portable_error(exc))
         finally:
             retry_deadline.reset(token)
-
-
-def _told_at(at: float, tell: Callable[..., None], *args: Any) -> None:
-    """``tell(*args)``, which tells what happened at ``at`` (:data:`told_at`)."""
-    token = told_at.set(at)
-    try:
-        tell(*args)
-    finally:
-        told_at.reset(token)

@@ -83,7 +83,7 @@ def resume_hint(run_id: str, store: Path | str, args: argparse.Namespace | None 
         words += ["--store", str(store)]
     if args is None:
         return shlex.join(words)
-    return _with_options(words, args, (*_MODEL_OPTIONS, *_WHERE_OPTIONS, *_KEPT_OPTIONS))
+    return _with_options(words, args)
 
 
 def chat_hint(session_id: str, store: Path | str, args: argparse.Namespace) -> str:
@@ -97,14 +97,15 @@ def chat_hint(session_id: str, store: Path | str, args: argparse.Namespace) -> s
     words = ["honeycomb", "chat", str(args.hive), "--session", session_id]
     if args.store is not None:
         words += ["--store", str(store)]
-    return _with_options(words, args, (*_MODEL_OPTIONS, *_WHERE_OPTIONS, *_KEPT_OPTIONS))
+    return _with_options(words, args)
 
 
-def _with_options(words: list[str], args: argparse.Namespace, options: Sequence[str]) -> str:
-    """The command ``words`` with each of ``options`` ``args`` holds, and each flag of
+def _with_options(words: list[str], args: argparse.Namespace) -> str:
+    """The command ``words`` with each option that chose its models, where its workers
+    ran and where its calls are kept that ``args`` holds, and each flag of
     :data:`_ASKING_FLAGS` set, as the shell reads it."""
     from_env = ""
-    for option in options:
+    for option in (*_MODEL_OPTIONS, *_WHERE_OPTIONS, *_KEPT_OPTIONS):
         value = getattr(args, option, None)
         if option == "base_url" and args.model is None:
             continue  # an endpoint for no --model: the run did not use it

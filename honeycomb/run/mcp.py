@@ -9,12 +9,12 @@ once (:class:`runtime.tools.mcp.McpRun`).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from runtime import ConfigError, HoneycombError, Tool
+from runtime.concurrency import together
 from runtime.tools.mcp import (
     McpRun,
     McpServer,
@@ -141,9 +141,8 @@ class McpTools:
                 return exc
             return None
 
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(listed(name)) for name in names]
-        return [task.result() for task in tasks]
+        first, rest = await together(listed(names[0]), [listed(name) for name in names[1:]])
+        return [first, *rest]
 
     async def _listed(self, run: McpRun, name: str) -> dict[str, Tool[..., Any]]:
         """The tools server ``name`` lists, kept for every run once they are as its

@@ -45,7 +45,7 @@ from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus, why_failed
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime.concurrency import TimedOut, innermost, run_together, stoppable
-from runtime.events import event_time, told_at
+from runtime.events import event_time, tell_as_of
 from runtime.limits.budget import InFlight
 from runtime.limits.cut import worker_cut
 from runtime.limits.room import Room, in_room, nested_work
@@ -509,20 +509,15 @@ class Scheduler:
         (:data:`~runtime.events.told_at`; None: now)."""
         ctx, subtask, error = self.context, outcome.subtask, outcome.error
         if ctx.tracer.enabled:
-            token = told_at.set(at)
-            try:
-                ctx.tracer.emit(
-                    WorkerFinished(
-                        worker=subtask.id,
-                        run_id=ctx.run_id,
-                        role=subtask.role,
-                        status=outcome.status,
-                        duration_s=outcome.duration_s,
-                        error=str(error) if error is not None else None,
-                    )
-                )
-            finally:
-                told_at.reset(token)
+            finished = WorkerFinished(
+                worker=subtask.id,
+                run_id=ctx.run_id,
+                role=subtask.role,
+                status=outcome.status,
+                duration_s=outcome.duration_s,
+                error=str(error) if error is not None else None,
+            )
+            tell_as_of(at, ctx.tracer.emit, finished)
 
     def _release(self, subtask_id: str, *, lost: bool) -> None:
         """Tell the subtasks waiting for ``subtask_id`` that it ended (``lost``: without

@@ -13,7 +13,7 @@ from honeycomb.store import StoredRun
 from honeycomb.trace.spans import Span
 from honeycomb.trace.timeline import Timeline, build_timeline
 
-__all__ = ["answers_held", "phases_under_way", "stored_timeline", "worker_statuses"]
+__all__ = ["answers_held", "stored_timeline", "worker_statuses"]
 
 _PASSED = ("ok", "partial")
 """A run that ended so ended with an answer: its output guards passed it."""
@@ -89,11 +89,11 @@ def stored_timeline(run: StoredRun, spans: Sequence[Span], status: str | None = 
         task=run.task,
         status=status or run.status,
         statuses=statuses,
-        phases=phases_under_way(run),
+        phases=_phases_under_way(run),
     )
 
 
-def phases_under_way(run: StoredRun) -> dict[str, str]:
+def _phases_under_way(run: StoredRun) -> dict[str, str]:
     """The planner's and the aggregator's workers of ``run`` kept without a result
     (under way, or cut off in a life), by their names in the store, each with its
     phase's row on the timeline: ``plan``, ``round 2`` (a later round's), or

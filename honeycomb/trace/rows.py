@@ -114,11 +114,8 @@ class _Places:
     ) -> None:
         self.by_id, self.phases = by_id, phases
         self.workers = {s.id for s in subtasks} | {s.name for s in spans if s.kind == "worker"}
-        self.under_way: tuple[RowKind, str] | None = None  # the last phase's row
-        for row in phases.values():
-            key = _phase_key(row)
-            if self.under_way is None or _in_run(key) > _in_run(self.under_way):
-                self.under_way = key
+        # The last phase's row.
+        self.under_way = max(map(_phase_key, phases.values()), key=_in_run, default=None)
         self.last_life = life_of(max(by_id.values(), key=IN_TIME).span_id) if by_id else ""
         # The phases each role's turns are kept under, and those each life ended.
         self.roles: dict[str, list[tuple[RowKind, str]]] = {}

@@ -64,7 +64,8 @@ indexed anew as it is first opened."""
 INDEXING = 6
 """The version of :func:`~runtime.memory.store.indexed_text`: bumped (and
 :data:`SCHEMA_VERSION` with it) whenever it indexes a text otherwise."""
-INDEXED = f"honeycomb_indexed_text_{INDEXING}"
+INDEXED_NAME = "honeycomb_indexed_text"
+INDEXED = f"{INDEXED_NAME}_{INDEXING}"
 """The SQL function the triggers index a text through, made on each connection. Its
 name holds the indexing's version: a process of an earlier Honeycomb that has the file
 open as a later one indexes it anew has no function of that name, and its writes fail

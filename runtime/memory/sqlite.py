@@ -302,7 +302,7 @@ class SQLiteMemory:
                     f"(timeout_s): {exc}",
                     path=str(self.path),
                 ) from exc
-            if "no such function: honeycomb_indexed_text" in str(exc):  # db.INDEXED's
+            if f"no such function: {db.INDEXED_NAME}" in str(exc):
                 raise MemoryStoreError(
                     "a newer Honeycomb indexed the memory file anew while this process had "
                     "it open: this one would index what it writes otherwise, so it writes "

@@ -214,6 +214,8 @@ write a word's vowels and viramas as marks (``दिल्ली``, ``சென�
 is a word whole. Not those written without spaces (Javanese, Balinese, Buginese, Tai
 Tham ...), whose runs cut at each mark are searched by the pieces: kept whole, a run
 would be one word, and a word inside it found by nothing."""
+_IN_MARKED_BLOCK = re.compile(f"[{_class(_MARKED_BLOCKS)}]")
+"""A letter of one of :data:`_MARKED_BLOCKS`."""
 
 
 @functools.cache
@@ -302,7 +304,7 @@ def fts_query(text: str, *, match: Literal["any", "all"] = "any") -> str | None:
 def _quoted(term: str) -> str:
     """``term`` as the query searches for it: quoted, a prefix if it is of a script of
     :data:`_MARKED_BLOCKS`."""
-    marked = not term.isascii() and re.search(f"[{_class(_MARKED_BLOCKS)}]", term)
+    marked = not term.isascii() and _IN_MARKED_BLOCK.search(term)
     return f'"{term}" *' if marked else f'"{term}"'
 
 

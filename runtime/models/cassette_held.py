@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from runtime.errors import CassetteMismatch
 from runtime.models.cassette_lines import Decided, Embedded, Recorded
 
-__all__ = ["Held", "later_life", "root_worker", "run_stopping"]
+__all__ = ["Held", "later_life", "run_stopping"]
 
 T = TypeVar("T")
 Given = TypeVar("Given", Recorded, Embedded, Decided)
@@ -78,7 +78,7 @@ def run_stopping(writer: object) -> bool:
     return stopping is not None and bool(stopping())
 
 
-def root_worker(name: str) -> str:
+def _root_worker(name: str) -> str:
     """The worker of a run that a call of ``name`` is made in: itself, or the worker a
     judge (``reviewer of s1``) or a nested worker (``s1/call_1``) works for."""
     return name.rpartition(" of ")[2].partition("/")[0]
@@ -160,13 +160,13 @@ class Held:
         """Answer the calls held of ``case``'s run as a later life did, or fail them,
         once each worker still running is held and the run is not stopping them."""
         held = [hold for hold in self._held.get(case, ()) if not hold.future.done()]
-        running = {root_worker(name) for name in self._running.get(case, ())}
-        roots = {root_worker(hold.worker) for hold in held}
+        running = {_root_worker(name) for name in self._running.get(case, ())}
+        roots = {_root_worker(hold.worker) for hold in held}
         stopping = self._stopping
         if not running or not running <= roots or stopping is None or stopping():
             return
         for hold in held:
-            if root_worker(hold.worker) in running:
+            if _root_worker(hold.worker) in running:
                 answered = hold.instead()
                 if answered is not None:
                     hold.future.set_result(answered)

@@ -317,10 +317,8 @@ class Cassette:
         if found.cut:
             await self.cut_off(tool, found, worker=worker, case=case, kind="decision")
         if found.cancelled:
-            what, key = (
-                f"its ask of the approver on {asked}",
-                (worker, decision_key(tool, arguments)),
-            )
+            what = f"its ask of the approver on {asked}"
+            key = (worker, decision_key(tool, arguments))
             later = later_life(self._by_call.get(key, []), self._given, case, worker)
             found = await self._held.hold(
                 tool, what, worker=worker, case=case, instead=later, kind="decision"
@@ -376,7 +374,7 @@ class Cassette:
         case: str | None,
         *,
         ended: bool,
-        stopping: Callable[[], bool] | None = None,
+        stopping: Callable[[], bool],
     ) -> None:
         """A replayed run's ``worker`` (of ``case``) started, or ``ended``: a cut of
         the recorded run after that worker ended falls once it ended replayed too; a
@@ -384,8 +382,7 @@ class Cassette:
         ``stopping`` telling whether the run is stopping them."""
         if self._cuts:
             self._cuts.ran(worker, case, ended=ended, cuts=cutting())
-        if stopping is not None:
-            self._held.ran(worker, case, ended=ended, stopping=stopping)
+        self._held.ran(worker, case, ended=ended, stopping=stopping)
 
     async def cancelled_off(
         self, model: str, request: ModelRequest, *, worker: str | None, case: str | None
