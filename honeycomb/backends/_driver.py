@@ -14,7 +14,7 @@ from typing import Any, cast
 from honeycomb.backends._channel import Channel, RelayedReport
 from honeycomb.backends._deltas import Deltas
 from honeycomb.backends._pinned import PinnedCalls, asked, decided_elsewhere
-from honeycomb.backends._standins import StoodFor
+from honeycomb.backends._standins import SpentAtDriver, StoodFor
 from honeycomb.backends._told import Begin, Opened, Told
 from honeycomb.backends._wire import (
     Message,
@@ -312,7 +312,12 @@ class Driver:
                 budget.reserve_model_call()
         except BudgetExceeded as exc:
             return (False, portable_error(exc))
-        return (True, (budget.usage, budget.elapsed_s))
+        return (True, self._spent())
+
+    def _spent(self) -> SpentAtDriver:
+        """What the run has spent now, for the worker to check its next call against."""
+        budget = self.services.budget
+        return (budget.usage, budget.elapsed_s)
 
     def give_back_turn(self) -> None:
         """Its actor died in the middle of a turn, and the worker goes on elsewhere from
@@ -388,7 +393,10 @@ class Driver:
     ) -> None:
         """Hold a lock or a slot for the worker until it drops it (or its stream
         ends); the holding and the letting go are in this one task. The answer says
-        whether it waited for it (a slot none of which was free; a lock, not known)."""
+        whether it waited for it (a slot none of which was free; a lock, not known),
+        and, for a slot of the model's calls, what the run had spent as it was given:
+        its call was reserved a request earlier, and the calls that held the slot since
+        may have spent the budget (see :class:`~honeycomb.backends._standins.ReservedModel`)."""
         drop = self._drops[number] = asyncio.Event()
         if what == "limiter":
             limiter = cast(AdaptiveLimiter, self.held[name])
@@ -405,7 +413,10 @@ class Driver:
             self._answer_now(number, True, (number, False))
             return
         async with held as waits:
-            self._answer_now(number, True, (number, waits is not False))
+            given: tuple[Any, ...] = (number, waits is not False)
+            if what == "model":
+                given += (self._spent(),)
+            self._answer_now(number, True, given)
             await drop.wait()
 
     async def _attempt(

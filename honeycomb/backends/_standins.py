@@ -100,10 +100,16 @@ class Held:
     def __init__(self, link: Link, what: str, key: str, *more: Any) -> None:
         self._link, self._what, self._key, self._more = link, what, key, more
         self._number: int | None = None
+        self.spent: SpentAtDriver | None = None
+        """What the run had spent as a slot of the model's calls was given (None: not
+        said, for what else is held)."""
 
     async def __aenter__(self) -> bool:
         """Hold it there: True when it waited for it (a slot, none free then)."""
-        self._number, waits = await self._link.ask("hold", self._what, self._key, *self._more)
+        self._number, waits, *spent = await self._link.ask(
+            "hold", self._what, self._key, *self._more
+        )
+        self.spent = spent[0] if spent else None
         return bool(waits)
 
     async def __aexit__(
@@ -306,7 +312,7 @@ class DriverBudget(Budget):
     async def recheck(self, *, calls: int = 1) -> None:
         """:meth:`check`, with what the driver says the run has spent now: the other
         workers and the judges spent there while this one waited (for a person's
-        decision, its judges, a slot).
+        decision, its judges; a slot's answer says it: :class:`ReservedModel`).
 
         Raises:
             BudgetExceeded: as :meth:`check` does.
@@ -421,16 +427,21 @@ class ReservedModel(WrapperModel):
     @contextlib.asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
         """A slot of the run's model calls in flight, held at the driver; the call,
-        reserved before, is sent only while the run's budget holds if it waited for
-        the slot (the calls that held the slots meanwhile may have spent it), as in one
-        process (:class:`~runtime.limits.LimitedModel`).
+        reserved before, is sent only while the run's budget holds as the slot is
+        given, as in one process a call that waited for it (see
+        :class:`~runtime.limits.LimitedModel`): the calls that held the slots since its
+        reservation may have spent it, whether this one waited for the slot or asked
+        for it only once they were done (its reservation and its slot are two requests
+        here, where one process takes both at once).
 
         Raises:
             BudgetExceeded: when the run's budget was spent meanwhile (nothing is sent).
         """
-        async with Held(self._link, "model", "") as waits:
-            if waits and self._budget is not None:
-                await self._budget.recheck(calls=0)  # counted as it was reserved
+        held = Held(self._link, "model", "")
+        async with held:
+            if self._budget is not None:
+                self._budget.told(held.spent)
+                self._budget.check(calls=0)  # counted as it was reserved
             yield
 
 
