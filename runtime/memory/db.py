@@ -63,7 +63,11 @@ indexing by a name of its version (:data:`INDEXED`). A file of an earlier versio
 indexed anew as it is first opened."""
 INDEXING = 6
 """The version of :func:`~runtime.memory.store.indexed_text`: bumped (and
-:data:`SCHEMA_VERSION` with it) whenever it indexes a text otherwise."""
+:data:`SCHEMA_VERSION` with it) whenever it indexes a text otherwise. What it keeps in
+a word is written out (:mod:`runtime.memory._unicode`), not read from the running
+Python's tables, which change with its version; the marks of Unicode 15 and 15.1 that
+the tokenizer of a file Python 3.11 made does not name are part of a word to SQLite's
+tables anyway: such a file is indexed alike, and is not indexed anew."""
 INDEXED_NAME = "honeycomb_indexed_text"
 INDEXED = f"{INDEXED_NAME}_{INDEXING}"
 """The SQL function the triggers index a text through, made on each connection. Its

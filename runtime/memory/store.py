@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Literal, Protocol
 
+from runtime.memory import _unicode
 from runtime.text import valid_text
 from runtime.value import Value
 
@@ -219,37 +220,25 @@ _IN_MARKED_BLOCK = re.compile(f"[{_class(_MARKED_BLOCKS)}]")
 
 
 @functools.cache
-def _inner_marks() -> tuple[tuple[int, int], ...]:
-    """The marks of :data:`_MARKED_BLOCKS` (Unicode's categories ``M*``), as ranges of
-    code points. Made on first use, not at import: it takes 2 ms."""
-    import unicodedata
-
-    spans: list[tuple[int, int]] = []
-    for first, last in _MARKED_BLOCKS:
-        for point in range(first, last + 1):
-            if not unicodedata.category(chr(point)).startswith("M"):
-                continue
-            if spans and spans[-1][1] == point - 1:
-                spans[-1] = (spans[-1][0], point)
-            else:
-                spans.append((point, point))
-    return tuple(spans)
-
-
-@functools.cache
 def word_characters() -> str:
     """What the word index must keep inside a word, as its tokenizer's ``tokenchars``:
     the marks of Thai, Lao, Burmese and Khmer and their letters (some of which SQLite's
-    tables do not know), and those of :data:`_MARKED_BLOCKS`."""
-    spans = (*_SEA_LETTERS, *_SEA_MARKS, *_inner_marks())
+    tables do not know), and those of :data:`_MARKED_BLOCKS` (:data:`_unicode.MARKS`,
+    the same under every Python)."""
+    spans = (*_SEA_LETTERS, *_SEA_MARKS, *_unicode.spans(_unicode.MARKS))
     return "".join("".join(map(chr, range(first, last + 1))) for first, last in spans)
 
 
 @functools.cache
 def _word() -> str:
-    """A word of a query: letters and digits, with the marks of the scripts above.
+    """A word of a query, as the word index cuts words (whichever Python reads it): a
+    run of its ``tokenchars`` and of what its tokenizer keeps in words, ASCII letters
+    and digits and every character past ASCII but its :data:`_unicode.SEPARATORS`, with
+    the accents it takes out of a word (:data:`_unicode.DIACRITICS`) after the first.
     Compiled by re's cache on the first query, as :data:`_CJK` is."""
-    return f"(?:[^\\W_]|[{_class(_SEA_MARKS)}{_class(_inner_marks())}])+"
+    kept = f"[{_class(_SEA_LETTERS)}{_class(_SEA_MARKS)}{_unicode.MARKS}]"
+    letter = f"{kept}|[^\\x00-/:-@\\[-`{{-\\x7f{_unicode.SEPARATORS}]"
+    return f"(?:{letter})(?:{letter}|[{_unicode.DIACRITICS}])*"
 
 
 _POINTS = (
