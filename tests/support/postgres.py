@@ -15,11 +15,15 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["PostgresServer", "away", "binaries", "query", "role_in", "role_of"]
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["AWAY_S", "PostgresServer", "away", "back", "binaries", "query", "role_in", "role_of"]
 
 
 def binaries() -> Path | None:
@@ -101,13 +105,7 @@ class PostgresServer:
 def query(url: str, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[Any, ...]]:
     """Run ``statements`` (``?`` placeholders) in the store of ``url``, in one
     transaction; the last one's rows (none for a statement that returns none)."""
-    import psycopg
-
-    from honeycomb.store.postgres import split_url
-
-    conninfo, schema, _ = split_url(url)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'SET search_path TO "{schema}"')
+    with _connected(url) as conn:
         rows: list[tuple[Any, ...]] = []
         with conn.transaction():
             for sql, params in statements:
@@ -129,15 +127,52 @@ def role_in(url: str) -> str:
     return url.split("//", 1)[1].split("@", 1)[0]
 
 
+AWAY_S = 60.0
+"""How long :func:`away` waits for the role's sessions to end."""
+_LOOK_EVERY_S = 0.002
+_END_SESSIONS = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s"
+"""Signal each session of a role to end: a row for each that is still there."""
+
+
 def away(url: str, role: str) -> None:
-    """The server lets ``role`` in no more, and ends its sessions."""
-    query(
-        url,
-        [
-            (f'ALTER ROLE "{role}" NOLOGIN', ()),
-            ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ?", (role,)),
-        ],
-    )
+    """The server lets ``role`` in no more, and ends its sessions: it returns once it
+    lists none.
+
+    The refusal is committed before any session is ended: a store connects again as
+    soon as it loses its connection, and one let in before the commit stayed.
+    ``pg_terminate_backend`` only signals a session, so the server is asked again until
+    it lists none, each session it lists ended (one that logged in as the refusal was
+    committed among them).
+
+    Raises:
+        AssertionError: when a session of ``role`` is still there after AWAY_S.
+    """
+    query(url, [(f'ALTER ROLE "{role}" NOLOGIN', ())])
+    deadline = time.monotonic() + AWAY_S
+    with _connected(url) as conn:  # (each statement a transaction: a new look each time)
+        while conn.execute(_END_SESSIONS, (role,)).fetchall():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the sessions of {role} did not end in {AWAY_S}s")
+            time.sleep(_LOOK_EVERY_S)
+
+
+def back(url: str, role: str) -> None:
+    """The server lets ``role`` in again (after :func:`away`)."""
+    query(url, [(f'ALTER ROLE "{role}" LOGIN', ())])
+
+
+@contextlib.contextmanager
+def _connected(url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection to the store of ``url`` (as its role), its search path the
+    store's schema, each statement committed as it is made."""
+    import psycopg
+
+    from honeycomb.store.postgres import split_url
+
+    conninfo, schema, _ = split_url(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        yield conn
 
 
 def _free_port() -> int:

@@ -4,6 +4,7 @@ and how a run that stops meanwhile ends."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import psycopg
 import psycopg_pool
 import pytest
 
@@ -23,12 +25,12 @@ from honeycomb import Executor, Role, Subtask
 from honeycomb.errors import StoreError
 from honeycomb.store import Connection, RunStore, readers, writer
 from honeycomb.store import postgres as postgres_store
-from honeycomb.store.postgres import PostgresConnection, PostgresDatabase
+from honeycomb.store.postgres import PostgresConnection, PostgresDatabase, split_url
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
 from tests.support import ROOT
-from tests.support.postgres import PostgresServer, away, role_in, role_of
-from tests.support.stores import ON_POSTGRES, change, query
+from tests.support.postgres import AWAY_S, PostgresServer, away, back, role_in, role_of
+from tests.support.stores import ON_POSTGRES, query
 
 pytestmark = ON_POSTGRES
 
@@ -145,10 +147,43 @@ async def test_a_stopping_runs_write_waits_for_a_server_away_only_a_moment(
     with pytest.raises(StoreError, match="cannot connect to the run store"):
         await store.commit(("INSERT INTO t VALUES (3)", ()))
     assert attempts > 1  # waited for the server again, as before the run stopped
-    change(url, (f'ALTER ROLE "{role}" LOGIN', ()))
+    back(url, role)
     await store.commit(("INSERT INTO t VALUES (4)", ()))
     store.close()
     assert query(url, "SELECT n FROM t") == [(4,)]
+
+
+def test_a_role_sent_away_keeps_no_session_though_each_comes_back_at_once(
+    postgres: PostgresServer,
+) -> None:
+    """What the tests here rely on (``away``): once it returns, the role is refused and
+    the server lists none of its sessions, though each one connects again the moment it
+    is ended, as a store's writer does. Its sessions were ended in the transaction that
+    refused the role, and one could get back in before the refusal was committed (a
+    race: many sessions make it likely): a run stopped then recorded its interruption."""
+    url = postgres.url()
+    mine = role_of(url, "back")
+    conninfo = split_url(mine)[0]
+    sessions = [psycopg.connect(conninfo, autocommit=True) for _ in range(16)]
+    refused: list[str] = []  # why each session that came back was turned away
+
+    def come_back(conn: psycopg.Connection[Any]) -> None:
+        with conn, contextlib.suppress(psycopg.OperationalError):
+            conn.execute("SELECT pg_sleep(%s)", (AWAY_S,))  # until it is ended
+        try:
+            psycopg.connect(conninfo, autocommit=True).close()
+        except psycopg.OperationalError as exc:
+            refused.append(str(exc))
+
+    with ThreadPoolExecutor(len(sessions)) as threads:
+        ended = [threads.submit(come_back, conn) for conn in sessions]
+        away(url, role_in(mine))
+        listed = "SELECT count(*) FROM pg_stat_activity WHERE usename = ?"
+        assert query(url, listed, (role_in(mine),)) == [(0,)]
+        for session in ended:
+            session.result()
+    assert len(refused) == len(sessions), refused
+    assert all("is not permitted to log in" in why for why in refused), refused
 
 
 async def test_a_run_stopped_while_its_server_is_away_is_resumed_once_it_is_back(
@@ -190,7 +225,7 @@ async def test_a_run_stopped_while_its_server_is_away_is_resumed_once_it_is_back
     assert any("could not record the run as interrupted" in note for note in notes), notes
     assert took < writer.RECONNECT_S / 4, took  # a moment's tries, not the writer's
     assert query(url, "SELECT status FROM runs WHERE run_id = ?", ("r1",)) == [("running",)]
-    change(url, (f'ALTER ROLE "{role}" LOGIN', ()))
+    back(url, role)
     found = store.find("r1")
     assert found is not None
     assert found.status == "interrupted"
@@ -241,7 +276,7 @@ async def test_a_read_once_the_writer_gave_up_on_the_server_is_told_why_in_a_mom
     with pytest.raises(StoreError, match="is not permitted to log in"):
         store.runs()
     assert time.monotonic() - started < postgres_store._CONNECT_TIMEOUT_S / 2
-    change(url, (f'ALTER ROLE "{role_in(mine)}" LOGIN', ()))
+    back(url, role_in(mine))
     await store.commit(("INSERT INTO t VALUES (2)", ()))  # the writer connects again
     assert store.runs() == []
     store.close()
@@ -272,7 +307,7 @@ def test_a_read_waits_for_a_server_that_restarts(
         read = threads.submit(store.runs)
         read.add_done_callback(lambda _: waiting.set())  # (one that failed says why)
         waiting.wait()
-        change(url, (f'ALTER ROLE "{role_in(mine)}" LOGIN', ()))  # the server is back
+        back(url, role_in(mine))  # the server is back
         assert read.result() == []
     store.close()
 
@@ -354,7 +389,7 @@ def test_ctrl_c_on_a_run_whose_server_went_away_ends_the_command_in_a_moment(
     assert "honeycomb resume stopped --store" in err
     assert "psycopg" not in err
     assert "error connecting" not in err
-    change(url, (f'ALTER ROLE "{role_in(mine)}" LOGIN', ()))
+    back(url, role_in(mine))
     resumed = subprocess.run(
         [sys.executable, "-m", "honeycomb", "resume", "stopped", "--store", mine, "--plain"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,

@@ -28,7 +28,7 @@ from honeycomb.store.postgres import (
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime.secrets import masked
 from tests.support.durable import TASK, Setup, plan
-from tests.support.postgres import PostgresServer
+from tests.support.postgres import PostgresServer, away, back, role_in, role_of
 from tests.support.stores import ON_POSTGRES, change, query
 
 pytestmark = ON_POSTGRES
@@ -465,15 +465,10 @@ async def test_a_server_that_stays_away_is_waited_for_once_not_at_each_write(
         return connect(self)
 
     monkeypatch.setattr(PostgresDatabase, "connect", counted)
-    role = f"away_{schema_of(url)}"
-    change(url, (f'CREATE ROLE "{role}" LOGIN SUPERUSER', ()))
-    store = RunStore(url.replace("postgres@", f"{role}@"))
+    mine = role_of(url, "away")
+    store = RunStore(mine)
     await store.commit(("CREATE TABLE t (n BIGINT)", ()))
-    change(
-        url,
-        (f'ALTER ROLE "{role}" NOLOGIN', ()),  # the server lets it in no more
-        ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ?", (role,)),
-    )
+    away(url, role_in(mine))  # the server lets it in no more
     attempts.clear()
     with pytest.raises(StoreError, match="cannot connect to the run store"):
         await store.commit(("INSERT INTO t VALUES (1)", ()))
@@ -483,7 +478,7 @@ async def test_a_server_that_stays_away_is_waited_for_once_not_at_each_write(
         with pytest.raises(StoreError, match="cannot connect to the run store"):
             await store.commit(("INSERT INTO t VALUES (?)", (n,)))
         assert len(attempts) == 1
-    change(url, (f'ALTER ROLE "{role}" LOGIN', ()))
+    back(url, role_in(mine))
     await store.commit(("INSERT INTO t VALUES (4)", ()))
     store.close()
     assert query(url, "SELECT n FROM t") == [(4,)]
@@ -498,21 +493,16 @@ async def test_a_read_once_the_server_went_away_says_why_and_the_next_is_told_at
     next read is told it at once, by a pool opened anew, as the first read of a store
     is; once the server lets it in again, reads go on."""
     monkeypatch.setattr("honeycomb.store.postgres._CONNECT_TIMEOUT_S", 0.5)  # the pool's time
-    role = f"gone_{schema_of(url)}"
-    change(url, (f'CREATE ROLE "{role}" LOGIN SUPERUSER', ()))
-    store = RunStore(url.replace("postgres@", f"{role}@"))
+    mine = role_of(url, "gone")
+    store = RunStore(mine)
     await store.open()
     assert store.runs() == []  # the pool is open
-    change(
-        url,
-        (f'ALTER ROLE "{role}" NOLOGIN', ()),  # the server lets it in no more
-        ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ?", (role,)),
-    )
+    away(url, role_in(mine))  # the server lets it in no more
     for _ in range(2):
         with pytest.raises(StoreError, match="cannot connect to the run store") as caught:
             store.runs()
         assert "is not permitted to log in" in str(caught.value)
-    change(url, (f'ALTER ROLE "{role}" LOGIN', ()))
+    back(url, role_in(mine))
     assert store.runs() == []
     store.close()
 
