@@ -5,9 +5,10 @@ or async, or the name of a role that judges (one model call of that role, answer
 ``PASS`` or a reason). It is given a :class:`GuardCheck` and returns None (or True) to
 pass, or a reason (a string; False is a reason too).
 
-- ``input`` guards check a subtask's instruction (with the session's conversation when
-  its role's workers see it) before its worker starts: a reason fails the worker
-  (:class:`~runtime.GuardrailTripped`).
+- ``input`` guards check a subtask's instruction as its worker is told it (with its
+  dependencies' results, the session's conversation when its role's workers see it,
+  and the memories its role recalls for it) before its first model call: a reason
+  fails the worker (:class:`~runtime.GuardrailTripped`).
 - ``output`` guards check a worker's answer before it is accepted (after its output
   schema): a reason goes back to the model as a correction, up to the role's
   ``output_retries``; then the worker fails naming the guard.

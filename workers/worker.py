@@ -366,7 +366,8 @@ class Worker:
         """Run one subtask, from the start or from a state saved by its checkpoint.
         Never raises for a failure (the result says ``failed``); cancellation
         propagates. A role with ``memory:`` recalls what it holds for ``task`` first
-        (not when resumed: the recall is in the saved conversation).
+        (not when resumed: the recall is in the saved conversation), and its input
+        guards read what it recalled with the rest of what it is told.
 
         Args:
             task: The subtask's instruction.
@@ -396,10 +397,12 @@ class Worker:
         paid = paying.set(self._memory_payer()) if self.setup.memory is not None else None
         try:
             if resume is None:  # a resumed worker passed its input guards before
-                # All it is told: a subtask's dependencies' results too, which a model
-                # wrote (what one of them read may tell it to ignore its instructions).
-                refused = await self._refused(prompt)
-                if refused is not None:
+                recalled = await self._recalled(task, prompt)
+                # All it is told: a subtask's dependencies' results and the memories it
+                # recalled too, which models wrote (what one of them read may tell it
+                # to ignore its instructions).
+                refused = await self._refused(_told_text(prompt, recalled))
+                if refused is not None:  # what it recalled goes nowhere: it never ran
                     return self._result(
                         refused[0],
                         Transcript(),
@@ -409,7 +412,7 @@ class Worker:
                         started,
                         error=refused[1],
                     )
-                resume = await self._recalled(task, prompt)
+                resume = recalled
                 if resume is not None and self.services.store is not None:
                     # Kept before its first model call: a worker resumed from the
                     # middle of that call has what it recalled, and recalls no more.
@@ -594,6 +597,16 @@ def _may_ask(setup: WorkerSetup) -> bool:
 
 DEPENDENCY_HEADER = "Results of the subtasks this one depends on:"
 """Written under a task, above the results of the subtasks it depends on."""
+
+
+def _told_text(prompt: str, recalled: LoopState | None) -> str:
+    """All a worker starting on ``prompt`` is told after its system prompt, as its input
+    guards read it: the prompt, then the memories it ``recalled`` (the messages of its
+    first state), each after a blank line."""
+    if recalled is None:
+        return prompt
+    said = [m.content for m in recalled.messages if isinstance(m, UserMessage)]
+    return "\n\n".join((prompt, *said))
 
 
 def format_task(task: str, inputs: Mapping[str, str]) -> str:
