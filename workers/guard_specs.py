@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from msgspec.structs import replace
-from pydantic import BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BeforeValidator, ConfigDict
 
 from runtime import ConfigError, did_you_mean
 from runtime.config.imports import import_object, path_meant
@@ -63,17 +63,44 @@ _NAMING_A_JUDGE = ("role", "judge")
 _Declared = Annotated[GuardRef, BeforeValidator(_a_guard)]
 
 
+def _once_each(refs: tuple[GuardRef, ...]) -> tuple[GuardRef, ...]:
+    """``refs``, if none of them is named twice (a judge would be asked, and paid,
+    twice for the same text, and give the same verdict).
+
+    Raises:
+        ValueError: naming the guard and the two places it is listed at.
+    """
+    for index, ref in enumerate(refs):
+        first = next((i for i, r in enumerate(refs[:index]) if _same(r, ref)), None)
+        if first is not None:
+            name = ref if isinstance(ref, str) else _name_of(ref)
+            raise ValueError(
+                f"the guard {name!r} is listed twice ([{first}] and [{index}]): it would "
+                "check the same text twice, a judge asked and paid twice; list it once"
+            )
+    return refs
+
+
+def _same(one: GuardRef, other: GuardRef) -> bool:
+    """Whether two guards as declared are one: the same text, or the same callable."""
+    return one == other if isinstance(one, str) else one is other
+
+
+_Listed = Annotated[tuple[_Declared, ...], AfterValidator(_once_each)]
+
+
 class Guards(SettingsModel):
     """A role's (or a run's) guards, by kind; each a callable, an import path
-    (``module:name``) or a judge role's name."""
+    (``module:name``) or a judge role's name, listed once in its kind (a guard of two
+    kinds checks a text of each)."""
 
     model_config = ConfigDict(
         defer_build=True, frozen=True, extra="forbid", arbitrary_types_allowed=True
     )
 
-    input: tuple[_Declared, ...] = ()
-    output: tuple[_Declared, ...] = ()
-    arguments: tuple[_Declared, ...] = ()
+    input: _Listed = ()
+    output: _Listed = ()
+    arguments: _Listed = ()
 
     def judges(self) -> list[str]:
         """The judge roles the guards name (a name that is no role's name, nor an

@@ -1,10 +1,13 @@
-"""Guards where they meet a worker's other features: the memories it recalls."""
+"""Guards where they meet a worker's other features: the memories it recalls; a guard
+listed twice."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from runtime import GuardrailTripped, SQLiteMemory
+import pytest
+
+from runtime import ConfigError, GuardrailTripped, SQLiteMemory
 from runtime.testing import FunctionModel, ScriptedModel
 from workers import Role, RoleMemory, Worker
 from workers.guards import GuardCheck, Guards
@@ -54,3 +57,17 @@ async def test_input_guards_read_what_a_worker_recalls_and_its_refusal_keeps_non
     first = told.requests[0].messages[1:]  # after the system prompt
     assert read[1] == "\n\n".join(str(m.content) for m in first)
     assert "trams climb to Alfama" in read[1]
+
+
+def test_a_guard_listed_twice_in_one_kind_is_refused_naming_its_field() -> None:
+    # It checked the same text twice: a judge was asked, and paid, twice per check.
+    def no_evil(check: GuardCheck) -> str | None:
+        return None
+
+    with pytest.raises(ConfigError, match=r"output: the guard 'reviewer' is listed twice"):
+        Role(name="w", guards=Guards(output=("reviewer", no_evil, "reviewer")))
+    with pytest.raises(ConfigError, match=r"input: the guard '.*no_evil' is listed twice"):
+        Guards(input=(no_evil, no_evil))
+    # Of two kinds, it checks a text of each: the instruction, then each call.
+    both = Guards(input=("reviewer",), arguments=("reviewer",))
+    assert both.judges() == ["reviewer", "reviewer"]

@@ -229,7 +229,9 @@ async def test_a_guard_that_changes_what_it_is_shown_changes_neither_the_call_no
             '{"to": "BOB@example.com", "cc": ["c"]}',
         ]
     )
-    role = Role(name="w", guards=Guards(arguments=(meddles, meddles), output=(meddles,)))
+    # Two guards (one listed twice is refused): the second sees what the first did not change.
+    twice = (meddles, functools.partial(meddles))
+    role = Role(name="w", guards=Guards(arguments=twice, output=(meddles,)))
     result = await Worker(role, model, tools=[mail], output_type=Letter).run("t")
     assert ran == ["ANN@example.com cc c"]  # the call ran with the arguments the model gave
     assert result.output == Letter(to="BOB@example.com", cc=["c"])  # the answer as given
@@ -278,7 +280,8 @@ async def test_guards_of_one_kind_run_together_sync_and_async() -> None:
             meet.meet_here()  # in a thread: the event loop goes on
         return True
 
-    role = Role(name="w", guards=Guards(output=(slow_async, slow_sync, slow_async)))
+    three = (slow_async, slow_sync, functools.partial(slow_async))  # each listed once
+    role = Role(name="w", guards=Guards(output=three))
     result = await Worker(role, ScriptedModel(["ok"])).run("t")
     assert result.ok, result.error
     assert (overlap.peak, overlap.total) == (3, 3)

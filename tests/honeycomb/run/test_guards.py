@@ -310,6 +310,7 @@ def test_a_hives_bad_guards_are_named_by_file_line_and_field(tmp_path: Path) -> 
                 guards:
                   input: [tests.support.guards:nope]
                   output: [tests.support.guards:NOT_CALLABLE, reviewr]
+                  arguments: [reviewer, tests.support.guards:short, reviewer]
             """
         )
     )
@@ -321,11 +322,15 @@ def test_a_hives_bad_guards_are_named_by_file_line_and_field(tmp_path: Path) -> 
         (9, "roles.writer.guards.input[0]"),
         (10, "roles.writer.guards.output[0]"),
         (10, "roles.writer.guards.output[1]"),
+        (11, "roles.writer.guards.arguments"),  # a judge asked twice of each call
     }
     assert "unknown judge role 'revewer' (did you mean 'reviewer'?)" in found[4, "guards.output[0]"]
     assert "has no attribute 'nope'" in found[9, "roles.writer.guards.input[0]"]
     assert "is not callable" in found[10, "roles.writer.guards.output[0]"]
     assert "unknown judge role 'reviewr'" in found[10, "roles.writer.guards.output[1]"]
+    assert found[11, "roles.writer.guards.arguments"].startswith(
+        "the guard 'reviewer' is listed twice ([0] and [2])"
+    )
     assert all(e.file == str(path) for e in caught.value.errors)
 
 
