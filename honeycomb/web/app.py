@@ -30,13 +30,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from honeycomb.run.session import StoreRows
-from honeycomb.store import RunStore, RunSummary
+from honeycomb.store import RunStore
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.html import STYLE
 from honeycomb.web.approvals import StoreApprovals, decidable, decider
 from honeycomb.web.calls import box_text
 from honeycomb.web.evals import eval_routes, evals_page
-from honeycomb.web.follow import Look, Looker, follow
+from honeycomb.web.follow import Look, Looker, follow, went
 from honeycomb.web.guard import HANDLERS, AsSent, Guard, Refused, check_forgery, csrf_value
 from honeycomb.web.pages import (
     Links,
@@ -230,26 +230,32 @@ class _Site:
         # As a session reads them: a turn whose run was resumed on its own has its answer.
         turns = await StoreRows.of(self.store).turns(session_id)
         if not turns:
-            raise Refused(404, f"no session {session_id!r} in {self.store.name}")
+            return went(request, f"no session {session_id!r} in {self.store.name}")
         return HTMLResponse(session_page(session_id, turns, self.links, self.store.name))
 
     async def run(self, request: Request) -> Response:
-        shown = await self._live(request.path_params["run_id"], whole=True)
-        return HTMLResponse(shown)
+        return await self._live(request, whole=True)
 
     async def live(self, request: Request) -> Response:
-        return HTMLResponse(await self._live(request.path_params["run_id"], whole=False))
+        return await self._live(request, whole=False)
 
-    async def _live(self, run_id: str, *, whole: bool) -> str:
-        summary = await self.store.summary(run_id)
-        stored = await self.store.load(run_id) if summary is not None else None
-        if summary is None or stored is None:
-            raise Refused(404, f"no run {run_id!r} in {self.store.name}")
+    async def _live(self, request: Request, *, whole: bool) -> Response:
+        """The run's page, or its changing parts; its line read last, as its events
+        read it (:meth:`events`)."""
+        run_id = request.path_params["run_id"]
+        gone = f"no run {run_id!r} in {self.store.name}"
+        stored = await self.store.load(run_id)
+        if stored is None:
+            return went(request, gone)
         spans = await asyncio.to_thread(self.store.spans, run_id)
         pending = await self._pending(run_id)
+        decided = await self.store.approvals_of(run_id)
+        summary = await self.store.summary(run_id)
+        if summary is None:
+            return went(request, gone)
         hint = self.hint(run_id) if summary.source is not None else None
         show = functools.partial(run_page, store=self.store.name) if whole else live_parts
-        return show(
+        shown = show(
             summary,
             stored,
             spans,
@@ -257,10 +263,11 @@ class _Site:
             self.csrf,
             self.links,
             hint=hint,
-            decided=await self.store.approvals_of(run_id),
+            decided=decided,
             unable=self.not_continued(run_id),
             deciding=self.approvals is not None,
         )
+        return HTMLResponse(shown)
 
     async def _pending(self, run_id: str) -> list[PendingApproval]:
         return await self.shown.pending(run_id)
@@ -272,10 +279,14 @@ class _Site:
         run_id = request.path_params["run_id"]
 
         async def look() -> Look | None:
-            summary, progress = await self._progress(run_id)
+            progress = await asyncio.to_thread(self.store.progress, run_id)
+            pending = await self._pending(run_id)
+            # Its line read last: the store deletes a run whole, at once, so a run it
+            # has then was whole in the reads before (read first, a run deleted
+            # between them was a change, its calls gone, before it was gone).
+            summary = await self.store.summary(run_id)
             if summary is None:
                 return None
-            pending = await self._pending(run_id)
             # A call whose time to decide runs out changes the page, not the store;
             # so does this server's failing to continue the run.
             unable = self.not_continued(run_id)
@@ -328,10 +339,6 @@ class _Site:
             stream_s=self.stream_s,
             ending=lambda: self.ending,
         )
-
-    async def _progress(self, run_id: str) -> tuple[RunSummary | None, tuple[int, ...]]:
-        summary = await self.store.summary(run_id)
-        return summary, await asyncio.to_thread(self.store.progress, run_id)
 
     async def decision(self, request: Request) -> Response:
         """A decision on a call: recorded, and the browser sent back to the run's page;

@@ -9,6 +9,12 @@ ended with an answer), ``gone`` once what it shows is no longer in the store (a 
 deleted, its session forgotten), ``failed`` when the store cannot be read, ``again``
 after ``stream_s`` (the page asks for the events again); a comment line every few
 seconds keeps the connection alive.
+
+A page asks for its events and its changing parts as one that showed what they are
+of (``?shown=1``): what the store no longer has went since, and is said so (a ``gone``
+event, a part of no content), never refused as an address the store never had (404,
+the answer to any other client: a wrong id), which a browser logs as an error in a
+state the page expects.
 """
 
 from __future__ import annotations
@@ -22,13 +28,13 @@ from typing import Any
 
 import msgspec
 from starlette.requests import Request
-from starlette.responses import StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from honeycomb.web.guard import Refused
 from runtime import StoreError
 from runtime.value import Value
 
-__all__ = ["Look", "Looker", "follow"]
+__all__ = ["Look", "Looker", "follow", "went"]
 
 
 class Look(Value, frozen=True, kw_only=True):
@@ -63,10 +69,10 @@ async def follow(
 
     Raises:
         Refused: 404, saying ``gone``, when what the page shows is not in the store as
-            its events are asked for: the answer is that, not events that say so.
+            its events are asked for, by a client that did not show it (:func:`went`).
     """
     first = await _look(look)
-    if first is None:
+    if first is None and not _shown(request):
         raise Refused(404, gone)
 
     async def stream() -> AsyncIterator[str]:
@@ -98,6 +104,23 @@ async def follow(
             now = await _look(look)
 
     return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+def went(request: Request, gone: str) -> Response:
+    """The answer to ``request`` for what the store does not have: no content (204)
+    to a page that showed it (it went since, and the page's events say so).
+
+    Raises:
+        Refused: 404, saying ``gone``, to any other client.
+    """
+    if not _shown(request):
+        raise Refused(404, gone)
+    return Response(status_code=204)
+
+
+def _shown(request: Request) -> bool:
+    """Whether ``request`` is a page's that showed what it asks about."""
+    return request.query_params.get("shown") == "1"
 
 
 async def _look(look: Looker) -> Look | StoreError | None:

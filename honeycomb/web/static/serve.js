@@ -1,6 +1,7 @@
 // honeycomb serve: a page follows what it shows (a run, a session, the list of runs or
 // of sessions), and bars show their details on hover.
-// Errors are recorded in <html data-errors> (the browser tests read them).
+// Errors are recorded in <html data-errors>, the parts taken in data-updates, and those
+// answered (taken or not) in data-answers (the browser tests read them).
 (function () {
   'use strict';
   var root = document.documentElement;
@@ -38,17 +39,28 @@
   });
 
   // The page's events (honeycomb/web/follow.py), and where its changing parts are
-  // fetched: its own address unless it names another.
+  // fetched: its own address unless it names another. Each is asked as by a page that
+  // showed what it asks about: what the store no longer has went since, and is said so
+  // (a 'gone' event, a part of no content: 204), not refused as an address the store
+  // never had (404, which a browser logs as an error).
+  function asShown(address) {
+    var url = new URL(address, window.location.href);
+    url.searchParams.set('shown', '1');
+    return url.href;
+  }
   var source = root.dataset.live;
-  var partAddress = root.dataset.part || window.location.href;
+  var partAddress = asShown(root.dataset.part || window.location.href);
   var what = root.dataset.follows || 'what it shows';  // 'its run' ...
   var updates = 0;
+  var answers = 0;  // parts fetched whose answer the page is done with, taken or not
   root.dataset.updates = '0';
   if (!source || !window.EventSource) { return; }
+  source = asShown(source);
   var events = null;
   var fetching = null;
   var again = false;
   var seen = null;  // the digest of what the page shows (or fetches), as its last change said it
+  var went = 0;  // how often what the page shows went: a part asked for before is not taken
 
   // The items of the calls that still wait stay as they are (what a person typed in a
   // form stays); items gone from the run's approvals go (a call decided elsewhere, a
@@ -71,15 +83,18 @@
 
   function refresh() {
     if (fetching) { again = true; return; }
+    var asked = went;
     fetching = fetch(partAddress, { credentials: 'same-origin' })
       .then(function (r) {
         // Gone meanwhile: its events say so.
-        if (r.status === 404) { return null; }
+        if (r.status === 204) { return null; }
         if (!r.ok) { throw new Error('live part: HTTP ' + r.status); }
         return r.text();
       })
       .then(function (html) {
-        if (html === null) { return; }
+        // A part read before what the page shows went, come once the page said so,
+        // would show it again (its calls to decide among it).
+        if (html === null || asked !== went) { return; }
         var fresh = document.createElement('template');
         fresh.innerHTML = html;  // made and escaped by the server (honeycomb/web/pages.py)
         // The details open now, not as the update was asked for: a person may have
@@ -104,6 +119,8 @@
       })
       .finally(function () {
         fetching = null;
+        answers += 1;
+        root.dataset.answers = String(answers);
         if (again) { again = false; refresh(); }
       });
   }
@@ -126,6 +143,8 @@
   // no run to decide them for), and asks now and then whether it came back (its
   // calls come back with it: the next update shows those that wait).
   function gone() {
+    went += 1;
+    again = false;  // a change said before it went: nothing to fetch
     lost(root.dataset.gone || 'This is no longer in the store.');
     var calls = document.getElementById('approvals');
     if (calls) {
@@ -138,10 +157,10 @@
 
   // The events end when the server stops: the browser tries them again by itself
   // while the server does not answer. An answer that is not events (another server's
-  // token, what the page shows gone) ends its tries: the part says which, and the page
-  // tries again later unless the token is what is wrong. So does a store the server
-  // can no longer read (its events say why). The line goes once a change comes: the
-  // events of a store still unreadable open, then fail.
+  // token, a server's error) ends its tries: the part says which, and the page tries
+  // again later unless the token is what is wrong. So it does once what it shows went,
+  // or the server can no longer read the store: its events say so (and why). The line
+  // goes once a change comes: the events of a store still unreadable open, then fail.
   function follow() {
     if (document.visibilityState === 'hidden') { resting = true; return; }
     events = new EventSource(source);
@@ -182,7 +201,7 @@
           if (r.status === 401) {
             lost('This page no longer follows ' + what + ': the server now has another ' +
               'token (it was started again without --token). Open the address it printed.');
-          } else if (r.status === 404) {
+          } else if (r.status === 204) {
             gone();
           } else {
             lost('This page stopped following ' + what + ' (the server answered HTTP ' +

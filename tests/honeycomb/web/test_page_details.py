@@ -47,7 +47,7 @@ async def test_in_chromium_details_opened_during_an_update_stay_open(
             await answer.wait()
             await route.continue_()
 
-        await page.route("**/live", held)
+        await page.route("**/live?shown=1", held)
         before = int(await watched.dataset("updates") or 0)
         steps.release()  # the reader reads once more: the run changes, the page asks
         await asyncio.wait_for(asked.wait(), 30)
@@ -94,7 +94,7 @@ async def test_in_chromium_a_call_that_waits_anew_under_the_same_id_shows_its_ow
             await answer.wait()
             await route.continue_()
 
-        await page.route("**/live", held)
+        await page.route("**/live?shown=1", held)
         before = int(await watched.dataset("updates") or 0)
         await store.keep_approval("ids", ApprovalEntry(pending=asked, decision=Decision.approved()))
         later = replace(asked, turn=asked.turn + 2, arguments={"to": "eve"}, asked_at=time.time())

@@ -5,23 +5,30 @@ run or session is deleted says so."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from honeycomb import Approvals, Executor, OfflineModel, Role, tool
 from honeycomb.store import RunStore
+from honeycomb.store.sessions import StoredSessions
 from honeycomb.testing import ScriptedModel
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
 from runtime.testing import call
+from runtime.tools.approvals import PendingApproval
 from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import _later, _until, _Watched
 from tests.support import approvals
 from tests.support.asgi_server import ThreadedServer
 
 TOKEN = "test-token-0123456789"
+BEARER = {"authorization": f"Bearer {TOKEN}"}
 
 browser = test_serve.browser  # the neighbouring tests' fixture, as it is
 
@@ -45,13 +52,17 @@ async def test_in_chromium_a_page_whose_session_is_forgotten_says_so(
     """A page left open on a finished run stopped following it once the run ended, and
     still showed it, as if it were there, after its session was forgotten (its run
     deleted with it); so did the session's page. Each now says it is gone, and keeps
-    what it showed; so does the page of a session cleared of its turns."""
+    what it showed; so does the page of a session cleared of its turns. A page gone
+    asks every few seconds whether what it showed came back: its events were refused
+    (404), then its part, two errors in the browser's console each time; they now say
+    it is still gone."""
     executor = _executor(db)
     session, other = executor.session("talk"), executor.session("other")
     answered = await session.run("Find the weather in Rome.")
     await other.run("Find the weather in Oslo.")
     with ThreadedServer(create_app(db, token=TOKEN, poll_s=0.1), name="serve") as server:
         context = await browser.new_context()
+        await context.clock.install()  # the pages' few seconds, run at once
         await (await context.new_page()).goto(f"{server.url}/?token={TOKEN}")
         run = await _opened(context, f"{server.url}/runs/{answered.run_id}")
         await _until(lambda: run.dataset("ended"), "true")
@@ -61,8 +72,18 @@ async def test_in_chromium_a_page_whose_session_is_forgotten_says_so(
         await session.forget()
         await other.clear()
         await _until(lambda: cleared.dataset("lost"), await cleared.dataset("gone"))
-        await _until(lambda: run.dataset("lost"), await run.dataset("gone"))
         await _until(lambda: talk.dataset("lost"), await talk.dataset("gone"))
+        pages = (run, talk, cleared)
+        async with contextlib.AsyncExitStack() as stack:
+            asked = [
+                await stack.enter_async_context(watched.page.expect_request(_events))
+                for watched in pages
+            ]
+            await context.clock.run_for(5000)  # each asks whether it is there
+        for request in asked:  # answered, not refused (as to a wrong address)
+            answer = await (await request.value).response()
+            assert answer.status == 200, answer.url
+        await _until(lambda: run.dataset("lost"), await run.dataset("gone"))
         said = await run.page.inner_text("p.lost")
         assert said.startswith("This run is no longer in runs.db: it was deleted")
         assert (await talk.page.inner_text("p.lost")).startswith(
@@ -70,19 +91,16 @@ async def test_in_chromium_a_page_whose_session_is_forgotten_says_so(
         )
         assert "Rome" in await talk.page.inner_text("#turns")  # what it showed, kept
         assert await run.page.query_selector("#state [data-status='ok']") is not None
-        for watched in (run, talk, cleared):
+        for watched in pages:
+            assert await watched.dataset("lost") == await watched.dataset("gone")
             assert await watched.dataset("errors") is None
-            # Asked for again once gone, its events and its part are refused (404).
-            errors = [e for e in watched.errors if not _refused_as_gone(e)]
-            assert errors == [], "\n".join(watched.errors)
+            assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
 
 
-def _refused_as_gone(error: str) -> bool:
-    """Whether the browser's console ``error`` is of a page's events, or its changing
-    part, that the server answered 404: what it shows is gone."""
-    said = "Failed to load resource: the server responded with a status of 404 (Not Found)"
-    return error.startswith(said) and error.endswith(("/events)", "/live)"))
+def _events(request: Any) -> bool:
+    """Whether ``request`` is a page's for its events."""
+    return "/events?" in request.url
 
 
 async def test_in_chromium_the_lists_take_runs_and_sessions_started_after_they_opened(
@@ -160,39 +178,130 @@ async def test_in_chromium_the_list_of_evals_takes_an_eval_kept_after_it_opened(
     store.close()
 
 
-async def test_in_chromium_the_page_of_a_waiting_run_gone_offers_no_call_to_decide(
-    db: Path, browser: Any
-) -> None:
-    """A run waiting for a person, its session forgotten while its page was open: the
-    page said it was gone, and still offered its call's form, whose approval could only
-    be refused (no such run). The call goes with the run."""
+def _waiting(db: Path) -> Executor:
+    """Runs whose worker's call waits for a person."""
 
     async def pay(to: str) -> str:
         """Pay someone."""
         return f"paid {to}"
 
     payer = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
-    model = ScriptedModel([call("pay", {"to": "ann"}), "paid"])
-    executor = Executor(
-        [payer], model, tools=[tool(pay, side_effects=True)], store=db,
+    return Executor(
+        [payer], ScriptedModel([call("pay", {"to": "ann"}), "paid"]),
+        tools=[tool(pay, side_effects=True)], store=db,
         planner=lambda task: [("payer", "pay ann")],
     )  # fmt: skip
-    session = executor.session("talk")
-    waiting = await session.run("Pay ann.")
-    assert waiting.status == "waiting"
+
+
+async def test_in_chromium_the_page_of_a_waiting_run_gone_offers_no_call_to_decide(
+    db: Path, browser: Any
+) -> None:
+    """A run waiting for a person, its session forgotten while its page was open: the
+    page said it was gone, and still offered its call's form, whose approval could only
+    be refused (no such run). The call goes with the run. The part the page asked for
+    as the run went: answered once it was gone, it was refused (404), an error in the
+    browser's console; answered before, and come once the page said the run was gone,
+    it put the call's form back. Each is held here until the run is gone."""
+    executor = _waiting(db)
+    sessions = [executor.session(name) for name in ("late", "early")]
+    runs = [await session.run("Pay ann.") for session in sessions]
+    assert [run.status for run in runs] == ["waiting", "waiting"]
     app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)), poll_s=0.1)
     with ThreadedServer(app, name="serve") as server:
         context = await browser.new_context()
         await (await context.new_page()).goto(f"{server.url}/?token={TOKEN}")
-        run = await _opened(context, f"{server.url}/runs/{waiting.run_id}")
-        assert await run.page.is_visible("form.approval")
-        await session.forget()
-        await _until(lambda: run.dataset("lost"), await run.dataset("gone"))
-        assert await run.page.query_selector("form.approval") is None
-        assert not await run.page.is_visible("#approvals")
-        assert await run.dataset("errors") is None
-        assert run.errors == [], "\n".join(run.errors)
+        late, early = [_Watched(await context.new_page()) for _ in runs]
+        asked, gone = [asyncio.Event(), asyncio.Event()], asyncio.Event()
+
+        async def answered_late(route: Any) -> None:
+            asked[0].set()
+            await gone.wait()
+            await route.continue_()
+
+        async def answered_early(route: Any) -> None:
+            answer = await route.fetch()
+            asked[1].set()
+            await gone.wait()
+            await route.fulfill(response=answer)
+
+        # The page's first update, asked for as its events connect.
+        await late.page.route("**/live?shown=1", answered_late)
+        await early.page.route("**/live?shown=1", answered_early)
+        for watched, run in zip((late, early), runs, strict=True):
+            await watched.page.goto(f"{server.url}/runs/{run.run_id}")
+            assert await watched.page.is_visible("form.approval")
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in asked)), 30)
+        for session in sessions:
+            await session.forget()
+        for watched in (late, early):
+            said = await watched.dataset("gone") or ""
+            await _until(functools.partial(watched.dataset, "lost"), said)
+        gone.set()
+        for watched in (late, early):
+            await _until(functools.partial(watched.dataset, "answers"), "1")
+            assert await watched.page.query_selector("form.approval") is None
+            assert not await watched.page.is_visible("#approvals")
+            assert await watched.dataset("updates") == "0"
+            assert await watched.dataset("errors") is None
+            assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
+
+
+async def test_a_run_deleted_as_its_page_reads_it_is_gone_not_shown_without_its_calls(
+    db: Path,
+) -> None:
+    """A run deleted between a page's reads of it (its line, then its waiting calls)
+    was shown as it was in the reads after: its events said it changed, its calls
+    gone, before they said it was gone, and its part showed it so, what the page kept
+    once gone. Its line is read last now: it is gone."""
+    executor = _waiting(db)
+    sessions = [executor.session(name) for name in ("events", "part")]
+    followed, shown = [await session.run("Pay ann.") for session in sessions]
+    approvals = _Forgetting(RunStore(db))
+    app = create_app(db, token=TOKEN, approvals=approvals, poll_s=0.05)
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            address = f"/runs/{followed.run_id}/events?shown=1"
+            async with client.stream("GET", address) as events:
+                said = events.aiter_lines()
+                assert (await anext(said)).startswith("event: change")
+                approvals.forgets.append("events")  # as the next look reads its calls
+                rest = [line async for line in said if line.startswith("event:")]
+            assert rest == ["event: gone"]
+            approvals.forgets.append("part")
+            part = await client.get(f"/runs/{shown.run_id}/live?shown=1")
+            assert part.status_code == 204, part.text
+            assert approvals.forgets == []
+
+
+async def test_what_the_store_does_not_have_is_gone_to_a_page_that_showed_it(db: Path) -> None:
+    """A page asks for its events and its parts as one that showed what they are of
+    (``?shown=1``): what the store does not have went since, and is said so (a 'gone'
+    event, a part of no content), where a wrong address is refused (404)."""
+    with ThreadedServer(create_app(db, token=TOKEN), name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            for path in ("/runs/nope", "/runs/nope/live", "/sessions/nope"):
+                assert (await client.get(path)).status_code == 404
+                assert (await client.get(f"{path}?shown=1")).status_code == 204
+            for path in ("/runs/nope/events", "/sessions/nope/events"):
+                assert (await client.get(path)).status_code == 404
+                events = await client.get(f"{path}?shown=1")
+                assert events.status_code == 200
+                assert events.text.startswith('event: gone\ndata: {"error": "no ')
+
+
+class _Forgetting(StoreApprovals):
+    """The waiting calls of the store's runs, read as a session is forgotten: each
+    read forgets the next of ``forgets`` first."""
+
+    def __init__(self, store: RunStore) -> None:
+        super().__init__(store)
+        self.forgets: list[str] = []
+
+    async def pending(self, run_id: str) -> list[PendingApproval]:
+        if self.forgets:
+            await StoredSessions(self.store).forget([self.forgets.pop(0)])
+        return await super().pending(run_id)
 
 
 SEEN_AS = """state => {
