@@ -30,6 +30,7 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, cast
@@ -418,6 +419,8 @@ class Executor:
             except ConfigError as error:
                 raise _in_file(hive, error) from None
         executor._hive = hive  # what it declares is masked while it lives: its secrets
+        if policy is None:  # its budgets are the file's: a run they stop names their line
+            executor.shared.budgets_written = partial(_budget_line, hive)
         executor._stop_pool = built.stop if built is not None else None  # its own: aclose
         return executor
 
@@ -1029,6 +1032,14 @@ def _in_file(hive: Hive, error: ConfigError) -> ConfigError:
     if type(error) is not ConfigError or error.file is not None or not field or "[" in field:
         return error
     return hive.error_at(tuple(field.split(".")), error.message)
+
+
+def _budget_line(hive: Hive, limit: str) -> str:
+    """Where ``hive``'s file sets its budget ``limit``: ``policy.budgets.cost at
+    hive.yaml:7``."""
+    at = hive.error_at(("policy", "budgets", limit), "")
+    line = f":{at.line}" if at.line is not None else ""
+    return f"policy.budgets.{limit} at {at.file}{line}"
 
 
 def _declared(models: Mapping[str, Model] | None, hive: Hive, tool: str) -> dict[str, Model] | None:

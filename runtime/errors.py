@@ -796,6 +796,10 @@ class BudgetExceeded(HoneycombError):
         reached_by: What spent the last of the budget, when it is known and is not
             what was refused (a session's summary call, before the turn's planner's
             call it leaves none for); None: not known.
+        setting: Where the limit is set, as its writer wrote it, which the message
+            names (``policy.budgets.total_tokens at hive.yaml:7``,
+            ``Budgets(total_tokens=100)``; set by the Executor, :meth:`set_by`); None:
+            not known.
     """
 
     def __init__(
@@ -816,23 +820,39 @@ class BudgetExceeded(HoneycombError):
         self.running = running
         self.in_flight = tuple(in_flight)
         self.reached_by = reached_by
+        self.setting: str | None = None
         self.partial: Any = None
+        super().__init__(self._message())
+
+    def set_by(self, setting: str) -> None:
+        """Name where the limit is set (:attr:`setting`), in the message too: what to
+        raise, where the person who set it wrote it."""
+        self.setting = setting
+        self.args = (self._message(),)
+
+    def _message(self) -> str:
         # "used 6 of 7 allowed" alone reads as within the limit: say what was asked.
+        requested, running = self.requested, self.running
         asked = f", and a turn asked for {_figure(requested)} more" if requested is not None else ""
         under_way = f" ({_figure(running)} in turns under way)" if running else ""
         # The call refused is not always what spent the budget: say what did.
-        by = f", reached by {reached_by}" if reached_by is not None else ""
+        by = f", reached by {self.reached_by}" if self.reached_by is not None else ""
+        in_flight = self.in_flight
         cut = f"; cut off in flight: {'; '.join(map(str, in_flight))}" if in_flight else ""
-        if limit == "cost_per_call":  # nothing was used: a call was refused for its prompt
+        allowed, used = _figure(self.allowed), _figure(self.used)
+        # Where the limit is set, as its writer wrote it: what to raise, and where.
+        where = self.setting
+        if self.limit == "cost_per_call":  # nothing was used: a call was refused for its prompt
+            set_by = f", set by {where}" if where is not None else ""
             message = (
-                f"budget exceeded: cost_per_call allows {_figure(allowed)} a call, and the "
-                f"prompt of the next call alone would cost {_figure(used)} (raise "
-                "cost_per_call, or keep the context smaller: compaction)"
+                f"budget exceeded: cost_per_call allows {allowed} a call, and the prompt of "
+                f"the next call alone would cost {used} (raise cost_per_call{set_by}, or keep "
+                "the context smaller: compaction)"
             )
         else:
-            figures = f"{_figure(used)} of {_figure(allowed)}"
-            message = f"budget exceeded: {limit} used {figures} allowed"
-        super().__init__(f"{message}{under_way}{by}{asked}{cut}")
+            set_by = f" by {where}" if where is not None else ""
+            message = f"budget exceeded: {self.limit} used {used} of {allowed} allowed{set_by}"
+        return f"{message}{under_way}{by}{asked}{cut}"
 
 
 def _figure(number: float) -> str:

@@ -691,6 +691,8 @@ class Run:
         return now
 
     async def _fail(self, exc: BudgetExceeded | RunFailed | GuardrailTripped | PlanError) -> None:
+        if isinstance(exc, BudgetExceeded) and not self.within and exc.setting is None:
+            exc.set_by(self.shared.budget_setting(exc.limit))  # (a sub-run's is its caller's)
         if self._current is not None:  # stopped in the middle of planning or aggregating
             phase, began = self._current
             self.times[phase] += time.perf_counter() - began

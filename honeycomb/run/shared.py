@@ -9,6 +9,7 @@ every run's; the run id, tracer, budget and judge are each run's own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
@@ -100,3 +101,14 @@ class Shared:
         """The runs under way in this process that keep a record, by id: the bell that
         tells their workers waiting for a decision (paused, or while their approver
         asks) that one was recorded."""
+        self.budgets_written: Callable[[str], str] | None = None
+        """Where a limit of the policy's budgets is written, by its name, when the
+        policy is a hive file's (``policy.budgets.cost at hive.yaml:7``); None: in
+        code."""
+
+    def budget_setting(self, limit: str) -> str:
+        """Where ``limit`` of the runs' budgets is set, as its writer wrote it: the hive
+        file's field at its line, or ``Budgets(cost=0.5)`` in code."""
+        if self.budgets_written is not None:
+            return self.budgets_written(limit)
+        return f"Budgets({limit}={getattr(self.policy.budgets, limit, None)!r})"

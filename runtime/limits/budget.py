@@ -41,9 +41,12 @@ class Limits(Settings, frozen=True, kw_only=True):
     the run past it (see :meth:`Budget.overspent`).
 
     Attributes:
-        model_calls: Model calls across all workers.
+        model_calls: Model calls across all workers, each counted as it starts, before
+            it waits for room (a slot, its rate limiter): one refused after that wait,
+            or cut off in it, counts though it was never sent (its tokens do not).
         total_tokens: Input plus output tokens across all workers.
-        tool_calls: Tool calls across all workers.
+        tool_calls: Tool calls across all workers that got their answers: run, or
+            refused (denied by a person, by a guard ...), not a repeat skipped.
         wall_time_s: Seconds the run has run: a resumed run's lives' together, not
             the time between them (waiting for a decision, or a restart).
         cost: Dollars across all workers (from the models' prices).

@@ -290,8 +290,10 @@ def test_a_run_stopped_before_its_answer_shows_what_its_finished_subtasks_found(
     )
     assert main(["run", str(path), "Look up bees.", "--plain", "--no-store"]) == 1
     out = capsys.readouterr().out
+    setting = f"policy.budgets.model_calls at {path}:6"  # where the file sets it
     assert (
-        "\nbudget exceeded: model_calls used 2 of 2 allowed\n\nFound before it stopped:\n"
+        f"\nbudget exceeded: model_calls used 2 of 2 allowed by {setting}\n\nFound before it "
+        "stopped:\n"
         "## s1 (researcher)\n[offline simulation] I have no tool results to go on. The task "
         "was: Look up bees.\n\nwall time "
     ) in out
@@ -300,7 +302,8 @@ def test_a_run_stopped_before_its_answer_shows_what_its_finished_subtasks_found(
     path.write_text(text.replace("aggregator: {description: Merges.}", "reviewer: {}"))
     assert main(["run", str(path), "Look up bees.", "--plain", "--no-store"]) == 1
     out = capsys.readouterr().out
-    assert "\nbudget exceeded: model_calls used 2 of 2 allowed\nwall time " in out
+    setting = f"policy.budgets.model_calls at {path}:7"  # a line further down
+    assert f"\nbudget exceeded: model_calls used 2 of 2 allowed by {setting}\nwall time " in out
     assert "Found before it stopped" not in out
 
 

@@ -176,8 +176,8 @@ async def test_a_refused_turn_of_tool_calls_says_how_many_it_asked_for_and_are_u
         await executor.run("t", subtasks=SUBTASKS[:4])
     # The three turns under way hold six of the seven calls: the fourth asks for two.
     assert str(caught.value) == (
-        "budget exceeded: tool_calls used 6 of 7 allowed (6 in turns under way), "
-        "and a turn asked for 2 more"
+        "budget exceeded: tool_calls used 6 of 7 allowed by Budgets(tool_calls=7) (6 in turns "
+        "under way), and a turn asked for 2 more"
     )
     assert (caught.value.requested, caught.value.running) == (2, 6)
     # The run's end cuts those turns off: their workers never read the answers, and a

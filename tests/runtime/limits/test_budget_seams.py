@@ -138,6 +138,23 @@ def test_a_budget_says_its_figures_whole(made: Callable[[], BudgetExceeded], sai
     assert said in str(made())
 
 
+def test_a_budget_named_where_it_is_set_says_so_and_crosses_a_process_so() -> None:
+    """Where the limit is set is named in the message, its fields kept, and so it is
+    made again from a pickle (a Ray actor's error)."""
+    spent = BudgetExceeded("tool_calls", 7, 6, requested=2, running=6)
+    spent.set_by("policy.budgets.tool_calls at hive.yaml:7")
+    said = (
+        "budget exceeded: tool_calls used 6 of 7 allowed by policy.budgets.tool_calls at "
+        "hive.yaml:7 (6 in turns under way), and a turn asked for 2 more"
+    )
+    assert str(spent) == said
+    again = pickle.loads(pickle.dumps(spent))
+    assert (str(again), again.limit, again.setting) == (said, "tool_calls", spent.setting)
+    capped = BudgetExceeded("cost_per_call", 0.1, 0.4)
+    capped.set_by("Budgets(cost_per_call=0.1)")
+    assert "(raise cost_per_call, set by Budgets(cost_per_call=0.1), or keep" in str(capped)
+
+
 async def test_a_call_is_checked_again_once_it_has_its_slot_only_if_it_waited_for_it() -> None:
     """A call that had its slot at once is sent without another look at the budget
     (nothing was spent since it was reserved); one that waited for it is checked as
