@@ -379,7 +379,8 @@ class _Life:
             else:
                 self.unreachable = False
                 return self.connection
-            time.sleep(wait)
+            # The last try at the deadline, not a whole wait after it.
+            time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
         raise AssertionError("unreachable: the waits never end")  # pragma: no cover
 
 

@@ -153,6 +153,48 @@ async def test_a_stopping_runs_write_waits_for_a_server_away_only_a_moment(
     assert query(url, "SELECT n FROM t") == [(4,)]
 
 
+class _Clock:
+    """The writer's clock, its waits between tries passing at once."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+async def test_a_stopping_write_tries_for_no_longer_than_its_moment(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer slept its whole wait between two tries (up to a second) past the end
+    of its time of tries: a run stopping while its server was away tried for 1.85 s of
+    its STOPPING_S (1 s), and Ctrl-C on it took as much longer. Its last try is at the
+    end of its time, not after it."""
+    clock = _Clock()
+    monkeypatch.setattr(writer, "time", clock)
+    tried: list[float] = []  # when the writer tried to connect again
+    connect = PostgresDatabase.connect
+
+    def timed(self: PostgresDatabase) -> PostgresConnection:
+        tried.append(clock.now)
+        return connect(self)
+
+    url = postgres.url()
+    mine = role_of(url, "moment")
+    store = RunStore(mine)
+    await store.commit(("CREATE TABLE t (n BIGINT)", ()))
+    monkeypatch.setattr(PostgresDatabase, "connect", timed)
+    away(url, role_in(mine))
+    with pytest.raises(StoreError, match="cannot connect to the run store"):
+        await store.commit(("INSERT INTO t VALUES (1)", ()), stopping=True)
+    assert len(tried) > 1
+    assert tried[-1] - tried[0] == pytest.approx(writer.STOPPING_S)
+    store.close()
+
+
 def test_a_role_sent_away_keeps_no_session_though_each_comes_back_at_once(
     postgres: PostgresServer,
 ) -> None:
