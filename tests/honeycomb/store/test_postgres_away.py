@@ -36,11 +36,12 @@ pytestmark = ON_POSTGRES
 
 _READS_AS_IT_GOES = """
 import logging, sys, threading
-import honeycomb.store.postgres
+import honeycomb.store.postgres, honeycomb.store.readers
 from honeycomb.store import RunStore
 from honeycomb.errors import StoreError
 
 honeycomb.store.postgres._CONNECT_TIMEOUT_S = 0.5  # the pool's time
+honeycomb.store.readers.BUSY_S = 0.05  # (a read waits for the pool this long first)
 if sys.argv[2] == "configured":
     logging.basicConfig()
 tried = threading.Event()
@@ -101,6 +102,7 @@ async def test_a_stopping_runs_write_waits_for_a_server_away_only_a_moment(
     half minute of tries to record its end. Its write (``stopping``) is tried for a
     moment (STOPPING_S), and cuts short the wait of the write queued before it; the
     other writes after it wait as long as ever; once the server is back, writes go on."""
+    monkeypatch.setattr(writer, "STOPPING_S", 0.1)  # (shorter here; the writer's 30 s is not)
     url = postgres.url()
     mine = role_of(url, "stops")
     role = role_in(mine)
@@ -236,7 +238,7 @@ async def test_a_run_stopped_while_its_server_is_away_is_resumed_once_it_is_back
     its record is a stopping write, which waits writer.STOPPING_S), its row says it is
     running, and no process carries it on. Once the server is back, the store lists it
     as interrupted and a resume finishes it."""
-    monkeypatch.setattr(writer, "RECONNECT_S", 40 * writer.STOPPING_S)
+    monkeypatch.setattr(writer, "STOPPING_S", 0.1)  # (shorter here; the writer's 30 s is not)
     url = postgres.url()
     mine = role_of(url, "resumed")
     role = role_in(mine)
@@ -306,6 +308,7 @@ async def test_a_read_once_the_writer_gave_up_on_the_server_is_told_why_in_a_mom
     pool's ten seconds at its next read, though its writer had given up on the server.
     It waits a moment (BUSY_S), then a new connection tells why."""
     monkeypatch.setattr(writer, "RECONNECT_S", 0.3)
+    monkeypatch.setattr(readers, "BUSY_S", 0.05)
     url = postgres.url()
     mine = role_of(url, "reader")
     store = RunStore(mine)
@@ -330,6 +333,7 @@ def test_a_read_waits_for_a_server_that_restarts(
     """A read whose pool lost its connections, while the writer has not given up on the
     server (it restarts), waits for it as long as the pool's time, not a moment: a run
     reading its decisions goes on once the server is back."""
+    monkeypatch.setattr(readers, "BUSY_S", 0.05)
     waiting = threading.Event()  # the read waits for the pool past the moment
     getconn = psycopg_pool.ConnectionPool.getconn
 
@@ -434,7 +438,8 @@ def test_ctrl_c_on_a_run_whose_server_went_away_ends_the_command_in_a_moment(
     back(url, role_in(mine))
     resumed = subprocess.run(
         [sys.executable, "-m", "honeycomb", "resume", "stopped", "--store", mine, "--plain"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=tmp_path, env={**env, "HONEYCOMB_DEMO_TOOL_LATENCY": "0"},  # (nothing stops it)
+        capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert "Answer:" in resumed.stdout

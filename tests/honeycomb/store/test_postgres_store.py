@@ -17,7 +17,7 @@ import pytest
 
 from honeycomb.cli.main import main
 from honeycomb.errors import ConfigError, RunBusy, StoreError
-from honeycomb.store import Connection, RunStore, schema, writer
+from honeycomb.store import Connection, RunStore, readers, schema, writer
 from honeycomb.store.postgres import (
     PostgresConnection,
     PostgresDatabase,
@@ -493,6 +493,7 @@ async def test_a_read_once_the_server_went_away_says_why_and_the_next_is_told_at
     next read is told it at once, by a pool opened anew, as the first read of a store
     is; once the server lets it in again, reads go on."""
     monkeypatch.setattr("honeycomb.store.postgres._CONNECT_TIMEOUT_S", 0.5)  # the pool's time
+    monkeypatch.setattr(readers, "BUSY_S", 0.05)  # (a read waits for the pool this long first)
     mine = role_of(url, "gone")
     store = RunStore(mine)
     await store.open()
