@@ -120,7 +120,8 @@ class Writer:
         life = self._life
         if life is None or life.ended:
             life = self.start()
-        life.hurried = life.hurried or stopping  # before the thread can take it
+        if stopping:
+            life.hurried.set()  # before the thread can take it
         life.queue.put(write)
         if life.ended:
             self._hand_on(life)
@@ -131,7 +132,8 @@ class Writer:
         writes = ended.leftovers()
         while writes:
             life = self.start()
-            life.hurried = life.hurried or any(write.stopping for write in writes)
+            if any(write.stopping for write in writes):
+                life.hurried.set()
             for write in writes:
                 life.queue.put(write)
             if not life.ended:
@@ -186,7 +188,9 @@ class _Life:
         self.ended = False  # it takes nothing more from its queue, but what it drains
         self.committing = False  # the batch being written is being committed
         self.unreachable = False  # it gave up connecting again, and has not connected since
-        self.hurried = False  # a stopping write is queued: a lost server is waited for no more
+        # A stopping write is queued: a lost server is waited for no more (a wait under
+        # way ends as it is set).
+        self.hurried = threading.Event()
         self.thread = threading.Thread(target=self._run, name="honeycomb-store", daemon=True)
         self._after = after.thread if after is not None else None
 
@@ -254,7 +258,7 @@ class _Life:
             stopping = any(item is _STOP for item in batch)
             items[:] = [item for item in batch if isinstance(item, Write)]
             if any(item.stopping for item in items):
-                self.hurried = False  # taken: its batch waits as briefly as it says
+                self.hurried.clear()  # taken: its batch waits as briefly as it says
             held: frozenset[Lease] = frozenset()
             if time.monotonic() >= due:
                 held, due = self.writer.held, time.monotonic() + beat
@@ -344,7 +348,7 @@ class _Life:
     def _cut_short(self, stopping: bool) -> bool:
         """Whether the wait for a lost server of a batch (``stopping``: one that holds a
         stopping write) ends now, for a stopping write queued after it."""
-        return self.hurried and not stopping
+        return self.hurried.is_set() and not stopping
 
     def _connected(self, stopping: bool) -> WriteConnection:
         """The writer's connection: made anew if it was lost, trying for as long as
@@ -379,8 +383,13 @@ class _Life:
             else:
                 self.unreachable = False
                 return self.connection
-            # The last try at the deadline, not a whole wait after it.
-            time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
+            # The last try at the deadline, not a whole wait after it; and at once, for
+            # another batch's, as a stopping write is queued after it.
+            pause = max(0.0, min(wait, deadline - time.monotonic()))
+            if stopping:
+                time.sleep(pause)
+            else:
+                self.hurried.wait(pause)
         raise AssertionError("unreachable: the waits never end")  # pragma: no cover
 
 
