@@ -138,16 +138,7 @@ def test_a_read_waits_for_a_server_that_restarts(
     """A read whose pool lost its connections, while the writer has not given up on the
     server (it restarts), waits for it as long as the pool's time, not a moment: a run
     reading its decisions goes on once the server is back."""
-    monkeypatch.setattr(readers, "BUSY_S", 0.05)
-    waiting = threading.Event()  # the read waits for the pool past the moment
-    getconn = psycopg_pool.ConnectionPool.getconn
-
-    def get(self: psycopg_pool.ConnectionPool[Any], timeout: float | None = None) -> Any:
-        if timeout is None:
-            waiting.set()
-        return getconn(self, timeout)
-
-    monkeypatch.setattr(psycopg_pool.ConnectionPool, "getconn", get)
+    waiting = _past_the_moment(monkeypatch, 0.05)
     url = postgres.url()
     mine = role_of(url, "restarted")
     store = RunStore(mine)
@@ -168,22 +159,13 @@ def test_a_read_waits_for_a_busy_pool_with_no_connection_more(
 ) -> None:
     """A pool whose every connection is busy is not a server away: the read waits for
     one of the pool's past the moment, and makes no connection of its own to look."""
-    monkeypatch.setattr(readers, "BUSY_S", 0.01)
     looked: list[readers.Readers] = []
 
     def look(self: readers.Readers) -> None:  # a connection made to look at the server
         looked.append(self)
 
     monkeypatch.setattr(readers.Readers, "reachable", look)
-    waiting = threading.Event()  # the second read waits for the pool past the moment
-    getconn = psycopg_pool.ConnectionPool.getconn
-
-    def get(self: psycopg_pool.ConnectionPool[Any], timeout: float | None = None) -> Any:
-        if timeout is None:
-            waiting.set()
-        return getconn(self, timeout)
-
-    monkeypatch.setattr(psycopg_pool.ConnectionPool, "getconn", get)
+    waiting = _past_the_moment(monkeypatch, 0.01)  # (the second read's)
     store = RunStore(postgres.url(), pool_size=1)
     anyio.run(store.open)  # the store made: a read reads it
     holding, release = threading.Event(), threading.Event()
@@ -202,3 +184,19 @@ def test_a_read_waits_for_a_busy_pool_with_no_connection_more(
         assert (first.result(), second.result()) == (1, [])
     assert looked == []
     store.close()
+
+
+def _past_the_moment(monkeypatch: pytest.MonkeyPatch, busy_s: float) -> threading.Event:
+    """Set once a read waits for the pool past the moment (``readers.BUSY_S``, made
+    ``busy_s``)."""
+    monkeypatch.setattr(readers, "BUSY_S", busy_s)
+    waiting = threading.Event()
+    getconn = psycopg_pool.ConnectionPool.getconn
+
+    def get(self: psycopg_pool.ConnectionPool[Any], timeout: float | None = None) -> Any:
+        if timeout is None:
+            waiting.set()
+        return getconn(self, timeout)
+
+    monkeypatch.setattr(psycopg_pool.ConnectionPool, "getconn", get)
+    return waiting
