@@ -30,17 +30,15 @@ from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage
 from runtime.testing import call
-from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import _Watched
 from tests.honeycomb.web.test_serve_edges import _payer
 from tests.support.asgi_server import ThreadedServer
+from tests.support.chromium import IN_CHROMIUM
 
 TOKEN = "test-token-0123456789"
 BEARER = {"authorization": f"Bearer {TOKEN}"}
 PAGE = "a person with the token of honeycomb serve, on its page (from 127.0.0.1)"
 SCRIPT = "a script with the token of honeycomb serve (from 127.0.0.1)"
-
-browser = test_serve.browser  # the neighbouring tests' fixture, as it is
 
 
 PAID: list[str] = []
@@ -191,6 +189,7 @@ class _Tried(StoreApprovals):
         await super().decide(run_id, call_id, approve=approve, **more)
 
 
+@IN_CHROMIUM
 async def test_in_chromium_enter_in_a_denials_reason_does_not_approve(
     db: Path, browser: Any
 ) -> None:

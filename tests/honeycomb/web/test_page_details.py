@@ -17,14 +17,13 @@ from honeycomb.approvals import ApprovalEntry
 from honeycomb.store import RunStore
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
-from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import TOKEN, _later, _payer_asked, _paying, _until, _Watched
 from tests.honeycomb.web.test_serve_edges import _payer
 from tests.support.asgi_server import ThreadedServer
+from tests.support.chromium import IN_CHROMIUM
 
-browser = test_serve.browser
 
-
+@IN_CHROMIUM
 async def test_in_chromium_details_opened_during_an_update_stay_open(
     db: Path, browser: Any, tmp_path: Path
 ) -> None:
@@ -64,6 +63,7 @@ async def test_in_chromium_details_opened_during_an_update_stay_open(
     assert (await running).status == "waiting"
 
 
+@IN_CHROMIUM
 async def test_in_chromium_a_call_that_waits_anew_under_the_same_id_shows_its_own_arguments(
     db: Path, browser: Any
 ) -> None:

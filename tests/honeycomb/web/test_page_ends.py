@@ -19,14 +19,12 @@ from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.web import create_app
 from runtime import AssistantMessage, ModelRequest
 from runtime.testing import call
-from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import _later, _until, _Watched
 from tests.support.asgi_server import ThreadedServer
+from tests.support.chromium import IN_CHROMIUM
 
 TOKEN = "test-token-0123456789"
 BEARER = {"authorization": f"Bearer {TOKEN}"}
-
-browser = test_serve.browser  # the neighbouring tests' fixture, as it is
 
 
 @tool
@@ -73,6 +71,7 @@ async def test_the_page_of_a_run_that_did_not_succeed_says_why(
         assert said in state, state
 
 
+@IN_CHROMIUM
 async def test_in_chromium_the_page_of_a_failed_run_follows_it_as_it_is_continued(
     db: Path, browser: Any
 ) -> None:

@@ -22,15 +22,13 @@ from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
 from runtime.testing import call
 from runtime.tools.approvals import PendingApproval
-from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import _later, _until, _Watched
 from tests.support import approvals
 from tests.support.asgi_server import ThreadedServer
+from tests.support.chromium import IN_CHROMIUM
 
 TOKEN = "test-token-0123456789"
 BEARER = {"authorization": f"Bearer {TOKEN}"}
-
-browser = test_serve.browser  # the neighbouring tests' fixture, as it is
 
 
 def _executor(db: Path) -> Executor:
@@ -46,6 +44,7 @@ async def _opened(context: Any, address: str) -> _Watched:
     return watched
 
 
+@IN_CHROMIUM
 async def test_in_chromium_a_page_whose_session_is_forgotten_says_so(
     db: Path, browser: Any
 ) -> None:
@@ -103,6 +102,7 @@ def _events(request: Any) -> bool:
     return "/events?" in request.url
 
 
+@IN_CHROMIUM
 async def test_in_chromium_the_lists_take_runs_and_sessions_started_after_they_opened(
     db: Path, browser: Any
 ) -> None:
@@ -126,6 +126,7 @@ async def test_in_chromium_the_lists_take_runs_and_sessions_started_after_they_o
         await context.close()
 
 
+@IN_CHROMIUM
 async def test_in_chromium_a_call_decided_on_its_page_is_followed_to_the_end_on_the_list(
     db: Path, browser: Any, tmp_path: Path
 ) -> None:
@@ -157,6 +158,7 @@ async def test_in_chromium_a_call_decided_on_its_page_is_followed_to_the_end_on_
         await context.close()
 
 
+@IN_CHROMIUM
 async def test_in_chromium_the_list_of_evals_takes_an_eval_kept_after_it_opened(
     db: Path, browser: Any
 ) -> None:
@@ -193,6 +195,7 @@ def _waiting(db: Path) -> Executor:
     )  # fmt: skip
 
 
+@IN_CHROMIUM
 async def test_in_chromium_the_page_of_a_waiting_run_gone_offers_no_call_to_decide(
     db: Path, browser: Any
 ) -> None:
@@ -311,6 +314,7 @@ SEEN_AS = """state => {
 """Has the page taken for one in a tab out of sight (``hidden``) or back (``visible``)."""
 
 
+@IN_CHROMIUM
 async def test_in_chromium_a_tab_out_of_sight_lets_its_events_go_and_follows_again(
     db: Path, browser: Any
 ) -> None:

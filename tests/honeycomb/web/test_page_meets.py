@@ -30,16 +30,15 @@ from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ModelRequest, StoreError, ToolCall
 from runtime.testing import call
 from tests.honeycomb.cli import test_chat_approvals
-from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import TOKEN, _later, _until, _Watched
 from tests.honeycomb.web.test_serve_edges import _payer
 from tests.honeycomb.web.test_serve_seams import _serving
 from tests.support.asgi_server import ThreadedServer
+from tests.support.chromium import IN_CHROMIUM
 from tests.support.postgres import PostgresServer
 from tests.support.stores import ON_POSTGRES, Where
 
 # The neighbouring tests' fixtures, as they are.
-browser = test_serve.browser
 hive = test_chat_approvals.hive
 
 BEARER = {"authorization": f"Bearer {TOKEN}"}
@@ -135,6 +134,7 @@ async def fetch(url: str) -> str:
     return f"fetched {url}"
 
 
+@IN_CHROMIUM
 async def test_in_chromium_very_long_lines_stay_within_the_pages(db: Path, browser: Any) -> None:
     """A run's id, its task, a call's arguments, a tool's result and a waiting call's
     summary, each a line of thousands of characters with no space: each page keeps
@@ -178,6 +178,7 @@ async def test_in_chromium_very_long_lines_stay_within_the_pages(db: Path, brows
         await context.close()
 
 
+@IN_CHROMIUM
 async def test_in_chromium_a_long_answer_and_task_leave_the_timeline_near(
     db: Path, browser: Any
 ) -> None:
@@ -282,6 +283,7 @@ def test_the_page_of_a_postgresql_stores_server_names_it_without_its_password(
         assert html.escape(f"honeycomb resume h1 --store '{shown}'") in page.text
 
 
+@IN_CHROMIUM
 async def test_in_chromium_a_page_says_its_store_became_unreadable_and_follows_again(
     db: Path, browser: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -363,6 +365,7 @@ async def test_the_pages_load_while_another_process_writes_its_runs(
     assert events.endswith('event: end\ndata: {"status": "ok"}\n\n')
 
 
+@IN_CHROMIUM
 async def test_in_chromium_an_edit_keeps_a_masked_secret_only_where_it_left_it(
     db: Path, browser: Any
 ) -> None:

@@ -14,7 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from runtime.testing import call
 from runtime.tools.approvals import PendingApproval
 from tests.support import ROOT, approvals
 from tests.support.asgi_server import ThreadedServer
-from tests.support.chromium import chromium
+from tests.support.chromium import IN_CHROMIUM
 
 TOKEN = "test-token-0123456789"
 EVIL = '<script>document.documentElement.dataset.injected = "yes"</script>'
@@ -383,23 +383,6 @@ def test_the_serve_command_prints_its_address_and_stops_on_ctrl_c(finished: Path
 # --- in a real headless Chromium ------------------------------------------------------
 
 
-CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    playwright = pytest.importorskip("playwright.async_api")
-    async with playwright.async_playwright() as p:
-        launched = await p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
 async def _until(read: Callable[[], Awaitable[str | None]], wanted: str) -> None:
     """Wait until ``read()`` gives ``wanted`` (polled from here: the page's CSP forbids
     the string evaluation Playwright's own waiting uses)."""
@@ -428,6 +411,7 @@ class _Watched:
         return found
 
 
+@IN_CHROMIUM
 async def test_in_chromium_the_list_loads_and_a_running_run_updates_live(
     db: Path, server: ThreadedServer, browser: Any, tmp_path: Path
 ) -> None:
@@ -537,6 +521,7 @@ async def _value(page: Any, selector: str) -> str:
     return found
 
 
+@IN_CHROMIUM
 async def test_in_chromium_approving_a_waiting_call_lets_the_run_finish(
     db: Path, browser: Any, tmp_path: Path
 ) -> None:
@@ -601,6 +586,7 @@ async def _later(watched: _Watched, before: int) -> str:
     return "yes" if int(await watched.dataset("updates") or 0) > before else "no"
 
 
+@IN_CHROMIUM
 async def test_in_chromium_a_page_without_the_token_is_refused(
     finished: Path, server: ThreadedServer, browser: Any
 ) -> None:

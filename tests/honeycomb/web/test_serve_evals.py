@@ -26,9 +26,9 @@ from honeycomb.web.approvals import StoreApprovals
 from honeycomb.web.pages import segment
 from runtime import ModelRequest
 from runtime.events import ApprovalRequested, Event
-from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import _Watched
 from tests.support.asgi_server import ThreadedServer
+from tests.support.chromium import IN_CHROMIUM
 from tests.support.evals import tiny_hive
 from tests.support.model_requests import Answer
 from tests.support.serving import served
@@ -151,9 +151,6 @@ def test_the_evals_page_says_when_the_store_holds_more_than_it_lists(
     assert client.get("/evals", params={"limit": "0"}).status_code == 422
 
 
-browser = test_serve.browser  # the run pages' tests' fixture, as it is
-
-
 def _paying_eval(db: Path, paid: list[str], asked: asyncio.Event, go_on: asyncio.Event) -> Executor:
     """A payer whose payment asks a person (``asked`` is set as it waits in the store),
     beside a holder that keeps the run going until ``go_on``."""
@@ -192,6 +189,7 @@ def _paying_eval(db: Path, paid: list[str], asked: asyncio.Event, go_on: asyncio
     )
 
 
+@IN_CHROMIUM
 async def test_in_chromium_an_evals_call_is_shown_waiting_but_nobody_decides_it(
     tmp_path: Path, browser: Any
 ) -> None:

@@ -46,9 +46,9 @@ from tests.honeycomb.web.test_serve import TOKEN, _later, _signed_in, _until, _v
 from tests.honeycomb.web.test_serve_edges import BEARER, _Recorded
 from tests.support import approvals
 from tests.support.asgi_server import ThreadedServer
+from tests.support.chromium import IN_CHROMIUM
 
 # Fixtures of the neighbouring tests, used here as they are.
-browser = test_serve.browser
 finished = test_serve.finished
 waiting = test_serve_edges.waiting
 hive = test_chat_approvals.hive
@@ -101,6 +101,7 @@ def test_a_csrf_value_past_ascii_is_refused_not_a_failure(db: Path) -> None:
 # --- in a real headless Chromium ------------------------------------------------------
 
 
+@IN_CHROMIUM
 async def test_in_chromium_a_form_sends_its_arguments_only_when_edited(
     finished: Path, db: Path, browser: Any
 ) -> None:
@@ -148,6 +149,7 @@ OTHER_TOKEN = (
 )
 
 
+@IN_CHROMIUM
 async def test_in_chromium_a_page_follows_its_run_again_or_says_the_token_changed(
     waiting: Path, browser: Any
 ) -> None:
@@ -182,6 +184,7 @@ EVER_LOST = """new MutationObserver(function () {
 """Keeps in ``<html data-ever-lost>`` any line the page said it lost its run with."""
 
 
+@IN_CHROMIUM
 async def test_in_chromium_a_page_follows_its_run_across_responses_of_its_events(
     waiting: Path, browser: Any
 ) -> None:
