@@ -75,7 +75,8 @@ class Driver:
         self.last_state: LoopState | None = None
         self._running: dict[str, str] = {}  # its tool calls under way: call id -> tool
         self._drops: dict[int, asyncio.Event] = {}
-        self._throttled: dict[int, BaseException] = {}  # attempts a 429 ended: the 429
+        # Attempts that ended in a 429 (the 429), or were never sent (the budget refused)
+        self._attempts_ended: dict[int, BaseException] = {}
         self._tools_reserved = 0  # tool calls reserved for its turn under way
         self._helpers: dict[int, asyncio.Task[None]] = {}
         self._context = contextvars.copy_context()
@@ -235,8 +236,8 @@ class Driver:
             budget.settle_tool_calls(message[1], message[2])
             self._tools_reserved -= message[1]
         elif kind == "drop":
-            if message[2] is not None:  # an attempt of a rate limiter's, ended by a 429
-                self._throttled[message[1]] = raised(message[2])
+            if message[2] is not None:  # a rate limiter's attempt: a 429, or never sent
+                self._attempts_ended[message[1]] = raised(message[2])
             self._drops.pop(message[1], asyncio.Event()).set()
         elif kind == "observe":
             _, key, quota, tokens = message
@@ -427,22 +428,25 @@ class Driver:
         deadline: RetryDeadline | None,
     ) -> None:
         """Hold a slot of ``limiter`` for one attempt of the worker's, and tell it how
-        the attempt ended: a 429 slows every worker that uses it down. A cool-down or
-        a paced start holds a retry no longer than its ``deadline``, as in one
-        process: what the limiter refused it with (``RetryAfterPastDeadline``) is its
-        answer."""
+        the attempt ended: a 429 slows every worker that uses it down; one its budget
+        refused once it had the slot was never sent, and teaches it nothing. A
+        cool-down or a paced start holds a retry no longer than its ``deadline``, as in
+        one process: what the limiter refused it with (``RetryAfterPastDeadline``) is
+        its answer. The slot comes with what the run had spent as it was given (see
+        :class:`~honeycomb.backends._standins.Held`)."""
         token = retry_deadline.set(deadline)  # in this request's own task
         given = False
         try:
             async with limiter.attempt():
                 given = True
-                self._answer_now(number, True, (number, False))  # (its waits: the limiter's)
+                waits = False  # (its waits are the limiter's to tell)
+                self._answer_now(number, True, (number, waits, self._spent()))
                 await drop.wait()
-                throttled = self._throttled.pop(number, None)
-                if isinstance(throttled, ModelHTTPError):  # (its body what retries name)
-                    raise throttled
+                ended = self._attempts_ended.pop(number, None)
+                if ended is not None:  # a 429 (its body what retries name), or never sent
+                    raise ended
         except Exception as exc:
-            if given and not isinstance(exc, ModelHTTPError):
+            if given and not isinstance(exc, ModelHTTPError | BudgetExceeded):
                 raise
             if not given:  # refused a slot: the worker drops nothing
                 self._drops.pop(number, None)

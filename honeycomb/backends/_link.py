@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -55,6 +56,10 @@ class Link:
         self.stopping = False
         """Whether the driver cancelled the worker as its run stopped its workers
         (another failed under ``fail_fast``, a budget ran out), not from outside."""
+        self.heard: Callable[[Any], None] | None = None
+        """Told what the run had spent as the driver gave the worker a slot of the
+        model's calls or of a rate limiter (its budget's ``told``; None: the run has
+        no limit to check)."""
 
     def send(self, *message: Any) -> None:
         """Send without waiting for an answer (the stream keeps the order)."""

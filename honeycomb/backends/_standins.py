@@ -31,6 +31,7 @@ from honeycomb.backends._wire import Pinned, SentServices, portable_deadline, po
 from runtime import (
     ApprovalEntry,
     Budget,
+    BudgetExceeded,
     HoneycombError,
     JournalEntry,
     LockTable,
@@ -44,6 +45,7 @@ from runtime import (
     Usage,
 )
 from runtime.limits import CallInFlight, Limits
+from runtime.limits.budget import waited
 from runtime.limits.cut import RunCut
 from runtime.limits.quota import QuotaLeft
 from runtime.limits.ratelimit import AdaptiveLimiter, retry_deadline
@@ -64,6 +66,7 @@ def served(
     at = sent.at_driver
     budget, slots = DriverBudget(link, sent.limits), "model_slots" in at
     reserving = budget if sent.limits != Limits() else None
+    link.heard = budget.told if reserving is not None else None
     models = {}
     if summarizer is not None:
         models[summarizer[0]] = ReservedModel(summarizer[1], link, slots, reserving)
@@ -95,21 +98,22 @@ def served(
 class Held:
     """Something held at the driver for the length of an ``async with`` here: an
     exclusive key, one of the run's slots, or an attempt's slot of a rate limiter
-    (which is told when the attempt ended in a 429)."""
+    (which is told when the attempt ended in a 429). A slot of the model's calls or of
+    a rate limiter comes with what the run had spent as it was given, which the
+    worker's budget is told (:attr:`Link.heard`): the calls that held it before may
+    have spent the budget since this call was reserved."""
 
     def __init__(self, link: Link, what: str, key: str, *more: Any) -> None:
         self._link, self._what, self._key, self._more = link, what, key, more
         self._number: int | None = None
-        self.spent: SpentAtDriver | None = None
-        """What the run had spent as a slot of the model's calls was given (None: not
-        said, for what else is held)."""
 
     async def __aenter__(self) -> bool:
         """Hold it there: True when it waited for it (a slot, none free then)."""
         self._number, waits, *spent = await self._link.ask(
             "hold", self._what, self._key, *self._more
         )
-        self.spent = spent[0] if spent else None
+        if spent and self._link.heard is not None:
+            self._link.heard(spent[0])
         return bool(waits)
 
     async def __aexit__(
@@ -121,6 +125,22 @@ class Held:
             self._link.send("drop", self._number, portable_error(exc))
         else:
             self._link.send("drop", self._number, None)
+
+
+class _Attempt(Held):
+    """An attempt's slot of the driver's rate limiter: once given (after a slot, a
+    cool-down, a paced start there), the attempt is sent only while its model call's
+    budget holds, as in one process (:func:`~runtime.limits.budget.waited`); one it
+    refuses is not an attempt the limiter learns from."""
+
+    async def __aenter__(self) -> bool:
+        waits = await super().__aenter__()
+        try:
+            waited()
+        except BudgetExceeded as refused:
+            self._link.send("drop", self._number, portable_error(refused))
+            raise
+        return waits
 
 
 class DriverLimiter:
@@ -144,7 +164,7 @@ class DriverLimiter:
     def attempt(self) -> Held:
         # A cool-down or a paced start there holds a retry no longer than its
         # deadline, which the retry policy set here for this attempt.
-        return Held(here.get(), "limiter", self.key, portable_deadline(retry_deadline.get()))
+        return _Attempt(here.get(), "limiter", self.key, portable_deadline(retry_deadline.get()))
 
     def observe(self, quota: QuotaLeft | None, *, tokens: int | None = None) -> None:
         here.get().send("observe", self.key, quota, tokens)
@@ -437,10 +457,8 @@ class ReservedModel(WrapperModel):
         Raises:
             BudgetExceeded: when the run's budget was spent meanwhile (nothing is sent).
         """
-        held = Held(self._link, "model", "")
-        async with held:
+        async with Held(self._link, "model", ""):  # (its budget told what was spent)
             if self._budget is not None:
-                self._budget.told(held.spent)
                 self._budget.check(calls=0)  # counted as it was reserved
             yield
 

@@ -19,6 +19,7 @@ from honeycomb.events import ModelCallStarted, ToolCallStarted, WorkerFinished
 from honeycomb.testing import FunctionModel
 from runtime import (
     AssistantMessage,
+    Model,
     ModelRequest,
     ModelResponse,
     ToolCall,
@@ -26,6 +27,7 @@ from runtime import (
     Usage,
     UserMessage,
 )
+from runtime.limits.ratelimit import AdaptiveLimiter, RateLimitedModel
 from runtime.tools.approvals import ApprovalRequest, Decision
 from workers import Approvals
 
@@ -121,14 +123,17 @@ async def spend_first(port: int, request: ModelRequest) -> ModelResponse:
     return _answer("spent", tokens=50)
 
 
+@pytest.mark.parametrize("room", ["model_concurrency", "rate_limiter"])
 async def test_a_call_that_waited_for_a_slot_is_not_sent_once_the_budget_is_spent(
-    backend: RayBackend | None, monkeypatch: pytest.MonkeyPatch
+    backend: RayBackend | None, monkeypatch: pytest.MonkeyPatch, room: str
 ) -> None:
-    """Under model_concurrency: 1 the second worker's call, reserved, waits for the
-    slot while the first one's spends the run's tokens: it is not sent, and the run
-    stops over budget. In an actor the call, reserved at the driver before it waited,
-    was sent once it had the slot, past the budget. The driver's answer giving the
-    slot says what the run has spent then: no call asks it again."""
+    """Under model_concurrency: 1, or a rate limiter's max_concurrency: 1, the second
+    worker's call, reserved, waits for the slot while the first one's spends the run's
+    tokens: it is not sent, and the run stops over budget. In an actor the call,
+    reserved at the driver before it waited, was sent once it had the slot, past the
+    budget (the rate limiter's slot, held at the driver, was not checked at all). The
+    driver's answer giving the slot says what the run has spent then: no call asks it
+    again."""
     both_opened = anyio.Event()
     sent: list[str] = []
     opened: list[str] = []
@@ -156,10 +161,15 @@ async def test_a_call_that_waited_for_a_slot_is_not_sent_once_the_budget_is_spen
 
     async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        model: Model = FunctionModel(partial(spend_first, port))
+        if room == "rate_limiter":
+            model = RateLimitedModel(model, AdaptiveLimiter(max_concurrency=1))
         ex = Executor(
-            [Role(name="w")], FunctionModel(partial(spend_first, port)), aggregator="concat",
-            backend=backend, on_event=[listen],
-            policy=Policy(model_concurrency=1, budgets=Budgets(total_tokens=50)),
+            [Role(name="w")], model, aggregator="concat", backend=backend, on_event=[listen],
+            policy=Policy(
+                model_concurrency=1 if room == "model_concurrency" else None,
+                budgets=Budgets(total_tokens=50),
+            ),
         )  # fmt: skip
         async with anyio.create_task_group() as serving:
             serving.start_soon(listener.serve, serve)
