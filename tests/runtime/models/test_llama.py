@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -85,40 +86,20 @@ def test_the_server_serves_only_requests_that_bring_its_key(llama_server: LlamaS
     assert httpx.post(url, json=body, headers=keyed, timeout=60).status_code == 200
 
 
-def test_a_process_that_ends_with_its_server_running_exits_and_leaves_nothing_listening() -> None:
-    script = """
-import asyncio
-from runtime.models.llama import LlamaModel
-from runtime import ModelRequest, UserMessage
-
-model = LlamaModel(parallel=1, context=256, threads=1)
-request = ModelRequest(messages=(UserMessage(content="Hi"),), max_output_tokens=2)
-asyncio.run(model.complete(request))
-print(model.server.address, flush=True)
-"""  # never stopped: the server's threads must not keep the interpreter alive
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=90,
-        cwd=ROOT, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    address = done.stdout.strip()
-    assert address.startswith("http://127.0.0.1:")
-    assert not listening(address)
-    assert done.stderr == ""  # llama.cpp's own log stays quiet
-
-
-def test_a_pattern_llama_cpp_cannot_convert_prints_nothing_and_a_digit_one_holds() -> None:
-    """A tool whose arguments have a ``pattern`` llama.cpp's grammar does not convert
-    (``\\d``, a lookahead): llama.cpp printed 'WARNING: JSON schema conversion was
-    incomplete: pattern ... accepting any string' on standard error, from native code,
-    at every turn, and the model wrote any string there. Now ``\\d`` is sent as
-    ``[0-9]``, which holds, and the lookahead is left out and logged, once."""
-    script = r"""
-import asyncio, json
+ONE_PROCESS = r"""
+import asyncio, json, sys, threading
 import structlog.testing
 from runtime import JsonToolModel, ModelRequest, ToolSchema, UserMessage
 from runtime.models.llama import LlamaModel
 
+loop = threading.current_thread()
+in_loop = []
+
+def noted(event, args):
+    if event == "import" and args[0] == "openai" and threading.current_thread() is loop:
+        in_loop.append(args[0])
+
+sys.addaudithook(noted)
 tool = ToolSchema(name="book", description="Book a year.", parameters={
     "type": "object",
     "properties": {
@@ -127,7 +108,8 @@ tool = ToolSchema(name="book", description="Book a year.", parameters={
     },
     "required": ["year", "code"],
 })
-model = JsonToolModel(LlamaModel(parallel=1, context=512, threads=1, seed=3))
+llama = LlamaModel(parallel=1, context=512, threads=1, seed=3)
+model = JsonToolModel(llama)
 request = ModelRequest(
     messages=(UserMessage(content="Book the year."),), tools=(tool,),
     tool_choice="required", max_output_tokens=40,
@@ -136,48 +118,65 @@ async def twice():
     await model.complete(request)
     return await model.complete(request)
 
+assert "openai" not in sys.modules
 with structlog.testing.capture_logs() as logged:
     answer = asyncio.run(twice())
-print(json.dumps([answer.message.tool_calls[0].arguments, logged]))
-"""
+assert "openai" in sys.modules
+print(json.dumps({
+    "arguments": answer.message.tool_calls[0].arguments, "logged": logged,
+    "imported_in_the_loop": in_loop, "address": llama.server.address,
+}), flush=True)
+"""  # never stopped: the server's threads must not keep the interpreter alive
+"""A Python process with a model of its own, as a user's script has: two calls of a tool
+whose arguments have patterns, then the end of the process with its server running.
+The three tests below read what it did (one process: each costs a model load)."""
+
+
+@pytest.fixture(scope="module")
+def one_process() -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=90,
+        [sys.executable, "-c", ONE_PROCESS], capture_output=True, text=True, timeout=90,
         cwd=ROOT, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    return done, json.loads(done.stdout)
+
+
+def test_a_process_that_ends_with_its_server_running_exits_and_leaves_nothing_listening(
+    one_process: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
+    done, said = one_process
+    assert done.returncode == 0, done.stderr
+    address = said["address"]
+    assert address.startswith("http://127.0.0.1:")
+    assert not listening(address)
+    assert done.stderr == ""  # llama.cpp's own log stays quiet
+
+
+def test_a_pattern_llama_cpp_cannot_convert_prints_nothing_and_a_digit_one_holds(
+    one_process: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
+    """A tool whose arguments have a ``pattern`` llama.cpp's grammar does not convert
+    (``\\d``, a lookahead): llama.cpp printed 'WARNING: JSON schema conversion was
+    incomplete: pattern ... accepting any string' on standard error, from native code,
+    at every turn, and the model wrote any string there. Now ``\\d`` is sent as
+    ``[0-9]``, which holds, and the lookahead is left out and logged, once."""
+    done, said = one_process
     assert done.stderr == ""
-    arguments, logged = json.loads(done.stdout)
+    arguments, logged = said["arguments"], said["logged"]
     assert re.fullmatch(r"\d{4}", json.loads(arguments)["year"]), arguments
     unserved = [e for e in logged if e["event"] == "model_call.pattern_unserved"]
     assert [e["pattern"] for e in unserved] == ["^(?!x)[a-z]{2}$"]  # once, for two calls
 
 
-def test_the_first_call_leaves_the_event_loop_free_while_openai_is_imported() -> None:
+def test_the_first_call_leaves_the_event_loop_free_while_openai_is_imported(
+    one_process: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
     # openai takes a second or so to import: the first call of a service's model did it
     # in the event loop, and every other run stood still meanwhile.
-    script = """
-import asyncio, sys, threading
-from runtime.models.llama import LlamaModel
-from runtime import ModelRequest, UserMessage
-
-def noted(event, args):
-    if event == "import" and args[0] == "openai" and threading.current_thread() is loop:
-        print("openai imported in the event loop's thread", flush=True)
-
-loop = threading.current_thread()
-sys.addaudithook(noted)
-model = LlamaModel(parallel=1, context=256, threads=1)
-request = ModelRequest(messages=(UserMessage(content="Hi"),), max_output_tokens=1)
-assert "openai" not in sys.modules
-asyncio.run(model.complete(request))
-assert "openai" in sys.modules
-"""
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=90,
-        cwd=ROOT, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == ""
+    done, said = one_process
+    assert done.returncode == 0, done.stderr  # openai was imported by the first call
+    assert said["imported_in_the_loop"] == []
 
 
 def test_a_model_sent_to_another_process_is_made_anew_there() -> None:
