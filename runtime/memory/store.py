@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import string
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Literal, Protocol
@@ -282,12 +283,19 @@ def fts_query(text: str, *, match: Literal["any", "all"] = "any") -> str | None:
     the first ones. None when the text has no words.
     """
     found = re.findall(_word(), text if text.isascii() else _unpointed(text))
-    words = list(dict.fromkeys(t for w in found for t in _terms(w.lower(), match)))
+    # Lower in ASCII only: the index folds the rest by its own (older) tables, which
+    # Python's, newer, do not agree with (Cherokee's capitals, lowered by Python, find
+    # nothing), and a query's words are folded by the index's tables too.
+    lowered = (w.translate(_ASCII_LOWER) for w in found)
+    words = list(dict.fromkeys(t for w in lowered for t in _terms(w, match)))
     telling = [w for w in words if w not in _COMMON] or words
     if not telling:
         return None
     joined = f" {'OR' if match == 'any' else 'AND'} "
     return joined.join(_quoted(w) for w in telling[:MAX_TERMS])
+
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
 def _quoted(term: str) -> str:

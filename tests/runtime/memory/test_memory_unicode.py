@@ -17,7 +17,14 @@ from runtime.memory.store import _MARKED_BLOCKS, fts_query
 KANNADA = "ಕ\u0cf3ಮಲ"  # a Kannada word with the anusvara above right of Unicode 15
 KAWI = "\U00011f12\U00011f34\U00011f13\U00011f42"  # letters and marks of Kawi (Unicode 15)
 HAN = "\U00031350"  # a Han character of Unicode 15 (CJK extension H)
-NOTES = (f"{KANNADA} ನೋಡಿ", f"{KAWI} \U00011f20\U00011f35", f"{HAN}山", "a note in English 🤖")
+CHEROKEE = "ᏣᎳᎩ"  # capitals, which Python lowers (Unicode 8) and the index does not
+NOTES = (
+    f"{KANNADA} ನೋಡಿ",
+    f"{KAWI} \U00011f20\U00011f35",
+    f"{HAN}山",
+    "a note in English 🤖",
+    f"{CHEROKEE} ᎦᏬᏂᎯᏍᏗ",
+)
 
 
 def _points(table: str) -> set[int]:
@@ -101,7 +108,8 @@ async def test_a_word_python_3_11_does_not_know_is_found_by_any_python(tmp_path:
     memory = SQLiteMemory(tmp_path / "m.db")
     for note in NOTES:
         await memory.add(note)
-    for query, note in zip((KANNADA, KAWI, f"{HAN}山", "🤖"), NOTES, strict=True):
+    assert fts_query(f"{CHEROKEE} Trip") == f'"{CHEROKEE}" OR "trip"'  # (was "ꮳꮃꭹ")
+    for query, note in zip((KANNADA, KAWI, f"{HAN}山", "🤖", CHEROKEE), NOTES, strict=True):
         hits = await memory.search(query, match="all")
         assert [hit.record.text for hit in hits] == [note], query
     memory.close()
