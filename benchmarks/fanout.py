@@ -136,7 +136,8 @@ def points(
     if "I" in scenarios:
         # Next to the same modules imported without Honeycomb's own, in turns: the
         # machine's speed moves both alike, and their difference is Honeycomb's share.
-        chosen.append(Point("I", "import honeycomb", {}, IMPORTS, paired=True))
+        tries = 1 if smoke else IMPORT_TRIES
+        chosen.append(Point("I", "import honeycomb", {}, IMPORTS, inner=tries, paired=True))
     return chosen
 
 
@@ -168,11 +169,12 @@ OWN_PACKAGES = frozenset({"honeycomb", "runtime", "workers"})
 
 def measure(point: Point, impls: Sequence[str], python: str) -> list[dict[str, Any]]:
     """Run ``benchmarks.measure`` in a fresh process; one result per implementation
-    (for the import times: the fastest of ``IMPORT_TRIES`` fresh processes each)."""
+    (for the import times: the fastest of ``point.inner`` fresh processes each,
+    ``IMPORT_TRIES`` but in a smoke run)."""
     if point.scenario == "I":
         modules = {"import": ["honeycomb"], "its dependencies": dependencies(python)}
         tries: dict[str, list[float]] = {impl: [] for impl in impls}
-        for _ in range(IMPORT_TRIES):
+        for _ in range(point.inner):
             for impl in impls:  # in turns, so a slow moment slows both
                 tries[impl].append(_import_seconds(modules[impl], python))
         # Every try is kept in the order it ran: a try and the other's next to it pair.
@@ -264,9 +266,15 @@ def compile_bytecode(python: str, *modules: str) -> None:
 
 
 def run(
-    points_: Sequence[Point], repeats: int, python: str, log: Callable[[str], None]
+    points_: Sequence[Point],
+    repeats: int,
+    python: str,
+    log: Callable[[str], None],
+    *,
+    smoke: bool = False,
 ) -> list[Samples]:
-    compile_bytecode(python)
+    if not smoke:  # a smoke run times nothing: its first imports may compile
+        compile_bytecode(python)
     samples = [Samples(p) for p in points_]
     for repeat in range(repeats):
         for sample in samples:
@@ -532,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stem = results_stem(args.out, "fanout")
     with results_log(stem, echo=args.json) as log:
-        samples = run(chosen, args.repeats, sys.executable, log)
+        samples = run(chosen, args.repeats, sys.executable, log, smoke=args.smoke)
     code = _render(samples, stem, args.repeats, judge=not args.smoke)
     print(f"results: {stem}.jsonl (.md, .svg beside it)")
     return code

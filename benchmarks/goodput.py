@@ -30,13 +30,14 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import httpx
-import openai
+if TYPE_CHECKING:  # imported where used: the quota server's process needs neither
+    import httpx
+    import openai
 
-from benchmarks.fanout import RESULTS, ROOT, machine, results_stem
-from honeycomb.cli.options import user_path
+ROOT = Path(__file__).resolve().parent.parent
 
 HEADERS = ("x-ratelimit", "retry-after", "bare")
 """How the server tells its limits; the first is how OpenAI does."""
@@ -149,13 +150,19 @@ def _serve(spec: dict[str, Any]) -> None:
         sys.stdin.read()
 
 
+SERVE = "import json, sys; from benchmarks.goodput import _serve; _serve(json.loads(sys.argv[1]))"
+"""The quota server's process: it imports this module (whose own imports are the
+standard library's: the client, Honeycomb and the rest are imported where they are
+used, and cost each server a second of CPU) and what serving needs."""
+
+
 class Server:
     """The quota server in a child process, stopped when the block ends."""
 
     def __init__(self, scenario: Scenario, headers: str) -> None:
         spec = {"scenario": dataclasses.asdict(scenario), "headers": headers}
         self._child = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.goodput", "--serve", json.dumps(spec)],
+            [sys.executable, "-c", SERVE, json.dumps(spec)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
         )  # fmt: skip
         assert self._child.stdout is not None
@@ -194,6 +201,8 @@ class Tally:
         self.throttled += response.status_code == 429
 
     def client(self, base_url: str, **options: Any) -> openai.AsyncOpenAI:
+        import openai
+
         http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [self.hook]})
         return openai.AsyncOpenAI(api_key="unused", base_url=base_url, http_client=http,
                                   **options)  # fmt: skip
@@ -267,6 +276,8 @@ IMPLS = {"honeycomb": run_honeycomb, "openai client": run_bare}
 
 def measure(scenario: Scenario, headers: str, impl: str) -> dict[str, Any]:
     """One run of ``impl`` against a fresh quota told by ``headers``."""
+    import openai  # noqa: F401 (loaded before the clock starts, not in the run)
+
     with Server(scenario, headers) as server:
         tally = Tally()
         started = time.perf_counter()
@@ -308,6 +319,8 @@ def share_429(result: dict[str, Any]) -> float:
 
 def table(results: Sequence[dict[str, Any]], *, judge: bool, on: str | None = None) -> str:
     """The runs' figures and targets; ``on``: the machine they come from (default: this one)."""
+    from benchmarks.fanout import machine
+
     lines = [
         f"Machine: {on or machine()}. One run each, against a fresh quota served from a process "
         "of its own; targets (Honeycomb): >= 90% of the quota, <= 5% of requests "
@@ -336,6 +349,9 @@ def table(results: Sequence[dict[str, Any]], *, judge: bool, on: str | None = No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from benchmarks.fanout import RESULTS, results_stem
+    from honeycomb.cli.options import user_path
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.goodput",
                                      description=__doc__.split("\n")[0])  # fmt: skip
     told = ",".join(HEADERS)
@@ -345,11 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=user_path, default=RESULTS, help="where results are written")
     parser.add_argument("--smoke", action="store_true",
                         help="20 workers against a small quota: runs, not targets")  # fmt: skip
-    parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.serve is not None:
-        _serve(json.loads(args.serve))
-        return 0
     scenario = SMOKE if args.smoke else Scenario()
     variants = [h.strip() for h in args.headers.split(",") if h.strip()]
     impls = [i.strip() for i in args.impls.split(",") if i.strip()]

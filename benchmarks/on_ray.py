@@ -31,6 +31,8 @@ from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage, UserMessage
 
 TURNS, CALLS, MODEL_S, TOOL_S, BURN_MS = 3, 3, 0.05, 0.02, 2.0
+SMOKE_N = 20
+"""N of every workload in a smoke run (``--smoke``)."""
 
 
 @tool
@@ -125,6 +127,9 @@ def _cpu_of(pid: int) -> float:
 
 
 async def main(heavy_n: int, standard_n: int, actors: int, smoke: bool) -> int:
+    """Run the three workloads on both backends and print their figures; 1 if a target
+    is missed (a smoke run judges none). The pool's Ray is the one this process started
+    already, if any (the tests'), else a private one of ``actors`` CPUs."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     backend = RayBackend(actors=actors, num_cpus=actors)
     heavy = {"ms": BURN_MS, "latency": MODEL_S}
@@ -172,5 +177,5 @@ if __name__ == "__main__":
     parser.add_argument("--smoke", action="store_true", help="small, targets not judged")
     options = parser.parse_args()
     if options.smoke:
-        options.heavy, options.standard = 20, 20
+        options.heavy, options.standard = SMOKE_N, SMOKE_N
     sys.exit(asyncio.run(main(options.heavy, options.standard, options.actors, options.smoke)))

@@ -65,10 +65,17 @@ def points(scenarios: Sequence[str], impls: Sequence[str], sizes: Sequence[int],
 
 
 def run(
-    chosen: Sequence[Point], impls: Sequence[str], repeats: int, log: Callable[[str], None]
+    chosen: Sequence[Point],
+    impls: Sequence[str],
+    repeats: int,
+    log: Callable[[str], None],
+    *,
+    smoke: bool = False,
 ) -> list[dict[str, Any]]:
-    """Every measurement, ``repeats`` times over, each in a fresh process."""
-    compile_bytecode(sys.executable, *(PEERS[i].module for i in impls if i in PEERS))
+    """Every measurement, ``repeats`` times over, each in a fresh process (the
+    bytecode compiled first, but in a smoke run, which times nothing)."""
+    if not smoke:
+        compile_bytecode(sys.executable, *(PEERS[i].module for i in impls if i in PEERS))
     results = []
     for _ in range(repeats):
         for point in chosen:
@@ -174,7 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stem = results_stem(args.out, "peers")
     with results_log(stem) as log:
-        results = run(points(scenarios, impls, sizes, args.smoke), impls, repeats, log)
+        chosen = points(scenarios, impls, sizes, args.smoke)
+        results = run(chosen, impls, repeats, log, smoke=args.smoke)
     shown = table(results, impls, repeats)
     stem.with_suffix(".md").write_text(shown)
     print(shown)

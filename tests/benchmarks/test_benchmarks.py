@@ -297,14 +297,14 @@ def test_the_goodput_smoke_runs_both_implementations_against_every_kind_of_quota
 
 
 @pytest.mark.xdist_group("ray")
-def test_the_ray_smoke_runs_each_workload_on_both_backends() -> None:
-    pytest.importorskip("ray")
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.on_ray", "--smoke"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    out = done.stdout
+async def test_the_ray_smoke_runs_each_workload_on_both_backends(
+    ray_session: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the session's Ray (``--smoke`` in a process of its own starts a Ray of its own)."""
+    from benchmarks import on_ray
+
+    assert await on_ray.main(on_ray.SMOKE_N, on_ray.SMOKE_N, 2, smoke=True) == 0
+    out = capsys.readouterr().out
     assert "CPU-heavy A, N=20, 2 actors" in out  # every worker checked, on both backends
     assert "A, N=20: local" in out
     assert "ms of CPU a subtask" in out
