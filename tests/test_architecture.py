@@ -35,6 +35,33 @@ MODULES = {
 }
 
 
+ImportNode = ast.Import | ast.ImportFrom
+
+
+def import_statements(source: str, filename: str = "<unknown>") -> list[ImportNode]:
+    """The import statements of ``source``, anywhere in it (inside functions, ``if
+    TYPE_CHECKING:`` blocks, ``try``), in the order of their lines. Only statements
+    hold statements: the expressions, most of a tree, are not walked."""
+    todo: list[ast.AST] = [ast.parse(source, filename=filename)]
+    found: list[ImportNode] = []
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list):
+                todo.extend(inner)
+    return sorted(found, key=lambda node: (node.lineno, node.col_offset))
+
+
+@functools.cache
+def imports_in(path: Path) -> list[ImportNode]:
+    """The import statements of the file at ``path``, read once for every test of this
+    file that needs them (parsing the library for each took seconds)."""
+    return import_statements(path.read_text(), filename=str(path))
+
+
 def imports_of(module: str) -> set[str]:
     """The modules of ours that ``module`` imports, anywhere in it (inside functions
     and ``TYPE_CHECKING`` blocks too): ``from a.b import c`` imports ``a.b.c`` when
@@ -42,10 +69,10 @@ def imports_of(module: str) -> set[str]:
     path = MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in imports_in(path):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = node.module or ""
             if node.level:
                 base = ".".join(
@@ -53,8 +80,6 @@ def imports_of(module: str) -> set[str]:
                 ).strip(".")
             targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
                        for alias in node.names]  # fmt: skip
-        else:
-            continue
         found.update(t for t in targets if t in MODULES and t != module)
     return found
 
@@ -219,16 +244,16 @@ def test_each_test_folder_mirrors_a_package() -> None:
     assert mirroring_nothing == []
 
 
-def imported_modules(path: Path, source: str) -> set[tuple[int, str]]:
-    """Every module the file at ``path`` (holding ``source``) imports, by line: ``from
-    a.b import c`` imports ``a.b.c`` when that is a module of ours (or a private name
-    of a package), else ``a.b``."""
+def imported_modules(path: Path, statements: list[ImportNode]) -> set[tuple[int, str]]:
+    """Every module the file at ``path`` (holding these import statements) imports, by
+    line: ``from a.b import c`` imports ``a.b.c`` when that is a module of ours (or a
+    private name of a package), else ``a.b``."""
     package = module_name(path) if path.name == "__init__.py" else owner(path)
     found: set[tuple[int, str]] = set()
-    for node in ast.walk(ast.parse(source, filename=str(path))):
+    for node in statements:
         if isinstance(node, ast.Import):
             found |= {(node.lineno, alias.name) for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = node.module or ""
             if node.level:
                 kept = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -241,14 +266,14 @@ def imported_modules(path: Path, source: str) -> set[tuple[int, str]]:
     return found
 
 
-def reaches(path: Path, source: str) -> list[str]:
+def reaches(path: Path, statements: list[ImportNode]) -> list[str]:
     """The imports in ``path`` of a private module (``_name``) of a package it is not
     inside. A test counts as inside the package its folder mirrors, and may reach into
     the packages below that one (a test may import what it tests)."""
     here = owner(path)
     is_test = path.relative_to(ROOT).parts[0] == "tests"
     wrong = []
-    for line, target in sorted(imported_modules(path, source)):
+    for line, target in sorted(imported_modules(path, statements)):
         parts = target.split(".")
         private = [i for i, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")]
         if not private or parts[0] not in ("runtime", "workers", "honeycomb"):
@@ -261,12 +286,28 @@ def reaches(path: Path, source: str) -> list[str]:
     return wrong
 
 
+def test_the_import_statements_read_are_every_import_of_a_tree() -> None:
+    nested = (
+        "class A:\n    def f(self):\n        with x:\n            for i in y:\n"
+        "                try:\n                    import a\n                except E:\n"
+        "                    import b\n                else:\n                    import c\n"
+        "                finally:\n                    import d\n"
+        "match v:\n    case 1:\n        if w:\n            pass\n        else:\n"
+        "            from e import f\n"
+    )
+    for source in (nested, MODULES["honeycomb.cli.main"].read_text()):
+        tree = ast.walk(ast.parse(source))
+        walked = sorted((n.lineno, n.col_offset) for n in tree if isinstance(n, ImportNode))
+        assert [(n.lineno, n.col_offset) for n in import_statements(source)] == walked
+        assert len(walked) > 4
+
+
 def test_no_module_imports_a_private_module_of_another_package() -> None:
     wrong = [
         reach
         for source in ("runtime", "workers", "honeycomb", "tests", "benchmarks", "examples")
         for path in sorted((ROOT / source).rglob("*.py"))
-        for reach in reaches(path, path.read_text())
+        for reach in reaches(path, imports_in(path))
     ]
     assert wrong == []
 
@@ -293,7 +334,7 @@ def test_no_module_imports_a_private_module_of_another_package() -> None:
 )  # fmt: skip
 def test_a_reach_into_another_package_is_seen(where: str, source: str, found: str | None) -> None:
     expected = [] if found is None else [f"{where}:1 imports {found}"]
-    assert reaches(ROOT / where, source) == expected
+    assert reaches(ROOT / where, import_statements(source)) == expected
 
 
 @pytest.mark.parametrize("module", [runtime, workers])
@@ -346,11 +387,11 @@ def test_the_library_imports_only_its_declared_dependencies() -> None:
         for path in sorted((ROOT / package).rglob("*.py")):
             relative = path.relative_to(ROOT).as_posix()
             allowed = BASE_MODULES | ours | EXTRA_MODULES.get(relative, set())
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in imports_in(path):
                 names: list[str] = []
                 if isinstance(node, ast.Import):
                     names = [alias.name for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                elif node.level == 0 and node.module:
                     names = [node.module]
                 for name in names:
                     top = name.split(".")[0]

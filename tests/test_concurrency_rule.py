@@ -52,12 +52,12 @@ ASYNCIO_NOT = {
 """What the library must not use of asyncio, and why."""
 
 
-def uses(tree: ast.Module, library: str) -> Iterator[tuple[int, str]]:
-    """Every name of ``library`` the module uses, by line: ``library.a.b`` for an
-    attribute chain, or a name imported from it (``from anyio import Event``), and the
-    submodules it imports (``import anyio.to_thread``)."""
+def uses(nodes: list[ast.AST], library: str) -> Iterator[tuple[int, str]]:
+    """Every name of ``library`` the module of these nodes (its tree, walked once) uses,
+    by line: ``library.a.b`` for an attribute chain, or a name imported from it (``from
+    anyio import Event``), and the submodules it imports (``import anyio.to_thread``)."""
     aliases = {library}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == library or alias.name.startswith(f"{library}."):
@@ -66,13 +66,10 @@ def uses(tree: ast.Module, library: str) -> Iterator[tuple[int, str]]:
             module = node.module
             if module == library or module.startswith(f"{library}."):
                 yield from ((node.lineno, f"{module}.{alias.name}") for alias in node.names)
-    outermost = {
-        id(inner.value)
-        for inner in ast.walk(tree)
-        if isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Attribute)
-    }
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and id(node) not in outermost:
+    attributes = [node for node in nodes if isinstance(node, ast.Attribute)]
+    outermost = {id(inner.value) for inner in attributes if isinstance(inner.value, ast.Attribute)}
+    for node in attributes:
+        if id(node) not in outermost:
             chain = dotted(node)
             if chain is not None and chain.split(".")[0] in aliases:
                 yield node.lineno, library + chain[len(chain.split(".")[0]) :]
@@ -88,9 +85,9 @@ def dotted(node: ast.expr) -> str | None:
     return None
 
 
-def timed_waits(tree: ast.Module) -> Iterator[int]:
+def timed_waits(nodes: list[ast.AST]) -> Iterator[int]:
     """The lines of ``asyncio.wait(..., timeout=...)``: a time limit of its own."""
-    for node in ast.walk(tree):
+    for node in nodes:
         if (
             isinstance(node, ast.Call)
             and dotted(node.func) == "asyncio.wait"
@@ -101,19 +98,21 @@ def timed_waits(tree: ast.Module) -> Iterator[int]:
 
 def breaches(relative: str, source: str) -> list[str]:
     """What the module at ``relative`` (its path in the repository), holding
-    ``source``, uses outside the rule."""
-    tree = ast.parse(source)
+    ``source``, uses outside the rule. Its tree is walked once, and its nodes read
+    from that list by each check (walking the library's trees again for each took
+    seconds)."""
+    nodes = list(ast.walk(ast.parse(source)))
     found = []
-    for line, name in uses(tree, "anyio"):
+    for line, name in uses(nodes, "anyio"):
         allowed = name in ANYIO or relative in ANYIO_IN.get(name, ())
         # An attribute chain that stops short of an allowed name: the module itself.
         short = any(a.startswith(f"{name}.") for a in (*ANYIO, *ANYIO_IN))
         if not (allowed or short):
             found.append(f"{relative}:{line} uses {name}")
-    for line, name in uses(tree, "asyncio"):
+    for line, name in uses(nodes, "asyncio"):
         if name in ASYNCIO_NOT:
             found.append(f"{relative}:{line} uses {name}: {ASYNCIO_NOT[name]}")
-    for line in timed_waits(tree):
+    for line in timed_waits(nodes):
         found.append(f"{relative}:{line} uses asyncio.wait(timeout=): use within")
     return sorted(found, key=lambda problem: int(problem.split(":")[1].split(" ")[0]))
 
