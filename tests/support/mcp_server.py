@@ -19,14 +19,53 @@ line a call, ``slow`` as it starts), so a test can see what ran, in which order,
 what is under way; over HTTP, so does each ``DELETE`` (a session's end), with its path.
 """
 
+# The imports wait for the start's options: a server told to fail at start, or to be
+# slow to start, does so before it loads the SDK (a second of a processor's time,
+# which a test that then stops it does not need).
+# ruff: noqa: E402
+
 from __future__ import annotations
 
 import argparse
+import sys
+import time
+
+
+def _options() -> argparse.Namespace:
+    """The options it was started with (``python -m tests.support.mcp_server ...``)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument(
+        "--http-fd",
+        type=int,
+        default=None,
+        help="serve streamable HTTP on this listening socket (a file descriptor)",
+    )
+    parser.add_argument(
+        "--events", action="store_true", help="over HTTP, answer with server-sent events"
+    )
+    parser.add_argument(
+        "--legacy", action="store_true", help="over HTTP, know no server/discover (sessions)"
+    )
+    parser.add_argument(
+        "--crash-at-list", action="store_true", help="over HTTP, exit as tools/list comes"
+    )
+    parser.add_argument("--fail-at-start", action="store_true", help="exit before serving")
+    parser.add_argument(
+        "--start-delay", type=float, default=0.0, help="seconds to wait before serving"
+    )
+    parser.add_argument("--without", action="append", default=[], help="a tool not served")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    OPTIONS = _options()
+    if OPTIONS.fail_at_start:
+        raise SystemExit("the test server was told to fail at start")
+    time.sleep(OPTIONS.start_delay)  # a server slow to start (one that loads a model)
+
 import json
 import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -323,39 +362,14 @@ async def _endless(receive: Any, send: Any) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument(
-        "--http-fd",
-        type=int,
-        default=None,
-        help="serve streamable HTTP on this listening socket (a file descriptor)",
-    )
-    parser.add_argument(
-        "--events", action="store_true", help="over HTTP, answer with server-sent events"
-    )
-    parser.add_argument(
-        "--legacy", action="store_true", help="over HTTP, know no server/discover (sessions)"
-    )
-    parser.add_argument(
-        "--crash-at-list", action="store_true", help="over HTTP, exit as tools/list comes"
-    )
-    parser.add_argument("--fail-at-start", action="store_true", help="exit before serving")
-    parser.add_argument(
-        "--start-delay", type=float, default=0.0, help="seconds to wait before serving"
-    )
-    parser.add_argument("--without", action="append", default=[], help="a tool not served")
-    options = parser.parse_args()
-    for name in options.without:
+    for name in OPTIONS.without:
         server.remove_tool(name)
-    if options.fail_at_start:
-        raise SystemExit("the test server was told to fail at start")
-    time.sleep(options.start_delay)  # a server slow to start (one that loads a model)
-    if options.http_fd is not None:
+    if OPTIONS.http_fd is not None:
         _http(
-            options.http_fd,
-            events=options.events,
-            legacy=options.legacy,
-            crash_at_list=options.crash_at_list,
+            OPTIONS.http_fd,
+            events=OPTIONS.events,
+            legacy=OPTIONS.legacy,
+            crash_at_list=OPTIONS.crash_at_list,
         )
     else:
         server.run()
