@@ -8,7 +8,6 @@ import ast
 import importlib
 import inspect
 import re
-import subprocess
 import sys
 import types
 import typing
@@ -22,7 +21,12 @@ import honeycomb
 from honeycomb.errors import HoneycombError
 from honeycomb.events import Event
 from tests.support import ROOT
-from tests.support.api_page import documented_names, moved_names, public_modules
+from tests.support.api_page import (
+    bound_on_import,
+    documented_names,
+    moved_names,
+    public_modules,
+)
 
 OURS = ("runtime", "workers", "honeycomb")
 TOP_AT_MOST = 90
@@ -88,13 +92,6 @@ def test_where_names_went_names_each_moved_name_where_it_is_now() -> None:
         assert sorted(set(taken) - set(module(namespace).__all__)) == [], namespace
 
 
-def bound_on_import(name: str) -> set[str]:
-    """The names a module binds as it is imported (in a fresh interpreter)."""
-    probe = f"import {name} as m; print(' '.join(vars(m)))"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    return set(done.stdout.split())
-
-
 CHECKING = r"(typing\.)?TYPE_CHECKING"
 
 
@@ -121,7 +118,7 @@ def test_the_names_that_load_on_first_use_are_the_ones_type_checkers_import(
     """A name not bound as its module is imported loads on first use: type checkers
     must see it imported under ``TYPE_CHECKING``, and nothing else may be there."""
     found = module(name)
-    later = sorted(set(found.__all__) - bound_on_import(name))
+    later = sorted(set(found.__all__) - bound_on_import()[name])
     assert later == sorted(checking_imports(name))
     for each in later:
         where, what = checking_imports(name)[each]
