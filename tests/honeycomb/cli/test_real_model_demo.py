@@ -92,7 +92,7 @@ roles:
     tools: [examples.trip.trip_tools:send_to_outbox]
     approvals: {tools: [send_to_outbox]}
     max_turns: 2
-policy: {max_subtasks: 2}
+policy: {max_subtasks: 1}  # one worker calls the tool: a plan of two wrote twice as much
 """
 
 
