@@ -201,56 +201,54 @@ async def test_a_paused_nested_worker_whose_server_is_down_at_resume_goes_on_onc
     assert done.subtasks["s1"].text == "lead: wrote: noted draft"
 
 
-@pytest.mark.parametrize(
-    ("tools", "said"),
-    [
-        (
-            ("t:*", "u:*"),
-            "role 'writer': MCP servers 't' and 'u' both have a tool 'lookup': name the "
-            "one the role is to have (t:lookup or u:lookup), not every tool of both "
-            "(server:*)",
-        ),
-        (
-            ("append_note", "t:*"),
-            "role 'writer': its own tool 'append_note' and MCP server 't''s have one name: "
-            "give its own another (a function's with @tool(name=...); an agent or hive tool "
-            "has its role's or file's), or name the server's tools it is to have one by one, "
-            "without that one (not t:*)",
-        ),
-        (  # each named alone: the advice was to name them so, 'not every tool of both'
-            ("t:lookup", "u:lookup"),
-            "role 'writer': MCP servers 't' and 'u' both have a tool 'lookup': the role can "
-            "take one of them only (t:lookup or u:lookup)",
-        ),
-        (
-            ("append_note", "t:append_note"),
-            "role 'writer': its own tool 'append_note' and MCP server 't''s have one name: "
-            "give its own another (a function's with @tool(name=...); an agent or hive tool "
-            "has its role's or file's), or leave out t:append_note",
-        ),
-    ],
-)
-async def test_two_tools_of_one_name_say_what_can_be_done(
-    tmp_path: Path, tools: tuple[str, ...], said: str
-) -> None:
+TWO_OF_ONE_NAME = [
+    (
+        ("t:*", "u:*"),
+        "MCP servers 't' and 'u' both have a tool 'lookup': name the one the role is to have "
+        "(t:lookup or u:lookup), not every tool of both (server:*)",
+    ),
+    (
+        ("append_note", "t:*"),
+        "its own tool 'append_note' and MCP server 't''s have one name: give its own another "
+        "(a function's with @tool(name=...); an agent or hive tool has its role's or file's), "
+        "or name the server's tools it is to have one by one, without that one (not t:*)",
+    ),
+    (  # each named alone: the advice was to name them so, 'not every tool of both'
+        ("t:lookup", "u:lookup"),
+        "MCP servers 't' and 'u' both have a tool 'lookup': the role can take one of them "
+        "only (t:lookup or u:lookup)",
+    ),
+    (
+        ("append_note", "t:append_note"),
+        "its own tool 'append_note' and MCP server 't''s have one name: give its own another "
+        "(a function's with @tool(name=...); an agent or hive tool has its role's or file's), "
+        "or leave out t:append_note",
+    ),
+]
+"""The ways a role takes two tools of one name, and what its error says can be done."""
+
+
+async def test_two_tools_of_one_name_say_what_can_be_done() -> None:
     """MCP tools cannot be renamed: the error said to give one another name. What it
     says can be done fits how the role takes the server's tool (by its name, or with
-    every other)."""
+    every other). Each way is a role of one run, whose servers start once for all."""
 
     @tool
     def append_note(text: str) -> str:
         """Note it."""
         return text
 
+    roles = [Role(name=f"writer{i}", tools=tools) for i, (tools, _) in enumerate(TWO_OF_ONE_NAME)]
     executor = Executor(
-        [Role(name="writer", tools=tools)],
+        roles,
         ScriptedModel(["done"]),
         tools=[append_note],
         mcp_servers=[sdk_server("t"), sdk_server("u")],
     )
     with pytest.raises(RunFailed) as failed:
-        await executor.run("t", subtasks=[("writer", "write")])
+        await executor.run("t", subtasks=[(role.name, "write") for role in roles])
     assert failed.value.partial is not None
-    error = failed.value.partial.subtasks["s1"].error
-    assert error is not None
-    assert error.message == said
+    for i, (_, said) in enumerate(TWO_OF_ONE_NAME):
+        error = failed.value.partial.subtasks[f"s{i + 1}"].error
+        assert error is not None
+        assert error.message == f"role 'writer{i}': {said}"
