@@ -284,7 +284,8 @@ class Run:
 
         def expire(used: float | None = None) -> None:
             used = round(budget.elapsed_s, 3) if used is None else used
-            exceeded.append(BudgetExceeded("wall_time_s", wall, used, budget.in_flight()))
+            over = BudgetExceeded("wall_time_s", wall, used, budget.in_flight())
+            exceeded.append(self.shared.named(over))
             if self.scheduler is not None and self.scheduler.stopped is None:
                 self.scheduler.stopped = exceeded[0]
             deadline.expire()
@@ -500,6 +501,7 @@ class Run:
             resumed=resumed,
             earlier=earlier,
             most=self.most,
+            named=None if self.within else self.shared.named,
         )
         began = time.perf_counter()
         if self.record is not None:  # a decision recorded here is heard at once
@@ -691,8 +693,8 @@ class Run:
         return now
 
     async def _fail(self, exc: BudgetExceeded | RunFailed | GuardrailTripped | PlanError) -> None:
-        if isinstance(exc, BudgetExceeded) and not self.within and exc.setting is None:
-            exc.set_by(self.shared.budget_setting(exc.limit))  # (a sub-run's is its caller's)
+        if isinstance(exc, BudgetExceeded) and not self.within:  # (a sub-run's: its caller's)
+            self.shared.named(exc)  # a planner's or an aggregator's refusal
         if self._current is not None:  # stopped in the middle of planning or aggregating
             phase, began = self._current
             self.times[phase] += time.perf_counter() - began

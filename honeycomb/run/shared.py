@@ -18,7 +18,7 @@ from honeycomb.run.aggregator import Aggregator, aggregator_role
 from honeycomb.run.crew import Crew
 from honeycomb.run.planner import Planner, RolePlanner
 from honeycomb.run.policy import Policy
-from runtime import EventHandler
+from runtime import BudgetExceeded, EventHandler
 from runtime.concurrency import Bell
 from runtime.value import Value
 from workers.services import Services
@@ -112,3 +112,11 @@ class Shared:
         if self.budgets_written is not None:
             return self.budgets_written(limit)
         return f"Budgets({limit}={getattr(self.policy.budgets, limit, None)!r})"
+
+    def named(self, exc: BudgetExceeded) -> BudgetExceeded:
+        """``exc``, naming where its limit is set (:meth:`budget_setting`) unless it
+        does already: done where a run first sees a refusal of its budget, before its
+        message is kept anywhere (a subtask's error, an event, the store)."""
+        if exc.setting is None:
+            exc.set_by(self.budget_setting(exc.limit))
+        return exc

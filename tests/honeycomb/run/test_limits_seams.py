@@ -5,6 +5,7 @@ call never sent (refused once it had its slot) counts."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,8 @@ from honeycomb import (
     load_hive,
     tool,
 )
+from honeycomb.events import WorkerFinished
+from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, ScriptedModel, call
 from runtime import ModelRequest
 from runtime.events import Event, ModelCallFinished, ModelCallStarted
@@ -46,20 +49,39 @@ async def test_a_refused_run_names_where_its_limit_is_set_in_code_or_in_its_hive
     tmp_path: Path,
 ) -> None:
     """The message named the limit (``model_calls``) but not where it is set: the
-    Executor's ``Budgets(...)`` or its hive file's field, at its line."""
+    Executor's ``Budgets(...)`` or its hive file's field, at its line. So do the
+    subtasks it stopped, and those whose workers it refused, as the run gave them: in
+    its partial result, their ``worker.finished`` events and its store."""
+    db, seen = tmp_path / "runs.db", []
     coded = Executor(
         [Role(name="w")],
         FunctionModel(answer),
         aggregator="concat",
-        policy=Policy(budgets=Budgets(model_calls=1)),
+        policy=Policy(budgets=Budgets(model_calls=1), max_workers=1),
+        store=db,
     )
+    subtasks = [("w", "a"), ("w", "b"), ("w", "c")]
     with pytest.raises(BudgetExceeded) as caught:
-        await coded.run("t", subtasks=[("w", "a"), ("w", "b")])
+        await coded.run("t", subtasks=subtasks, run_id="r1", on_event=[seen.append])
     assert caught.value.limit == "model_calls"
     assert caught.value.setting == "Budgets(model_calls=1)"
-    assert str(caught.value) == "budget exceeded: model_calls used 1 of 1 allowed by " + (
-        "Budgets(model_calls=1)"
-    )
+    said = "budget exceeded: model_calls used 1 of 1 allowed by Budgets(model_calls=1)"
+    assert str(caught.value) == said
+    partial = caught.value.partial
+    assert partial is not None
+    stopped = {i: s.error for i, s in partial.subtasks.items() if s.status == "over_budget"}
+    assert sorted(stopped) == ["s2", "s3"]  # s2's own refusal; s3's, or the run's end
+    assert all(e is not None and e.message.endswith(said) for e in stopped.values())
+    told = {e.worker: e.error for e in seen if isinstance(e, WorkerFinished)}
+    assert all(told[i] == str(e) for i, e in stopped.items())
+    store = RunStore(db)
+    kept = await store.load("r1")
+    store.close()
+    assert kept is not None
+    assert kept.result is not None
+    stored = json.loads(kept.result)["subtasks"]
+    assert all(stored[i]["error"] == e.model_dump() for i, e in stopped.items())
+    assert stored["s2"]["worker"]["error"] == stopped["s2"].model_dump()
     path = tmp_path / "hive.yaml"
     path.write_text(HIVE)
     hive = load_hive(path)
