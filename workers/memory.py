@@ -5,9 +5,9 @@
   context as one user message right after the task (:func:`recall_text` is how it
   reads), fitted to what its prompt may take (:func:`recall_room`): the worst left out
   first, the best alone cut. The search is a :class:`MemoryRecalled` event, so a trace
-  shows it. The role's input guards read the message with the task (the worker's
-  ``run``). A resumed worker does not recall again: the message is part of its saved
-  conversation.
+  shows it. The role's input guards read the task first (one they refuse is
+  searched for in no memory), then the message (the worker's ``run``). A resumed
+  worker does not recall again: the message is part of its saved conversation.
 - ``remember: true`` (the default): the role has two more tools, ``recall(query, k)``,
   parallel-safe, and ``remember(text)``, side-effecting and idempotent: journaled like
   any side effect, and the same text is one memory however often it is kept.

@@ -365,9 +365,10 @@ class Worker:
     ) -> WorkerResult:
         """Run one subtask, from the start or from a state saved by its checkpoint.
         Never raises for a failure (the result says ``failed``); cancellation
-        propagates. A role with ``memory:`` recalls what it holds for ``task`` first
-        (not when resumed: the recall is in the saved conversation), and its input
-        guards read what it recalled with the rest of what it is told.
+        propagates. Its input guards read what it is told; once they pass it, a role
+        with ``memory:`` recalls what it holds for ``task`` (not when resumed: the
+        recall is in the saved conversation), and they read what it recalled before
+        its first model call.
 
         Args:
             task: The subtask's instruction.
@@ -397,11 +398,13 @@ class Worker:
         paid = paying.set(self._memory_payer()) if self.setup.memory is not None else None
         try:
             if resume is None:  # a resumed worker passed its input guards before
-                recalled = await self._recalled(task, prompt)
-                # All it is told: a subtask's dependencies' results and the memories it
-                # recalled too, which models wrote (what one of them read may tell it
-                # to ignore its instructions).
-                refused = await self._refused(_told_text(prompt, recalled))
+                # All it is told: a subtask's dependencies' results too, which a model
+                # wrote (what one of them read may tell it to ignore its instructions).
+                # The instruction first: one refused is searched for in no memory.
+                refused = await self._refused(prompt)
+                recalled = await self._recalled(task, prompt) if refused is None else None
+                if recalled is not None:  # text earlier runs kept, which models wrote
+                    refused = await self._refused(_recalled_text(recalled))
                 if refused is not None:  # what it recalled goes nowhere: it never ran
                     return self._result(
                         refused[0],
@@ -599,14 +602,10 @@ DEPENDENCY_HEADER = "Results of the subtasks this one depends on:"
 """Written under a task, above the results of the subtasks it depends on."""
 
 
-def _told_text(prompt: str, recalled: LoopState | None) -> str:
-    """All a worker starting on ``prompt`` is told after its system prompt, as its input
-    guards read it: the prompt, then the memories it ``recalled`` (the messages of its
-    first state), each after a blank line."""
-    if recalled is None:
-        return prompt
-    said = [m.content for m in recalled.messages if isinstance(m, UserMessage)]
-    return "\n\n".join((prompt, *said))
+def _recalled_text(recalled: LoopState) -> str:
+    """The memories a worker ``recalled`` at its start (the messages of its first
+    state), as its input guards read them, once they passed its instruction."""
+    return "\n\n".join(m.content for m in recalled.messages if isinstance(m, UserMessage))
 
 
 def format_task(task: str, inputs: Mapping[str, str]) -> str:

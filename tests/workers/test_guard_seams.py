@@ -4,12 +4,13 @@ listed twice."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from runtime import ConfigError, GuardrailTripped, SQLiteMemory
+from runtime import ConfigError, GuardrailTripped, MemoryHit, SQLiteMemory, Tracer
 from runtime.testing import FunctionModel, ScriptedModel
-from workers import Role, RoleMemory, Worker
+from workers import MemoryRecalled, Role, RoleMemory, Worker
 from workers.guards import GuardCheck, Guards
 from workers.memory import RECALL_HEADER
 from workers.services import MemoryStore, Services
@@ -40,9 +41,10 @@ async def test_input_guards_read_what_a_worker_recalls_and_its_refusal_keeps_non
     result = await Worker(guide("trip"), model, services=services).run("What is Lisbon like?")
     assert isinstance(result.exception, GuardrailTripped)
     assert (result.exception.kind, result.exception.reason) == ("input", "it mentions a password")
-    [text] = read
-    assert text.startswith(f"What is Lisbon like?\n\n{RECALL_HEADER}\n")
-    assert planted in text
+    asked, recalled = read  # the instruction, then, once it passed, what it recalled
+    assert asked == "What is Lisbon like?"
+    assert recalled.startswith(f"{RECALL_HEADER}\n")
+    assert planted in recalled
     assert model.requests == []
     # What it recalled is nowhere a refused worker leaves something: no state kept
     # for a resume, no transcript, no error.
@@ -55,8 +57,43 @@ async def test_input_guards_read_what_a_worker_recalls_and_its_refusal_keeps_non
     passed = await Worker(guide("tram"), told, services=Services(memory=memory)).run("Lisbon?")
     assert passed.ok
     first = told.requests[0].messages[1:]  # after the system prompt
-    assert read[1] == "\n\n".join(str(m.content) for m in first)
-    assert "trams climb to Alfama" in read[1]
+    assert read[2:] == [str(m.content) for m in first]
+    assert "trams climb to Alfama" in read[3]
+
+
+class Searched(SQLiteMemory):
+    """A memory that keeps what it was searched for."""
+
+    queries: list[str]
+
+    async def search(self, query: str, **kwargs: Any) -> tuple[MemoryHit, ...]:
+        self.queries.append(query)
+        return await super().search(query, **kwargs)
+
+
+async def test_an_instruction_its_input_guards_refuse_is_searched_for_in_no_memory(
+    tmp_path: Path,
+) -> None:
+    # The worker recalled before its guards ran: the refused text went to the memory's
+    # search (user code, an embeddings endpoint that spends the budget) and into a
+    # memory.recalled event as its query.
+    memory, events = Searched(tmp_path / "memory.db"), []
+    memory.queries = []
+
+    def no_card(check: GuardCheck) -> str | None:
+        return "a card number" if "4111" in check.text else None
+
+    role = Role(
+        name="w", memory=RoleMemory(namespace="n", remember=False), guards=Guards(input=(no_card,))
+    )
+    services = Services(memory=memory, tracer=Tracer(events.append, log=False))
+    result = await Worker(role, ScriptedModel(["x"]), services=services).run("Charge 4111 1111")
+    assert isinstance(result.exception, GuardrailTripped)
+    assert memory.queries == []
+    assert not any(isinstance(e, MemoryRecalled) for e in events)
+    # One it lets through is searched for, as before.
+    assert (await Worker(role, ScriptedModel(["x"]), services=services).run("Charge me")).ok
+    assert memory.queries == ["Charge me"]
 
 
 def test_a_guard_listed_twice_in_one_kind_is_refused_naming_its_field() -> None:
