@@ -13,6 +13,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -354,15 +355,22 @@ def test_counting_child_processes_passes_over_a_thread_that_ended_after_it_was_l
     assert counted <= child_pids()
 
 
-async def test_a_streamable_http_server_gets_its_headers() -> None:
+@pytest.fixture(scope="module")
+def web_url() -> Iterator[str]:
+    """The URL of one HTTP test server (its token ``s3cret``) for the tests that neither
+    stop it nor leave anything in it: a server of their own would be no better."""
     with http_test_server("s3cret") as url:
-        good = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
-        bad = McpServer(name="nope", url=url, headers={"Authorization": "Bearer wrong"})
-        async with running(good, bad) as run:
-            dispatcher = Dispatcher(await registry(run, good))
-            looked = await one(dispatcher, "lookup", '{"word": "hive"}')
-            with pytest.raises(McpServerError) as info:
-                await run.listed("nope")
+        yield url
+
+
+async def test_a_streamable_http_server_gets_its_headers(web_url: str) -> None:
+    good = McpServer(name="web", url=web_url, headers={"Authorization": "Bearer s3cret"})
+    bad = McpServer(name="nope", url=web_url, headers={"Authorization": "Bearer wrong"})
+    async with running(good, bad) as run:
+        dispatcher = Dispatcher(await registry(run, good))
+        looked = await one(dispatcher, "lookup", '{"word": "hive"}')
+        with pytest.raises(McpServerError) as info:
+            await run.listed("nope")
     assert (looked.status, looked.content) == ("ok", "where bees live")
     assert str(info.value) == (
         "MCP server 'nope' could not be started: Server returned an error response "
@@ -436,7 +444,7 @@ async def test_a_call_no_connection_could_take_was_not_run_and_is_told_so() -> N
 
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY"])
 async def test_a_streamable_http_server_is_reached_through_the_environment_s_proxy(
-    monkeypatch: pytest.MonkeyPatch, variable: str
+    monkeypatch: pytest.MonkeyPatch, variable: str, web_url: str
 ) -> None:
     """The proxy ``HTTP_PROXY`` (or ``ALL_PROXY``) names is what a connection goes
     through, as the SDK's own client does: here nothing listens there, so the server
@@ -445,18 +453,17 @@ async def test_a_streamable_http_server_is_reached_through_the_environment_s_pro
     with socket.socket() as spare:  # a port nothing listens on
         spare.bind(("127.0.0.1", 0))
         proxy = f"http://127.0.0.1:{spare.getsockname()[1]}"
-    with http_test_server("s3cret") as url:
-        for name in ("HTTP_PROXY", "ALL_PROXY", "NO_PROXY"):
-            monkeypatch.delenv(name, raising=False)
-            monkeypatch.delenv(name.lower(), raising=False)
-        monkeypatch.setenv(variable, proxy)
-        web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
-        async with running(web) as run:
-            with pytest.raises(ModelRetry) as through_it:
-                await run.call("web", "lookup", {"word": "bee"})
+    for name in ("HTTP_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv(variable, proxy)
+    web = McpServer(name="web", url=web_url, headers={"Authorization": "Bearer s3cret"})
+    async with running(web) as run:
+        with pytest.raises(ModelRetry) as through_it:
+            await run.call("web", "lookup", {"word": "bee"})
     assert through_it.value.message == (
         f"cannot call 'lookup': MCP server 'web' could not be started: cannot connect to "
-        f"{url} (ConnectError: All connection attempts failed)"
+        f"{web_url} (ConnectError: All connection attempts failed)"
     )
 
 
