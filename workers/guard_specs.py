@@ -73,17 +73,23 @@ def _once_each(refs: tuple[GuardRef, ...]) -> tuple[GuardRef, ...]:
     for index, ref in enumerate(refs):
         first = next((i for i, r in enumerate(refs[:index]) if _same(r, ref)), None)
         if first is not None:
-            name = ref if isinstance(ref, str) else _name_of(ref)
-            raise ValueError(
-                f"the guard {name!r} is listed twice ([{first}] and [{index}]): it would "
-                "check the same text twice, a judge asked and paid twice; list it once"
-            )
+            raise ValueError(_twice(ref if isinstance(ref, str) else _name_of(ref), first, index))
     return refs
 
 
 def _same(one: GuardRef, other: GuardRef) -> bool:
-    """Whether two guards as declared are one: the same text, or the same callable."""
+    """Whether two guards as declared are one: the same text, or the same callable (one
+    written once by its import path and once as itself is found as they are resolved:
+    :func:`resolve_guards`)."""
     return one == other if isinstance(one, str) else one is other
+
+
+def _twice(name: str, first: int, index: int) -> str:
+    """What is wrong with a kind's guards that list ``name`` at ``first`` and ``index``."""
+    return (
+        f"the guard {name!r} is listed twice ([{first}] and [{index}]): it would check the "
+        "same text twice, a judge asked and paid twice; list it once"
+    )
 
 
 _Listed = Annotated[tuple[_Declared, ...], AfterValidator(_once_each)]
@@ -266,25 +272,31 @@ def resolve_guards(guards: Guards | None, roles: Sequence[str] | None = None) ->
     """The guards, their import paths imported once.
 
     Raises:
-        ConfigError: for a path that does not import a callable, or a judge that is
-            none of ``roles`` (None: judges are not checked), after its field
-            (``guards.output[0]: ...``).
+        ConfigError: for a path that does not import a callable, a judge that is none
+            of ``roles`` (None: judges are not checked), or a function a kind lists
+            twice (by its import path and as itself, or by two paths), after its
+            field (``guards.output[0]: ...``).
     """
     if guards is None:
         return ResolvedGuards()
 
     def resolved(kind: GuardKind, refs: tuple[GuardRef, ...]) -> tuple[Guard, ...]:
-        out = []
+        out: list[Guard] = []
         for index, ref in enumerate(refs):
             problem = guard_problem(ref, roles)
             if problem is not None:
                 raise ConfigError(f"guards.{kind}[{index}]: {problem}")
             if not isinstance(ref, str):
-                out.append(Guard(name=_name_of(ref), fn=ref))
+                guard = Guard(name=_name_of(ref), fn=ref)
             elif ":" in ref:
-                out.append(Guard(name=ref, fn=import_object(ref)))
+                guard = Guard(name=ref, fn=import_object(ref))
             else:
-                out.append(Guard(name=ref, judge=ref))
+                guard = Guard(name=ref, judge=ref)
+            # The same function written two ways, which Guards took for two guards.
+            same = [i for i, g in enumerate(out) if guard.fn is not None and g.fn is guard.fn]
+            if same:
+                raise ConfigError(f"guards.{kind}[{index}]: {_twice(guard.name, same[0], index)}")
+            out.append(guard)
         return tuple(out)
 
     return ResolvedGuards(

@@ -10,6 +10,7 @@ import pytest
 
 from runtime import ConfigError, GuardrailTripped, MemoryHit, SQLiteMemory, Tracer
 from runtime.testing import FunctionModel, ScriptedModel
+from tests.support.guards import short
 from workers import MemoryRecalled, Role, RoleMemory, Worker
 from workers.guards import GuardCheck, Guards
 from workers.memory import RECALL_HEADER
@@ -108,3 +109,9 @@ def test_a_guard_listed_twice_in_one_kind_is_refused_naming_its_field() -> None:
     # Of two kinds, it checks a text of each: the instruction, then each call.
     both = Guards(input=("reviewer",), arguments=("reviewer",))
     assert both.judges() == ["reviewer", "reviewer"]
+    # One function written by its import path and as itself: two guards until the path
+    # is imported, then refused as its role's worker is made.
+    role = Role(name="w", guards=Guards(input=("tests.support.guards:short", short)))
+    said = r"guards\.input\[1\]: the guard 'short' is listed twice \(\[0\] and \[1\]\)"
+    with pytest.raises(ConfigError, match=said):
+        Worker(role, ScriptedModel(["x"]))
