@@ -135,7 +135,7 @@ def test_a_local_model_says_the_context_of_one_call() -> None:
 @pytest.mark.real_model
 @pytest.mark.xdist_group("real_model")
 async def test_on_the_real_model_a_long_conversation_goes_on_within_its_context() -> None:
-    server = start_server(parallel=1, context=1024)
+    server = start_server(parallel=1, context=512)  # small: a conversation past it is short
     try:
         model = LlamaModel(server=server, settings={"temperature": 0})
         roles = [
@@ -146,14 +146,15 @@ async def test_on_the_real_model_a_long_conversation_goes_on_within_its_context(
             roles, model, planner=lambda task: [("researcher", task.splitlines()[0][:200])]
         )
         notes = " ".join(
-            f"Note {i}: the tram line {i} climbs the hill past bakery {i}." for i in range(43)
+            f"Note {i}: the tram line {i} climbs the hill past bakery {i}." for i in range(18)
         )  # the first turn's prompts fit, with room for a cut-off answer's note
         session = ex.session("trams")
         async with ex:
             first = await session.run(f"Tell me about the weather in Lisbon. {notes}")
             second = await session.run("And Madrid?")
         assert first.status == "ok"
-        # Its aggregator's prompt was 1,038 tokens of a 1,024-token context.
+        # Its aggregator's prompt was 556 tokens of a 512-token context (1,038 of 1,024
+        # with a context twice this size and its conversation twice as long).
         assert second.status == "ok", second.subtasks
     finally:
         server.stop()
