@@ -57,7 +57,8 @@ async def test_the_server_starts_with_the_first_call_and_stops_with_the_last_hol
 
 async def test_an_executor_shares_one_server_between_its_runs_and_stops_it_with_its_block() -> None:
     model = small()
-    executor = Executor([Role(name="greeter", description="Greets.")], model)
+    greeter = Role(name="greeter", description="Greets.", max_output_tokens=4)  # a few: enough
+    executor = Executor([greeter], model)
     addresses = []
     async with executor:
         for _ in range(2):
