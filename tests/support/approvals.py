@@ -26,7 +26,7 @@ from honeycomb.run.context import Backend
 from honeycomb.testing import FunctionModel
 from runtime import Approver, AssistantMessage, ModelRequest, ToolCall
 from tests.support.concurrency import Rendezvous
-from tests.support.stores import Where, named
+from tests.support.where import Where, named
 
 TASK = "pay the invoice and read the news"
 

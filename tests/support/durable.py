@@ -30,7 +30,7 @@ from honeycomb.errors import RunBusy
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
-from tests.support.stores import named
+from tests.support.where import named
 
 TASK = "append the lines, then answer"
 

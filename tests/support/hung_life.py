@@ -11,7 +11,7 @@ import anyio
 from honeycomb import Executor, Policy, Role
 from honeycomb.store import RunStore
 from runtime import AssistantMessage, ModelRequest, ModelResponse
-from tests.support.stores import Where, named
+from tests.support.where import Where, named
 
 RUN_ID = "hung"
 

@@ -19,7 +19,7 @@ import anyio
 from honeycomb.errors import RunBusy
 from honeycomb.store import RunStore
 from tests.support.durable import TASK, Setup, plan
-from tests.support.stores import Where, named
+from tests.support.where import Where, named
 
 WORKERS = 3
 LATENCY_S = 0.1

@@ -24,7 +24,7 @@ from honeycomb import Executor, Role, ToolContext, ToolMessage, tool
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
-from tests.support.stores import named
+from tests.support.where import named
 
 TASK = "pay ann 120"
 

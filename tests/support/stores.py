@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,6 +17,7 @@ import pytest
 
 from honeycomb.store import RunStore
 from tests.support.concurrency import MEET_LIMIT_S
+from tests.support.where import Where, named
 
 __all__ = [
     "KINDS",
@@ -32,19 +32,11 @@ __all__ = [
     "saved_in_store",
 ]
 
-Where = Path | str
-"""A store: its file, or its PostgreSQL URL."""
-
 ON_POSTGRES = pytest.mark.xdist_group("postgres")
 """The tests on PostgreSQL go to one test process: one server for them all."""
 
 KINDS = [pytest.param("sqlite"), pytest.param("postgresql", marks=ON_POSTGRES)]
 """The kinds of store, to parametrize a fixture with."""
-
-
-def named(given: str) -> Where:
-    """The store a child process is given on its command line."""
-    return given if "://" in given else Path(given)
 
 
 def query(where: Where, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

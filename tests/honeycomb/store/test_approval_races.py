@@ -5,7 +5,6 @@ with it."""
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
 from runtime.tools.approvals import ApprovalEntry
 from tests.support.approvals import TASK, decide_with_others, executor, payer_saw, plan
+from tests.support.processes import forked
 from tests.support.stores import Where
 
 DECIDERS = 6
@@ -32,10 +32,10 @@ async def test_of_six_processes_deciding_one_call_at_once_exactly_one_wins(
     assert waiting.status == "waiting"
     first.store.close()  # type: ignore[union-attr]
 
-    spawn = multiprocessing.get_context("spawn")
-    ready, told = spawn.Barrier(DECIDERS), spawn.Queue()
+    context = forked()  # processes of their own, each with its connection to the store
+    ready, told = context.Barrier(DECIDERS), context.Queue()
     deciders = [
-        spawn.Process(
+        context.Process(
             target=decide_with_others,
             args=(str(db), str(effects), i % 2 == 0, f"decider-{i}", ready, told),
         )

@@ -15,17 +15,17 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
+from multiprocessing.context import ForkServerContext
+from multiprocessing.process import BaseProcess as Process
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support import ROOT
 from tests.support.durable import calls_by_worker
+from tests.support.processes import forked, run_module
 from tests.support.stores import KINDS, Where, query
 
 if TYPE_CHECKING:
@@ -40,9 +40,19 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _child(db: Where, folder: Path, life: str) -> list[str]:
+def _child(context: ForkServerContext, db: Where, folder: Path, life: str) -> Process:
+    """Life ``life`` of the run, in a process of its own (``python -m tests.support.durable``
+    as :func:`~tests.support.processes.forked` starts it), its output in
+    ``life-LIFE.out`` and ``life-LIFE.err``."""
     paths = [str(db), str(folder / "effects.txt"), str(folder / "calls.txt")]
-    return [sys.executable, "-m", "tests.support.durable", *paths, "run", life, str(WORKERS)]
+    args = (
+        "tests.support.durable",
+        [*paths, "run", life, str(WORKERS)],
+        str(folder / f"life-{life}"),
+    )
+    child = context.Process(target=run_module, args=args)
+    child.start()
+    return child
 
 
 def _finished_workers(db: Where) -> set[str]:
@@ -68,29 +78,29 @@ def test_killed_runs_resume_without_repeating_a_side_effect(
     rng = random.Random(20261130)
     totals: Counter[str] = Counter()
     server: PostgresServer | None = None
+    context = forked()
     if kind == "postgresql":
         server = request.getfixturevalue("postgres")
     for trial in range(TRIALS if server is None else max(1, TRIALS // 3)):
         folder = tmp_path / f"trial-{trial}"
         folder.mkdir()
         db: Where = folder / "runs.db" if server is None else server.url()
-        child = subprocess.Popen(_child(db, folder, "1"), cwd=ROOT, stdout=subprocess.DEVNULL)
+        child = _child(context, db, folder, "1")
         deadline = time.monotonic() + 30
-        while not (folder / "calls.txt").exists() and child.poll() is None:
+        while not (folder / "calls.txt").exists() and child.is_alive():
             assert time.monotonic() < deadline, "the child never started its run"
             time.sleep(0.005)
         time.sleep(rng.uniform(0.0, 0.3))  # the run takes about 0.1-0.3 s
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        totals["killed mid-run" if child.returncode == -signal.SIGKILL else "ran to the end"] += 1
+        child.kill()
+        child.join()
+        totals["killed mid-run" if child.exitcode == -signal.SIGKILL else "ran to the end"] += 1
         finished = _finished_workers(db)
         totals["workers finished before the kill"] += len(finished)
 
-        resumed = subprocess.run(
-            _child(db, folder, "2"), cwd=ROOT, capture_output=True, text=True, timeout=60
-        )
-        assert resumed.returncode == 0, resumed.stderr[-2000:]
-        outcome = json.loads(resumed.stdout.strip().splitlines()[-1])
+        resumed = _child(context, db, folder, "2")
+        resumed.join(timeout=60)
+        assert resumed.exitcode == 0, (folder / "life-2.err").read_text()[-2000:]
+        outcome = json.loads((folder / "life-2.out").read_text().strip().splitlines()[-1])
         assert outcome["status"] == "ok"
         for i in range(WORKERS):
             assert f"done w{i}:" in outcome["answer"]
