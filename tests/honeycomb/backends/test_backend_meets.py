@@ -563,7 +563,7 @@ async def test_a_ray_workers_span_is_its_work_there_not_the_drivers_wait(
 
 
 async def test_a_guard_that_cannot_be_sent_fails_its_roles_workers_naming_it(
-    ray_session: None,
+    ray_pool: RayBackend,
 ) -> None:
     """As a tool that cannot be sent does: a ConfigError naming the role (or the run)
     and the guard, saying what to do. It was Ray's serialization report, pages of it,
@@ -574,20 +574,16 @@ async def test_a_guard_that_cannot_be_sent_fails_its_roles_workers_naming_it(
         with lock:  # what it holds is this process's
             return None
 
-    pool = RayBackend(actors=1, actor_cpus=0)
     roles = [Role(name="w", guards=Guards(output=(polite,))), Role(name="v")]
     model = FunctionModel(lambda r: "hi")
-    ex = Executor(roles, model, aggregator="concat", backend=pool)
+    ex = Executor(roles, model, aggregator="concat", backend=ray_pool)
     # The run's argument guards go with every worker: they fail them all.
     everyone = Executor(
-        roles[1:], model, aggregator="concat", backend=pool, guards=Guards(arguments=(polite,))
+        roles[1:], model, aggregator="concat", backend=ray_pool, guards=Guards(arguments=(polite,))
     )
-    try:
-        result = await ex.run("t", subtasks=[("w", "x"), ("v", "y")])
-        with pytest.raises(RunFailed) as caught:
-            await everyone.run("t", subtasks=[("v", "y")])
-    finally:
-        pool.stop()
+    result = await ex.run("t", subtasks=[("w", "x"), ("v", "y")])
+    with pytest.raises(RunFailed) as caught:
+        await everyone.run("t", subtasks=[("v", "y")])
     assert result.subtasks["s2"].text == "hi"  # the other role's worker ran
     assert caught.value.partial is not None
     for error, named in (

@@ -116,22 +116,18 @@ backend:
 
 
 async def test_an_actor_without_a_models_key_variable_fails_its_workers_naming_it(
-    ray_session: None, monkeypatch: pytest.MonkeyPatch
+    ray_pool: RayBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from honeycomb import OpenAIModel, Role, RunFailed
     from tests.support.openai_server import OpenAIServer, text
 
     key = f"sk-gamma-{secrets.token_hex(8)}"
     monkeypatch.setenv("HONEYCOMB_TEST_GAMMA_KEY", key)  # here, not in the session's Ray
-    pool = RayBackend(actors=1, actor_cpus=0)
     with OpenAIServer(text("done")) as server:
         model = OpenAIModel("m", base_url=server.base_url, api_key_env="HONEYCOMB_TEST_GAMMA_KEY")
-        executor = Executor([Role(name="q")], model, aggregator="concat", backend=pool)
-        try:
-            with pytest.raises(RunFailed) as caught:
-                await executor.run("t", subtasks=[("q", "one")])
-        finally:
-            pool.stop()
+        executor = Executor([Role(name="q")], model, aggregator="concat", backend=ray_pool)
+        with pytest.raises(RunFailed) as caught:
+            await executor.run("t", subtasks=[("q", "one")])
     assert caught.value.partial is not None
     (failed,) = caught.value.partial.subtasks.values()
     assert failed.error is not None

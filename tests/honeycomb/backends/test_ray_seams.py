@@ -329,7 +329,7 @@ async def test_a_remote_retry_ends_where_the_runs_wall_time_does(
 
 
 async def test_a_cancelled_run_does_not_wait_out_its_remote_workers(
-    ray_session: None, monkeypatch: pytest.MonkeyPatch
+    ray_pool: RayBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The driver waited for a cancelled worker to say it stopped *and* to send its
     # result, which a cancelled worker never sends: every cancelled run (a wall time
@@ -344,20 +344,14 @@ async def test_a_cancelled_run_does_not_wait_out_its_remote_workers(
             if len(started) == 2:  # both calls are under way in the actors
                 both.set()
 
-    pool = RayBackend(actors=2, actor_cpus=0)
-    try:
-        ex = Executor([Role(name="w")], Pieces("x", hang=True), aggregator="concat", backend=pool)
-        running = asyncio.create_task(
-            ex.run("t", subtasks=[("w", "a"), ("w", "b")], on_event=[heard])
-        )
-        with anyio.fail_after(60):
-            await both.wait()
-        running.cancel()
-        ended, _ = await asyncio.wait({running}, timeout=30)
-        assert ended == {running}, "the cancelled run waited out its remote workers"
-        assert running.cancelled()
-    finally:
-        pool.stop()
+    ex = Executor([Role(name="w")], Pieces("x", hang=True), aggregator="concat", backend=ray_pool)
+    running = asyncio.create_task(ex.run("t", subtasks=[("w", "a"), ("w", "b")], on_event=[heard]))
+    with anyio.fail_after(60):
+        await both.wait()
+    running.cancel()
+    ended, _ = await asyncio.wait({running}, timeout=30)
+    assert ended == {running}, "the cancelled run waited out its remote workers"
+    assert running.cancelled()
 
 
 def holding_up(request: ModelRequest) -> str:
@@ -555,7 +549,7 @@ def test_the_values_of_a_backends_env_vars_are_secrets_while_it_lives() -> None:
 
 
 async def test_a_nested_worker_on_ray_is_told_started_once_its_role_is_installed(
-    ray_session: None, monkeypatch: pytest.MonkeyPatch
+    ray_pool: RayBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # An agent tool's worker was told started (worker.started) as its call began, before
     # its role was installed in the actor: its span and its time took the install in.
@@ -574,15 +568,11 @@ async def test_a_nested_worker_on_ray_is_told_started_once_its_role_is_installed
             order.append((event.kind, event.role))
 
     monkeypatch.setattr(RayBackend, "_install", noted)
-    pool = RayBackend(actors=1, actor_cpus=0)
     roles = [Role(name="lead", tools=("agent:r",)), Role(name="r", tools=(f"{TOOLS}:echo",))]
-    ex = Executor(roles, FunctionModel(scripted), aggregator="concat", backend=pool)
+    ex = Executor(roles, FunctionModel(scripted), aggregator="concat", backend=ray_pool)
     inner = json.dumps({"turns": [[["echo", {"text": "deep", "delay": 0}]]]})
     calls = json.dumps({"turns": [[["r", {"instruction": inner}]]]})
-    try:
-        result = await ex.run("t", subtasks=[("lead", calls)], on_event=[heard])
-    finally:
-        pool.stop()
+    result = await ex.run("t", subtasks=[("lead", calls)], on_event=[heard])
     assert result.subtasks["s1"].text == "deep"
     assert order == [
         ("installed", "lead"),
@@ -595,7 +585,7 @@ async def test_a_nested_worker_on_ray_is_told_started_once_its_role_is_installed
 
 
 async def test_a_workers_time_limit_leaves_out_what_is_made_to_send_it(
-    ray_session: None, monkeypatch: pytest.MonkeyPatch
+    ray_pool: RayBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # What the backend made before a worker began, outside its wait for the pool (Ray's
     # first import, half a second; its model pickled), counted in its worker_timeout_s:
@@ -608,15 +598,11 @@ async def test_a_workers_time_limit_leaves_out_what_is_made_to_send_it(
         return made(model, held)
 
     monkeypatch.setattr(ray_backend, "recipe", slow)
-    pool = RayBackend(actors=1, actor_cpus=0)
     ex = Executor(
-        [Role(name="w")], Pieces("done"), aggregator="concat", backend=pool,
+        [Role(name="w")], Pieces("done"), aggregator="concat", backend=ray_pool,
         policy=Policy(worker_timeout_s=1.0),
     )  # fmt: skip
-    try:
-        result = await ex.run("t", subtasks=[("w", "a")])
-    finally:
-        pool.stop()
+    result = await ex.run("t", subtasks=[("w", "a")])
     assert result.subtasks["s1"].error is None
     assert result.subtasks["s1"].text == "done"
 
