@@ -28,6 +28,7 @@ from benchmarks.floor import run_floor
 from benchmarks.peers.__main__ import main as peers_bench
 from benchmarks.spec import Counts, Params, expected_observation, lookup_value, verdict
 from benchmarks.workload import run_honeycomb
+from honeycomb.cli.main import main as honeycomb_main
 from tests.support import ROOT
 
 SMALL = Params(n=3, k=3, t=2, lm=0.0, lt=0.0)
@@ -100,13 +101,13 @@ def test_the_peers_run_the_same_workload_through_their_own_loops(tmp_path: Path)
         assert (r["model_calls"], r["tool_calls"]) == (params.model_calls, params.tool_calls)
 
 
-def test_an_unknown_peer_is_named(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "honeycomb", "bench", "--peers=crewai", "--out", str(tmp_path)],
-        capture_output=True, text=True, cwd=ROOT, check=False,
-    )  # fmt: skip
-    assert done.returncode == 2
-    assert "unknown peer 'crewai'" in done.stderr
+def test_an_unknown_peer_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command's own main(), in this process (honeycomb bench --peers runs in the
+    smoke test's process)."""
+    with pytest.raises(SystemExit) as exited:
+        honeycomb_main(["bench", "--peers=crewai", "--out", str(tmp_path)])
+    assert exited.value.code == 2
+    assert "unknown peer 'crewai'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("run", [run_floor, run_honeycomb], ids=["floor", "honeycomb"])
