@@ -167,7 +167,7 @@ async def test_the_start_of_a_secret_a_cut_off_remote_call_held_back_is_never_sh
     model = Pieces("Connected with hunter2-", hang=True)
     ex = Executor(
         [Role(name="w")], model, aggregator="concat", backend=backend,
-        policy=Policy(budgets=Budgets(wall_time_s=_room(backend))),
+        policy=Policy(budgets=Budgets(wall_time_s=await _room(backend))),
     )  # fmt: skip
     deltas: list[str] = []
     with isolated(), anyio.fail_after(60):
@@ -177,11 +177,15 @@ async def test_the_start_of_a_secret_a_cut_off_remote_call_held_back_is_never_sh
     assert "".join(deltas) == "Connected with "
 
 
-def _room(backend: RayBackend | None) -> float:
+async def _room(backend: RayBackend | None) -> float:
     """A wall time that leaves the calls room to stream their pieces on a busy machine
-    before it cuts them off: on Ray, room for the actors to start too (at 1.5 s, one CI
-    run found neither call under way yet)."""
-    return 6.0 if backend is not None else 2.0
+    before it cuts them off; on Ray, once the pool's actors have started (at 1.5 s with
+    their start in it, one CI run found neither call under way yet), room for the
+    role and the model to be installed in them too."""
+    if backend is None:
+        return 2.0
+    await backend.start()
+    return 3.0
 
 
 async def _deltas(ex: Executor, subtasks: list[tuple[str, str]], into: list[str]) -> None:
@@ -210,7 +214,7 @@ async def test_a_wall_time_budget_names_the_remote_calls_it_cut_off(
     model = Pieces("a ", "b ", "c", hang=True)
     ex = Executor(
         [Role(name="w")], model, aggregator="concat", backend=backend,
-        policy=Policy(budgets=Budgets(wall_time_s=_room(backend))),
+        policy=Policy(budgets=Budgets(wall_time_s=await _room(backend))),
     )  # fmt: skip
     with anyio.fail_after(30), pytest.raises(BudgetExceeded) as caught:
         await ex.run(
