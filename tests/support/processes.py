@@ -9,6 +9,8 @@ import os
 import runpy
 import signal
 import sys
+import tempfile
+import warnings
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
 
@@ -18,17 +20,39 @@ from tests.support import ROOT
 
 __all__ = ["PRELOADED", "forked", "killed", "run_module"]
 
-PRELOADED = ["tests.support.approvals", "tests.support.durable", "tests.support.processes"]
+PRELOADED = [
+    "tests.support.approvals",
+    "tests.support.durable",
+    "tests.support.early_kills",
+    "tests.support.payments",
+    "tests.support.processes",
+    "tests.support.spending",
+]
 """What the process the children are forked from imports once, before any fork: all of
 Honeycomb, the scripts the children run, and this module (their target)."""
 
 
 async def killed(module: str, *args: str) -> None:
-    """Run ``python -m module *args`` from the repository's root, and check that it was
-    killed with SIGKILL (rather than ending, or failing before it got there)."""
-    with anyio.fail_after(120):
-        done = await anyio.run_process([sys.executable, "-m", module, *args], cwd=ROOT, check=False)
-    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    """Run ``module`` as ``python -m module *args`` would, in a process of its own
+    (:func:`forked`), and check that it was killed with SIGKILL (rather than ending, or
+    failing before it got there)."""
+    exitcode, said = await anyio.to_thread.run_sync(_ended, module, list(args))
+    assert exitcode == -signal.SIGKILL, said
+
+
+def _ended(module: str, args: list[str]) -> tuple[int | None, str]:
+    """The exit status of ``module`` run in a :func:`forked` process (None: it was still
+    going after two minutes, and is killed), and what it wrote to its standard error."""
+    with tempfile.TemporaryDirectory() as folder:
+        output = str(Path(folder) / "child")
+        child = forked().Process(target=run_module, args=(module, args, output))
+        child.start()
+        child.join(timeout=120)
+        exitcode = child.exitcode
+        if exitcode is None:
+            child.kill()
+            child.join()
+        return exitcode, Path(f"{output}.err").read_text()
 
 
 def forked() -> ForkServerContext:
@@ -51,5 +75,7 @@ def run_module(module: str, args: list[str], output: str) -> None:
         with Path(f"{output}.{suffix}").open("wb") as file:
             os.dup2(file.fileno(), fd)
     sys.argv = [module, *args]
+    # The server imported the module already, on purpose: runpy runs it anew, as __main__.
+    warnings.filterwarnings("ignore", "'.*' found in sys.modules", RuntimeWarning)
     os.chdir(ROOT)  # for good: the server's folder may be a test's, gone since
     runpy.run_module(module, run_name="__main__", alter_sys=True)
