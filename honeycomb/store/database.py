@@ -71,10 +71,8 @@ class Database(Protocol):
     run that stops could not wait for it), and has not connected since: reads do not
     wait for it either. Set by the writer, cleared by :meth:`connect`."""
 
-    def connect(self, within_s: float | None = None) -> WriteConnection:
-        """The writer's connection, to a store made or brought up to the current schema;
-        ``within_s``: a server that does not let it in by then is given up on (a stopping
-        run's write, which waits a moment only).
+    def connect(self) -> WriteConnection:
+        """The writer's connection, to a store made or brought up to the current schema.
 
         Raises:
             StoreError: when it cannot be opened, or is not a Honeycomb run store.
@@ -126,9 +124,5 @@ class WriteConnection(Connection, Protocol):
         """Whether ``error`` is of the statement that raised it (a value the database
         does not take, or cannot be given), not of the database (a lock, a full disk):
         the other writes of its transaction can be made without it."""
-
-    def interrupt(self) -> None:
-        """From another thread: end what the connection waits for now (a server gone
-        silent), so that it fails (a server's connection is lost). Never raises."""
 
     def close(self) -> None: ...

@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import os
 import re
-import socket
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
@@ -55,17 +52,6 @@ _APPLICATION = "honeycomb run store"
 _VERSIONS = "store_schema"
 """The table that says the schema holds a store, and of which version."""
 _CONNECT_TIMEOUT_S = 10
-_SILENT = {
-    "keepalives": "1",
-    "keepalives_idle": "10",
-    "keepalives_interval": "5",
-    "keepalives_count": "3",
-    "tcp_user_timeout": "30000",
-}
-"""How a connection learns that its server went silent (a network cut, a paused host)
-rather than waiting for it for the kernel's minutes: a TCP keepalive after 10 s of
-quiet, lost after three unanswered ones 5 s apart, and what was sent left unacknowledged
-for 30 s (each libpq's, unless the URL sets it)."""
 _MOST_MS = 2**31 - 1
 """The longest timeout the server takes (about 24 days), in milliseconds."""
 _SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(hashtext('honeycomb store'), hashtext(%s))"
@@ -125,13 +111,6 @@ def url_passwords(url: str) -> dict[str, str]:
     return found
 
 
-def _conninfo_names(conninfo: str) -> set[str]:
-    """The names of the parameters ``conninfo`` sets."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    return set(conninfo_to_dict(conninfo))
-
-
 def _joined(parts: SplitResult, netloc: str, query: str) -> str:
     """The URL of ``parts`` with ``netloc`` and ``query``, its ``//`` kept when
     ``netloc`` is empty (``postgresql:///db?host=/run/postgresql``, a Unix socket's),
@@ -189,10 +168,6 @@ class PostgresConnection:
         self.conn = conn
         self.errors: tuple[type[Exception], ...] = (psycopg.Error,)
         self._known = known  # the columns of each table, kept as they are read
-        # The connection's socket, for interrupt(): a descriptor of its own, which no
-        # other file can be given once libpq closes its own.
-        self._socket = socket.socket(fileno=os.dup(conn.pgconn.socket))
-        self._socket_lock = threading.Lock()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Rows:
         return self.conn.execute(_sql(sql), _values(params))
@@ -262,15 +237,8 @@ class PostgresConnection:
             | errors.ProgramLimitExceeded,
         )
 
-    def interrupt(self) -> None:
-        # Shut down, the socket ends libpq's wait at once: the connection is lost.
-        with self._socket_lock, contextlib.suppress(OSError):
-            self._socket.shutdown(socket.SHUT_RDWR)
-
     def close(self) -> None:
         self.conn.close()
-        with self._socket_lock:
-            self._socket.close()
 
 
 class PostgresDatabase:
@@ -307,8 +275,6 @@ class PostgresDatabase:
         self.conninfo, self.schema, self.where = split_url(url)
         self.lease_ttl_s = lease_ttl_s
         self._options: dict[str, Any] = url_passwords(url)
-        given = _conninfo_names(self.conninfo)
-        self._options.update({k: v for k, v in _SILENT.items() if k not in given})
         for secret in self._options.values():  # one with a space, which url_secrets ends at
             add_secret(secret, "database password", owner=self)
         problem = password_problem(password_env)
@@ -338,8 +304,8 @@ class PostgresDatabase:
 
     # --- writing ------------------------------------------------------------------------
 
-    def connect(self, within_s: float | None = None) -> PostgresConnection:
-        conn = self._connection(within_s)
+    def connect(self) -> PostgresConnection:
+        conn = self._connection()
         try:
             self._prepare(conn)
         except BaseException:
@@ -348,21 +314,15 @@ class PostgresDatabase:
         self.away = False  # the writer connected: the server is there
         return PostgresConnection(conn, self._known)
 
-    def _connection(self, within_s: float | None = None) -> psycopg.Connection[Any]:
-        """A new connection, its search path the store's schema alone; ``within_s``:
-        given up on after that long (libpq waits 2 s at least)."""
+    def _connection(self) -> psycopg.Connection[Any]:
+        """A new connection, its search path the store's schema alone."""
         import psycopg
 
-        timeout = (
-            _CONNECT_TIMEOUT_S
-            if within_s is None
-            else min(_CONNECT_TIMEOUT_S, max(2, math.ceil(within_s)))
-        )
         try:
             conn = psycopg.connect(
                 self.conninfo,
                 autocommit=True,
-                connect_timeout=timeout,
+                connect_timeout=_CONNECT_TIMEOUT_S,
                 application_name="honeycomb",
                 **self._options,
             )

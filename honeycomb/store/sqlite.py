@@ -75,9 +75,6 @@ class SQLiteConnection:
             error, sqlite3.DataError | sqlite3.IntegrityError | sqlite3.InterfaceError
         )
 
-    def interrupt(self) -> None:
-        self.db.interrupt()  # a statement waiting for the file's lock
-
     def close(self) -> None:
         self.db.close()
 
@@ -90,7 +87,7 @@ class SQLiteDatabase:
         self.where = str(path)
         self.away = False  # a file does not go away: its reads never wait for it
 
-    def connect(self, within_s: float | None = None) -> SQLiteConnection:
+    def connect(self) -> SQLiteConnection:
         db = connect(self.path, write=True)
         assert db is not None  # None only for reading
         return SQLiteConnection(db)

@@ -35,7 +35,6 @@ import anyio.to_thread
 import msgspec
 
 from honeycomb.store import lease as _lease
-from honeycomb.store import writer as writing
 from honeycomb.store.approvals import ASK, asked_row, keep_decision, read_approvals
 from honeycomb.store.cut_off import keep_cut_off
 from honeycomb.store.database import Connection, Database, is_url, store_problem
@@ -56,7 +55,6 @@ from honeycomb.store.sqlite import SQLiteDatabase
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import ConfigError, StoreError
-from runtime.concurrency import TimedOut, within
 from runtime.config.stores import url_schema
 from runtime.secrets import masked
 from runtime.tools.approvals import ApprovalEntry
@@ -295,7 +293,7 @@ class RunStore:
             await self.open()  # connecting to a server takes a while: not in the loop
         # Told by the writer with one call into the loop for a whole batch of waiters.
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        write = self._writer.put(
+        self._writer.put(
             work,
             done=waiter,
             lease=lease,
@@ -304,20 +302,7 @@ class RunStore:
             urgent=urgent,
             stopping=stopping,
         )
-        if not stopping:
-            await waiter
-            return
-        # A stopping run waits a moment only, whatever the server does: one that answers
-        # nothing (gone silent) is given up on, and the write is then never committed.
-        waiter.add_done_callback(_unread)  # told later, maybe to nobody
-        try:
-            with within(writing.STOPPING_S + writing.ANSWER_S):
-                await asyncio.shield(waiter)
-        except TimedOut:
-            error = self._writer.give_up(write)
-            if error is not None:
-                raise error from None
-            await waiter  # settled meanwhile: as it went
+        await waiter
 
     def close(self) -> None:
         """Commit what is queued, checkpoint the file, stop the writer thread and close
@@ -469,9 +454,3 @@ def _dropped(writer: Writer, database: Database) -> None:
 def _seconds(value: object) -> bool:
     """Whether ``value`` is a finite number of seconds above 0."""
     return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf
-
-
-def _unread(waiter: asyncio.Future[None]) -> None:
-    """What a write's waiter that stopped waiting is told is read, not logged as lost."""
-    if not waiter.cancelled():
-        waiter.exception()

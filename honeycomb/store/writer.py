@@ -18,10 +18,7 @@ each batch tries once, until it connects again), or :data:`STOPPING_S` once a ru
 stops queued its end (``Write.stopping``): a batch it lost before its commit was sent
 is written again then, as nothing of it was (as is one the server rolled back to break
 a deadlock with another process's); one lost as it committed is not (it may be there,
-or not: its waiters are told so). A stopping write's waiter waits no longer than
-:data:`STOPPING_S` and :data:`ANSWER_S`, whatever the server does (one gone silent answers
-nothing): it gives up on the write, which is then never committed, and the writer's wait
-for that server ends (:meth:`Writer.give_up`). Secrets are masked as a write is queued (see
+or not: its waiters are told so). Secrets are masked as a write is queued (see
 :mod:`runtime.secrets`).
 Should the thread itself die, the waiters of its batch and of every write in its queue
 are told too, and the next write starts another thread, with a queue and a connection
@@ -38,13 +35,12 @@ import time
 
 from honeycomb.store import forked
 from honeycomb.store.batch import Action, Statement, Write, tell_all, write_batch
-from honeycomb.store.connecting import connected
 from honeycomb.store.database import Database, WriteConnection
 from honeycomb.store.lease import Lease
 from runtime import HoneycombError, StoreError
 from runtime.secrets import masked
 
-__all__ = ["ANSWER_S", "RECONNECT_S", "STOPPING_S", "Action", "Statement", "Write", "Writer"]
+__all__ = ["RECONNECT_S", "STOPPING_S", "Action", "Statement", "Write", "Writer"]
 
 _GATHER_S = 0.002
 _STOP = object()
@@ -53,14 +49,7 @@ RECONNECT_S = 30.0
 waiters of what it holds that the store cannot be written."""
 STOPPING_S = 1.0
 """How long it tries for a run that stops (``Write.stopping``)."""
-ANSWER_S = 0.5
-"""How much longer than :data:`STOPPING_S` a stopping write's waiter waits for the
-writer's answer (its last try's), before it stops waiting for a server that answers
-nothing (:meth:`Writer.give_up`)."""
 _RECONNECT_EVERY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
-_TRY_S = 0.25
-"""How long a stopping batch's try to connect lasts at least (its last one is at the end
-of its time): a server that answers says why it refuses."""
 
 
 class Writer:
@@ -87,12 +76,6 @@ class Writer:
         self.failure: BaseException | None = None
         self._life: _Life | None = None  # the thread that runs, or the last one
         self._start_lock = threading.Lock()
-        # Between the thread and a stopping write's waiter that stops waiting: the
-        # stopping writes not yet settled (committed or failed), and those given up on.
-        self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)  # a stopping write queued, given up on
-        self.stops: list[Write] = []
-        self.given_up: list[Write] = []
         forked.inherited(self)
 
     def forked(self) -> None:
@@ -102,9 +85,6 @@ class Writer:
         forked.left(self._life)
         self._life = None
         self._start_lock = threading.Lock()  # another thread of the parent may have held it
-        self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
-        self.stops, self.given_up = [], []
         self.held = frozenset()
         self.started = False
 
@@ -125,9 +105,8 @@ class Writer:
         scrub: bool = False,
         urgent: bool = False,
         stopping: bool = False,
-    ) -> Write:
-        """Queue a write (see :class:`Write`), its statements' secrets masked; the write
-        queued."""
+    ) -> None:
+        """Queue a write (see :class:`Write`), its statements' secrets masked."""
         write = Write(
             work=masked(work),
             done=done,
@@ -143,51 +122,9 @@ class Writer:
             life = self.start()
         if stopping:
             life.hurried.set()  # before the thread can take it
-            with self.changed:
-                self.stops.append(write)
-                self.changed.notify_all()
         life.queue.put(write)
         if life.ended:
             self._hand_on(life)
-        return write
-
-    def give_up(self, write: Write) -> StoreError | None:
-        """Stop waiting for ``write``, a stopping write not settled in its moment (the
-        server answers nothing): the error its waiter is told, or None when it was
-        settled meanwhile (its waiter is told how). The thread's wait on the server is
-        ended (:meth:`~honeycomb.store.database.WriteConnection.interrupt`), and it
-        never commits the write: nothing of it is written, unless its commit was sent
-        already (then it may be there or not, and the error says so)."""
-        waited = STOPPING_S + ANSWER_S
-        life = self._life
-        with self.changed:
-            self.changed.notify_all()
-            if not any(item is write for item in self.stops):
-                return None
-            writing = life.writing if life is not None else []
-            sent = life is not None and life.committing and any(i is write for i in writing)
-            if not sent:
-                self.given_up.append(write)
-            if life is not None and writing and life.connection is not None:
-                life.connection.interrupt()  # what it waits for now ends
-        if sent:
-            why = "as it committed: what was being written may be there or not"
-        else:
-            why = "and nothing of what the run was writing as it stopped was written"
-        return StoreError(
-            f"the run store did not answer in {waited:g} s {why}",
-            path=self.database.where,
-        )
-
-    def settled(self, items: list[Write]) -> None:
-        """``items`` are committed, or failed: no waiter gives up on them any more."""
-        with self.lock:
-            self.stops = [w for w in self.stops if not any(w is item for item in items)]
-            self.given_up = [w for w in self.given_up if not any(w is i for i in items)]
-
-    def gave_up(self, items: list[Write]) -> bool:
-        """Whether the waiter of one of ``items`` gave up on it (see :meth:`give_up`)."""
-        return any(w is item for w in self.given_up for item in items)
 
     def _hand_on(self, ended: _Life) -> None:
         """Queue what the thread that ended as it was queued did not take, for the next
@@ -251,7 +188,6 @@ class _Life:
         self.ended = False  # it takes nothing more from its queue, but what it drains
         self.committing = False  # the batch being written is being committed
         self.unreachable = False  # it gave up connecting again, and has not connected since
-        self.writing: list[Write] = []  # the batch being written (see Writer.give_up)
         # A stopping write is queued: a lost server is waited for no more (a wait under
         # way ends as it is set).
         self.hurried = threading.Event()
@@ -334,7 +270,6 @@ class _Life:
         """Tell the waiters of ``items`` (the batch being written), and of every write
         still in its queue, that it was not made."""
         items = items + self.leftovers()
-        self.writer.settled(items)
         tell_all(items, dict.fromkeys(range(len(items)), error))
 
     def _batch(self, items: list[Write], held: frozenset[Lease]) -> None:
@@ -344,23 +279,17 @@ class _Life:
         written). A batch with nothing to do (flushes: what was queued before them is
         done) needs no connection, and waits for no server."""
         if not held and not any(item.work or item.scrub or item.checkpoint for item in items):
-            self.writer.settled(items)
             tell_all(items, {})
             return
         deadline: float | None = None
         stopping = any(item.stopping for item in items)
         while True:
             refused: dict[int, HoneycombError] = {}
-            with self.writer.lock:
-                self.committing = False
-                self.writing = items
+            self.committing = False
             try:
-                self._given_up(items)
                 connection = self._connected(stopping)
                 write_batch(connection, items, held, refused, self.writer.database.where)
-                with self.writer.lock:  # not once its waiter gave up on a write of it
-                    self._given_up(items)
-                    self.committing = True
+                self.committing = True
                 connection.commit()
             except Exception as exc:  # any error of any write: the batch's writes are not made
                 failed = self.connection
@@ -390,21 +319,8 @@ class _Life:
                     connection.checkpoint(final=True)
                 elif any(item.checkpoint for item in items):
                     connection.checkpoint(final=False)
-            with self.writer.lock:
-                self.writing = []
-            self.writer.settled(items)
             tell_all(items, refused)
             return
-
-    def _given_up(self, items: list[Write]) -> None:
-        """Raises a StoreError when the waiter of a stopping write of ``items`` gave up
-        on it (:meth:`Writer.give_up`): the batch is not committed."""
-        if self.writer.gave_up(items):
-            raise StoreError(
-                "the run store did not answer a stopping run's write in time: nothing of "
-                "this transaction was written",
-                path=self.writer.database.where,
-            )
 
     def _failed(self, exc: Exception, *, lost: bool) -> StoreError:
         """The error told to the waiters of a batch that failed with ``exc``."""
@@ -432,16 +348,13 @@ class _Life:
     def _cut_short(self, stopping: bool) -> bool:
         """Whether the wait for a lost server of a batch (``stopping``: one that holds a
         stopping write) ends now, for a stopping write queued after it."""
-        return (self.hurried.is_set() and not stopping) or self.writer.gave_up(self.writing)
+        return self.hurried.is_set() and not stopping
 
     def _connected(self, stopping: bool) -> WriteConnection:
         """The writer's connection: made anew if it was lost, trying for as long as
         :data:`RECONNECT_S`, or :data:`STOPPING_S` for a batch that holds a stopping
         write (once, when the last time it tried it gave up), and no longer once a
         stopping write is queued after the batch.
-
-        A stopping batch's each try ends with its time of tries, and a try ends as the
-        wait is cut short (:func:`~honeycomb.store.connecting.connected`).
 
         Raises:
             StoreError: when the database could not be connected to in that time.
@@ -456,14 +369,8 @@ class _Life:
         # of a run (its workers', its end's, its lease's) would wait as long again.
         deadline = time.monotonic() + (0.0 if self.unreachable else _patience(stopping))
         for wait in itertools.chain(_RECONNECT_EVERY_S, itertools.repeat(_RECONNECT_EVERY_S[-1])):
-            within = max(_TRY_S, deadline - time.monotonic()) if stopping else None
             try:
-                self.connection = connected(
-                    self.writer.database,
-                    within,
-                    self.writer.changed,
-                    lambda: self._cut_short(stopping),
-                )
+                self.connection = self.writer.database.connect()
             except StoreError:
                 cut_short = self._cut_short(stopping)
                 if time.monotonic() >= deadline or cut_short:

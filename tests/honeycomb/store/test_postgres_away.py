@@ -51,9 +51,9 @@ async def test_a_stopping_runs_write_waits_for_a_server_away_only_a_moment(
     failed = threading.Event()  # the writer tried to connect again, and could not
     connect = PostgresDatabase.connect
 
-    def tried(self: PostgresDatabase, *within_s: float) -> PostgresConnection:
+    def tried(self: PostgresDatabase) -> PostgresConnection:
         try:
-            return connect(self, *within_s)
+            return connect(self)
         except StoreError:
             failed.set()
             raise
@@ -82,10 +82,10 @@ async def test_a_stopping_runs_write_waits_for_a_server_away_only_a_moment(
     failed.clear()
     attempts = 0
 
-    def counted(self: PostgresDatabase, *within_s: float) -> PostgresConnection:
+    def counted(self: PostgresDatabase) -> PostgresConnection:
         nonlocal attempts
         attempts += 1
-        return tried(self, *within_s)
+        return tried(self)
 
     monkeypatch.setattr(PostgresDatabase, "connect", counted)
     with pytest.raises(StoreError, match="cannot connect to the run store"):
@@ -122,9 +122,9 @@ async def test_a_stopping_write_tries_for_no_longer_than_its_moment(
     tried: list[float] = []  # when the writer tried to connect again
     connect = PostgresDatabase.connect
 
-    def timed(self: PostgresDatabase, *within_s: float) -> PostgresConnection:
+    def timed(self: PostgresDatabase) -> PostgresConnection:
         tried.append(clock.now)
-        return connect(self, *within_s)
+        return connect(self)
 
     url = postgres.url()
     mine = role_of(url, "moment")
