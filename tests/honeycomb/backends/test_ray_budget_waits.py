@@ -5,6 +5,7 @@ session's Ray)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -159,6 +160,21 @@ async def test_a_call_that_waited_for_a_slot_is_not_sent_once_the_budget_is_spen
             if len(opened) == 2:
                 both_opened.set()
 
+    stopped = await _spent_first(backend, room, serve, listen)
+    assert stopped.limit == "total_tokens"
+    assert sent == ["call"]
+    assert asked == ([] if backend is None else ["reserve", "reserve"])
+
+
+async def _spent_first(
+    backend: RayBackend | None,
+    room: str,
+    serve: Callable[[anyio.abc.SocketStream], Awaitable[None]],
+    listen: Callable[[Event], None],
+) -> BudgetExceeded:
+    """How a run of two workers stops, their calls each spending the run's 50 tokens
+    when ``serve`` says so (:func:`spend_first`), one at a time: under
+    ``model_concurrency`` or a rate limiter's ``max_concurrency`` (``room``)."""
     async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
         model: Model = FunctionModel(partial(spend_first, port))
@@ -176,9 +192,7 @@ async def test_a_call_that_waited_for_a_slot_is_not_sent_once_the_budget_is_spen
             with anyio.fail_after(60), pytest.raises(BudgetExceeded) as stopped:
                 await ex.run("t", subtasks=[("w", "a"), ("w", "b")])
             serving.cancel_scope.cancel()
-    assert stopped.value.limit == "total_tokens"
-    assert sent == ["call"]
-    assert asked == ([] if backend is None else ["reserve", "reserve"])
+    return stopped.value
 
 
 async def test_a_call_given_its_slot_once_the_budget_is_spent_is_not_sent(
@@ -224,18 +238,7 @@ async def test_a_call_given_its_slot_once_the_budget_is_spent_is_not_sent(
             if len(opened) == 2:
                 both_opened.set()
 
-    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
-        port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        ex = Executor(
-            [Role(name="w")], FunctionModel(partial(spend_first, port)), aggregator="concat",
-            backend=backend, on_event=[listen],
-            policy=Policy(model_concurrency=1, budgets=Budgets(total_tokens=50)),
-        )  # fmt: skip
-        async with anyio.create_task_group() as serving:
-            serving.start_soon(listener.serve, serve)
-            with anyio.fail_after(60), pytest.raises(BudgetExceeded) as stopped:
-                await ex.run("t", subtasks=[("w", "a"), ("w", "b")])
-            serving.cancel_scope.cancel()
-    assert stopped.value.limit == "total_tokens"
+    stopped = await _spent_first(backend, "model_concurrency", serve, listen)
+    assert stopped.limit == "total_tokens"
     assert sent == ["call"]
     assert len(holds) == (0 if backend is None else 2)
