@@ -5,7 +5,6 @@ session's Ray)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -135,9 +134,6 @@ async def test_a_call_that_waited_for_a_slot_is_not_sent_once_the_budget_is_spen
     budget (the rate limiter's slot, held at the driver, was not checked at all). The
     driver's answer giving the slot says what the run has spent then: no call asks it
     again."""
-    both_opened = anyio.Event()
-    sent: list[str] = []
-    opened: list[str] = []
     asked: list[str] = []  # of the driver (on Ray)
     reserve = Driver._reserve
 
@@ -146,6 +142,21 @@ async def test_a_call_that_waited_for_a_slot_is_not_sent_once_the_budget_is_spen
         return reserve(self, op, *args)
 
     monkeypatch.setattr(Driver, "_reserve", counted)
+
+    stopped, sent = await _spent_first(backend, room)
+    assert stopped.limit == "total_tokens"
+    assert sent == ["call"]
+    assert asked == ([] if backend is None else ["reserve", "reserve"])
+
+
+async def _spent_first(backend: RayBackend | None, room: str) -> tuple[BudgetExceeded, list[str]]:
+    """How a run of two workers stops, and the calls it sent, one at a time (under
+    ``model_concurrency`` or a rate limiter's ``max_concurrency``: ``room``): each call
+    spends the run's 50 tokens (:func:`spend_first`) once both calls have started, the
+    other one reserved (told it started)."""
+    sent: list[str] = []
+    opened: list[str] = []
+    both_opened = anyio.Event()
 
     async def serve(client: anyio.abc.SocketStream) -> None:
         async with client:
@@ -160,21 +171,6 @@ async def test_a_call_that_waited_for_a_slot_is_not_sent_once_the_budget_is_spen
             if len(opened) == 2:
                 both_opened.set()
 
-    stopped = await _spent_first(backend, room, serve, listen)
-    assert stopped.limit == "total_tokens"
-    assert sent == ["call"]
-    assert asked == ([] if backend is None else ["reserve", "reserve"])
-
-
-async def _spent_first(
-    backend: RayBackend | None,
-    room: str,
-    serve: Callable[[anyio.abc.SocketStream], Awaitable[None]],
-    listen: Callable[[Event], None],
-) -> BudgetExceeded:
-    """How a run of two workers stops, their calls each spending the run's 50 tokens
-    when ``serve`` says so (:func:`spend_first`), one at a time: under
-    ``model_concurrency`` or a rate limiter's ``max_concurrency`` (``room``)."""
     async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
         model: Model = FunctionModel(partial(spend_first, port))
@@ -192,7 +188,7 @@ async def _spent_first(
             with anyio.fail_after(60), pytest.raises(BudgetExceeded) as stopped:
                 await ex.run("t", subtasks=[("w", "a"), ("w", "b")])
             serving.cancel_scope.cancel()
-    return stopped.value
+    return stopped.value, sent
 
 
 async def test_a_call_given_its_slot_once_the_budget_is_spent_is_not_sent(
@@ -204,9 +200,7 @@ async def test_a_call_given_its_slot_once_the_budget_is_spent_is_not_sent(
     waiting, and was sent past the budget (it failed CI once). Here the driver takes
     the second request for the slot only once the first call's spending is told: the
     call is not sent, and the run stops over budget, as in one process."""
-    sent: list[str] = []
-    opened: list[str] = []
-    both_opened, charged = anyio.Event(), anyio.Event()
+    charged = anyio.Event()
     holds: list[str] = []
     hold, receive = Driver._hold, Driver.receive
 
@@ -225,20 +219,7 @@ async def test_a_call_given_its_slot_once_the_budget_is_spent_is_not_sent(
     monkeypatch.setattr(Driver, "_hold", held_late)
     monkeypatch.setattr(Driver, "receive", told)
 
-    async def serve(client: anyio.abc.SocketStream) -> None:
-        async with client:
-            await client.receive(1)
-            sent.append("call")
-            await both_opened.wait()  # the other call is reserved: told it started
-            await client.send(b"go")
-
-    def listen(event: Event) -> None:
-        if isinstance(event, ModelCallStarted):
-            opened.append(event.worker)
-            if len(opened) == 2:
-                both_opened.set()
-
-    stopped = await _spent_first(backend, "model_concurrency", serve, listen)
+    stopped, sent = await _spent_first(backend, "model_concurrency")
     assert stopped.limit == "total_tokens"
     assert sent == ["call"]
     assert len(holds) == (0 if backend is None else 2)
