@@ -47,6 +47,7 @@ from honeycomb.web.pages import (
     segment,
     session_page,
     sessions_page,
+    undecided_page,
 )
 from runtime import ApprovalError, ArgumentsError, HoneycombError, StoreError
 from runtime.secrets import add_secret
@@ -343,7 +344,9 @@ class _Site:
     async def decision(self, request: Request) -> Response:
         """A decision on a call: recorded, and the browser sent back to the run's page;
         refused (decided already, by another tab say), a page saying why that leads
-        back to the run's page."""
+        back to the run's page. Sent from the page of a run deleted since (its form's
+        ``?shown=1``), a page saying it is gone and nothing was decided; a run the
+        store does not have is refused (404) to any other client."""
         run_id = request.path_params["run_id"]
         try:
             return await self._decision(request)
@@ -385,7 +388,9 @@ class _Site:
             if isinstance(exc.__cause__, (ArgumentsError, MaskedEdit)):
                 raise Refused(422, str(exc)) from exc
             if await self.store.summary(run_id) is None:
-                raise Refused(404, str(exc)) from exc
+                # Sent from its page, it went since (deleted as the page was open).
+                gone = undecided_page(run_id, self.store.name, self.links)
+                return went(request, str(exc), HTMLResponse(gone))
             raise Refused(409, str(exc)) from exc
         except StoreError:
             raise  # the store's failure, said as every page says it: not the call's state

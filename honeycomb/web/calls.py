@@ -184,8 +184,10 @@ def _approval(
     arguments = box_text(call.arguments)
     rows = sum(1 + len(line) // 90 for line in arguments.splitlines())  # as it wraps
     key = _e(f"waits\n{_call_key(call)}")
+    # Sent as by a page that showed the run: a run deleted since is said gone, not 404.
+    action = f"{decision(run_id, call.call_id)}?shown=1"
     return (
-        f'<form class="approval" method="post" action="{_e(decision(run_id, call.call_id))}" '
+        f'<form class="approval" method="post" action="{_e(action)}" '
         f'data-key="{key}" {who}>{told}'
         # The form's default button, disabled: Enter in the reason's field (a denial's)
         # sends nothing, where it sent the first button's choice, approve.

@@ -10,11 +10,12 @@ deleted, its session forgotten), ``failed`` when the store cannot be read, ``aga
 after ``stream_s`` (the page asks for the events again); a comment line every few
 seconds keeps the connection alive.
 
-A page asks for its events and its changing parts as one that showed what they are
-of (``?shown=1``): what the store no longer has went since, and is said so (a ``gone``
-event, a part of no content), never refused as an address the store never had (404,
-the answer to any other client: a wrong id), which a browser logs as an error in a
-state the page expects.
+A page asks for its events and its changing parts, and sends its decisions, as one
+that showed what they are of (``?shown=1``): what the store no longer has went since,
+and is said so (a ``gone`` event, a part of no content, a page saying nothing was
+decided), never refused as an address the store never had (404, the answer to any
+other client: a wrong id), which a browser logs as an error in a state the page
+expects.
 """
 
 from __future__ import annotations
@@ -106,16 +107,17 @@ async def follow(
     return StreamingResponse(stream(), media_type="text/event-stream")
 
 
-def went(request: Request, gone: str) -> Response:
-    """The answer to ``request`` for what the store does not have: no content (204)
-    to a page that showed it (it went since, and the page's events say so).
+def went(request: Request, gone: str, said: Response | None = None) -> Response:
+    """The answer to ``request`` for what the store does not have, to a page that
+    showed it (it went since): ``said``, else no content (204: the page's events say
+    it went).
 
     Raises:
         Refused: 404, saying ``gone``, to any other client.
     """
     if not _shown(request):
         raise Refused(404, gone)
-    return Response(status_code=204)
+    return said if said is not None else Response(status_code=204)
 
 
 def _shown(request: Request) -> bool:

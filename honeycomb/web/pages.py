@@ -45,6 +45,7 @@ __all__ = [
     "segment",
     "session_page",
     "sessions_page",
+    "undecided_page",
 ]
 
 _DOTS = (".", "..")
@@ -272,10 +273,7 @@ def run_page(
         unable=unable,
         deciding=deciding,
     )
-    gone = (
-        f"This run is no longer in {store}: it was deleted (its session forgotten, say). "
-        "The page shows it as it was."
-    )
+    gone = f"{_run_gone(store)} The page shows it as it was."
     address = links.run(run.run_id)
     return page(
         f"run {run.run_id}",
@@ -286,6 +284,21 @@ def run_page(
         gone=gone,
         follows="its run",
     )
+
+
+def _run_gone(store: str) -> str:
+    return f"This run is no longer in {store}: it was deleted (its session forgotten, say)."
+
+
+def undecided_page(run_id: str, store: str, links: Links) -> str:
+    """What a decision sent from the page of a run the store no longer has lands on:
+    the run went after the page showed it, and nothing was decided."""
+    body = (
+        f"<h1>run {_e(run_id)}</h1>"
+        f'<p class="error gone">{_e(_run_gone(store))} Nothing was decided: there is no '
+        "run to decide its call for.</p>"
+    )
+    return page(f"run {run_id}", body, links)
 
 
 def live_parts(

@@ -163,7 +163,7 @@ async def test_a_decision_on_the_page_settles_a_call_the_terminal_asks_about(
                     going = group.create_task(executor.run("pay", subtasks=plan, run_id="r1"))
                     await terminal.asked.wait()
                     page = (await script.get("/runs/r1")).text
-                    assert 'action="/runs/r1/calls/c1/decision"' in page
+                    assert 'action="/runs/r1/calls/c1/decision?shown=1"' in page
                     form = {"decision": "deny", "worker": "s1", "reason": "not this month"}
                     sent = await script.post("/runs/r1/calls/c1/decision", data=form)
                     assert sent.status_code == 303

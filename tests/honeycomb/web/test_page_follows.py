@@ -204,7 +204,11 @@ async def test_in_chromium_the_page_of_a_waiting_run_gone_offers_no_call_to_deci
     be refused (no such run). The call goes with the run. The part the page asked for
     as the run went: answered once it was gone, it was refused (404), an error in the
     browser's console; answered before, and come once the page said the run was gone,
-    it put the call's form back. Each is held here until the run is gone."""
+    it put the call's form back. Each is held here until the run is gone.
+
+    A stale tab (out of sight, it followed nothing) still offers the call: approving
+    it landed on a bare 404 (no run); it now lands on a page saying the run is gone
+    and nothing was decided, no error in the console."""
     executor = _waiting(db)
     sessions = [executor.session(name) for name in ("late", "early")]
     runs = [await session.run("Pay ann.") for session in sessions]
@@ -213,6 +217,8 @@ async def test_in_chromium_the_page_of_a_waiting_run_gone_offers_no_call_to_deci
     with ThreadedServer(app, name="serve") as server:
         context = await browser.new_context()
         await (await context.new_page()).goto(f"{server.url}/?token={TOKEN}")
+        stale = await _opened(context, f"{server.url}/runs/{runs[0].run_id}")
+        await stale.page.evaluate(SEEN_AS, "hidden")
         late, early = [_Watched(await context.new_page()) for _ in runs]
         asked, gone = [asyncio.Event(), asyncio.Event()], asyncio.Event()
 
@@ -247,6 +253,13 @@ async def test_in_chromium_the_page_of_a_waiting_run_gone_offers_no_call_to_deci
             assert await watched.dataset("updates") == "0"
             assert await watched.dataset("errors") is None
             assert watched.errors == [], "\n".join(watched.errors)
+        async with stale.page.expect_navigation() as landed:
+            await stale.page.click("form.approval button[value=approve]")
+        assert (await landed.value).status == 200
+        said = await stale.page.inner_text("p.gone")
+        assert said.startswith("This run is no longer in runs.db: it was deleted")
+        assert "Nothing was decided" in said
+        assert stale.errors == [], "\n".join(stale.errors)
         await context.close()
 
 
@@ -279,10 +292,18 @@ async def test_a_run_deleted_as_its_page_reads_it_is_gone_not_shown_without_its_
 
 async def test_what_the_store_does_not_have_is_gone_to_a_page_that_showed_it(db: Path) -> None:
     """A page asks for its events and its parts as one that showed what they are of
-    (``?shown=1``): what the store does not have went since, and is said so (a 'gone'
-    event, a part of no content), where a wrong address is refused (404)."""
-    with ThreadedServer(create_app(db, token=TOKEN), name="serve") as server:
+    (``?shown=1``), and sends its decisions so: what the store does not have went
+    since, and is said so (a 'gone' event, a part of no content, a page saying nothing
+    was decided), where a wrong address is refused (404)."""
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)))
+    with ThreadedServer(app, name="serve") as server:
         async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            decision = ("/runs/nope/calls/c1/decision", {"decision": "approve"})
+            assert (await client.post(decision[0], data=decision[1])).status_code == 404
+            told = await client.post(f"{decision[0]}?shown=1", data=decision[1])
+            assert told.status_code == 200
+            assert "This run is no longer in runs.db" in told.text
+            assert "Nothing was decided" in told.text
             for path in ("/runs/nope", "/runs/nope/live", "/sessions/nope"):
                 assert (await client.get(path)).status_code == 404
                 assert (await client.get(f"{path}?shown=1")).status_code == 204
