@@ -4,10 +4,14 @@
 What a run spends is known once it ends, and runs go on at once: a run starts only
 while what is left of the budget covers it and the runs under way, each counted at the
 most one run has spent so far (its cost, tokens and model calls, its judges' included).
-The first run goes alone, to learn that; a run waits while the runs under way may leave
-room for it, and once none is under way and none would fit, the eval stops starting
-runs. So the eval passes its budget only by what a run spends past the most one spent
-before it.
+Runs go beside others only while that estimate holds: the first run goes alone, to
+learn it, and so does the run after one that spent more than any before it (the first
+included), once the runs under way ended. A run waits while the runs under way may
+leave room for it, and once none is under way and none would fit, the eval stops
+starting runs. So the eval passes its budget by what runs spend past the most one
+spent before them: that of one run while the estimate rises, and that of every run
+under way when runs that go together spend more than it. A budget found spent is told
+with what was spent in the end.
 """
 
 from __future__ import annotations
@@ -115,7 +119,6 @@ class Starts:
 
     Attributes:
         used: What the runs that ended (or that an interrupted eval made) spent.
-        stopped: Why no more runs start, once none may.
     """
 
     def __init__(self, budget: EvalBudget | None) -> None:
@@ -123,8 +126,10 @@ class Starts:
         self.budget = budget if budget is not None and budget.bounded else None
         self.used = Usage()
         self.judged = Usage()  # of :attr:`used`, what the runs' judges spent
-        self.stopped: str | None = None
+        self._stopped: str | None = None  # why none may start (what was spent then)
+        self._spent = False  # whether that is that the budget is spent
         self._most: Usage | None = None  # the most one run spent, in each count
+        self._rose = False  # whether the last run told spent more than any before it
         self._running = 0
         self._ended = asyncio.Event()  # set as a run ends, then made anew
         # Runs start in the order they were asked for: a case taken later (by a worker
@@ -143,6 +148,15 @@ class Starts:
             model_calls=max(most.model_calls, usage.model_calls),
             cost=max(most.cost, usage.cost),
         )
+        self._rose = self._most != most
+
+    @property
+    def stopped(self) -> str | None:
+        """Why no more runs start, once none may: a budget spent is told with what was
+        spent in the end (the runs under way as it was found spent went on)."""
+        if self._spent and self.budget is not None:
+            return self.budget.spent_by(self.used, self.judged)
+        return self._stopped
 
     async def start(self) -> bool:
         """Whether a run may start, once it may (and the runs asked for before it
@@ -153,21 +167,26 @@ class Starts:
             return await self._may_start()
 
     async def _may_start(self) -> bool:
-        while self.stopped is None:
+        while self._stopped is None:
             budget = self.budget
             if budget is None:
                 return True
-            self.stopped = budget.spent_by(self.used, self.judged)
-            if self.stopped is not None:
+            self._stopped = budget.spent_by(self.used, self.judged)
+            if self._stopped is not None:
+                self._spent = True
                 break
-            if self._most is None and not self._running:
-                return True  # the first run: what a run spends is not known before
-            if self._most is not None:
-                short = budget.short_of(self.used, self._running + 1, self._most)
+            # Nothing known of what a run spends, or what is known just rose: the
+            # estimate may be low, so a run goes alone, once the runs under way ended.
+            alone = self._most is None or self._rose
+            if not (alone and self._running):
+                most = self._most
+                short = (
+                    None if most is None else budget.short_of(self.used, self._running + 1, most)
+                )
                 if short is None:
                     return True
                 if not self._running:  # nothing under way will leave more room
-                    self.stopped = short
+                    self._stopped = short
                     break
             await self._ended.wait()  # a run under way ends: what it spent is known
         return False

@@ -501,6 +501,37 @@ async def test_an_evals_budget_starts_its_runs_in_the_order_of_the_cases() -> No
     assert cut.not_run == ("c3", "c4", "c5", "c6", "c7")
 
 
+def cheap_then_dear(cheap: int) -> tuple[Executor, list[Case]]:
+    """Seven cases: the first ``cheap`` runs make one model call each, the others five
+    (five subtasks)."""
+    executor = Executor(
+        [Role(name="writer")],
+        FunctionModel(lambda request: "hello"),
+        aggregator="concat",
+        planner=lambda task: [("writer", task)] * (1 if task.startswith("cheap") else 5),
+    )
+    cases = [Case(id=f"c{n}", task=f"{'cheap' if n < cheap else 'dear'} {n}") for n in range(7)]
+    return executor, cases
+
+
+async def test_an_evals_budget_starts_a_run_alone_while_what_a_run_spends_rises() -> None:
+    """A cheap first run made the estimate one call, and four dear runs (five calls
+    each) started at once on it: 21 calls for a budget of 6, told as spent (6)."""
+    executor, cases = cheap_then_dear(1)
+    budget = EvalBudget(model_calls=6)
+    report = await evaluate(executor, cases, concurrency=4, budget=budget)
+    assert report.totals()["model_calls"] == 6  # c0, then c1 alone: it spent more than c0
+    assert [c.id for c in report.cases] == ["c0", "c1"]
+    assert report.stopped == "the eval's budget of 6 model calls is spent (6)"
+    # Two cheap runs hold the estimate at one call: dear runs go beside each other on
+    # it, and pass the budget; the note tells what was spent in the end.
+    _, two_cheap = cheap_then_dear(2)
+    over = await evaluate(executor, two_cheap, concurrency=4, budget=budget)
+    spent = over.totals()["model_calls"]
+    assert spent > 6
+    assert over.stopped == f"the eval's budget of 6 model calls is spent ({spent})"
+
+
 async def test_an_evals_budget_in_dollars_with_no_priced_model_is_refused() -> None:
     executor = Executor(
         [Role(name="writer")],
