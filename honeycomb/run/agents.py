@@ -246,6 +246,7 @@ class NestedRuns:
                         conversation=shown,
                         started=told.started,
                     )
+                    result = result.refusal_named(ctx_run.budget)  # (a Ray actor's worker's)
         except asyncio.CancelledError:  # its call cut off (a time limit, a run that stops)
             # Stopped by a budget (the wall time too) as its caller is, or else cancelled.
             reason = _stopped_by(ctx_run.budget)
@@ -372,7 +373,7 @@ def _stopped_by(budget: Budget) -> HoneycombError | None:
     aggregator worked); None when the call alone ended (its time limit)."""
     reason, cut, wall = why_stopped(), run_cut.get(), budget.limits.wall_time_s
     if reason is None and cut is not None and cut.used is not None and wall is not None:
-        return BudgetExceeded("wall_time_s", wall, cut.used)
+        return budget.refusal(BudgetExceeded("wall_time_s", wall, cut.used))
     return reason
 
 

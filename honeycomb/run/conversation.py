@@ -350,9 +350,8 @@ def folding_spent(budget: Budget, made: int, stopped: BudgetExceeded | None = No
             raise stopped
         budget.check()
     except BudgetExceeded as spent:
-        raise BudgetExceeded(
-            spent.limit, spent.allowed, spent.used, reached_by=FOLDED_BY
-        ) from spent
+        again = BudgetExceeded(spent.limit, spent.allowed, spent.used, reached_by=FOLDED_BY)
+        raise budget.refusal(again) from spent
 
 
 def _joined(head: Sequence[str], turns: Sequence[Message], left: int) -> str:

@@ -145,7 +145,9 @@ class Run:
         if within is not None:  # a sub-run: under its caller's budget, locks and slots
             base = base.within(within.services)
             crew = crew.under(within.services.model_slots)
-        budget = base.budget if within is not None else Budget(policy.budgets)
+        budget = base.budget  # a sub-run's is its caller's
+        if within is None:  # it names where each limit is set in every refusal it makes
+            budget = Budget(policy.budgets, settings=shared.budget_settings())
         judge = Judge(crew.roles, crew.model_for, budget, within.services.judge if within else None)
         self.guards = GuardRunner(
             base.guards, tracer=self.tracer, judge=judge, run_id=run_id, budget=budget
@@ -285,7 +287,7 @@ class Run:
         def expire(used: float | None = None) -> None:
             used = round(budget.elapsed_s, 3) if used is None else used
             over = BudgetExceeded("wall_time_s", wall, used, budget.in_flight())
-            exceeded.append(self.shared.named(over))
+            exceeded.append(budget.refusal(over))
             if self.scheduler is not None and self.scheduler.stopped is None:
                 self.scheduler.stopped = exceeded[0]
             deadline.expire()
@@ -501,7 +503,6 @@ class Run:
             resumed=resumed,
             earlier=earlier,
             most=self.most,
-            named=None if self.within else self.shared.named,
         )
         began = time.perf_counter()
         if self.record is not None:  # a decision recorded here is heard at once
@@ -693,8 +694,8 @@ class Run:
         return now
 
     async def _fail(self, exc: BudgetExceeded | RunFailed | GuardrailTripped | PlanError) -> None:
-        if isinstance(exc, BudgetExceeded) and not self.within:  # (a sub-run's: its caller's)
-            self.shared.named(exc)  # a planner's or an aggregator's refusal
+        if isinstance(exc, BudgetExceeded):  # one not made by the budget (a function's)
+            self.context.budget.refusal(exc)  # (a sub-run's budget is its caller's)
         if self._current is not None:  # stopped in the middle of planning or aggregating
             phase, began = self._current
             self.times[phase] += time.perf_counter() - began

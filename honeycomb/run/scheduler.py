@@ -74,12 +74,8 @@ class Scheduler:
         resumed: Resumed | None = None,
         earlier: dict[str, SubtaskResult] | None = None,
         most: int | None = None,
-        named: Callable[[BudgetExceeded], BudgetExceeded] | None = None,
     ) -> None:
         self.plan = plan
-        # Names where a refused limit of the run's budget is set (Shared.named); None:
-        # a sub-run's, whose budget is its caller's, named by its caller's phase.
-        self._named = named
         # The most subtasks the run's plan can come to: later rounds may add to it (up
         # to ``most``, which a plan of the caller's own may already be past).
         self._most = max(most or 0, len(plan.subtasks))
@@ -149,8 +145,7 @@ class Scheduler:
         if self.stopped is None:
             # Workers' calls under way together can take the run past its tokens or
             # cost: it ends over budget, the workers that finished keeping their results.
-            over = self.context.budget.overspent()
-            self.stopped = self.named(over) if over is not None else None
+            self.stopped = self.context.budget.overspent()
         stopped = stopped_status(self.stopped)
         if self.stopped is None and self._waiting():
             stopped = "waiting"  # blocked behind a subtask that waits
@@ -396,11 +391,9 @@ class Scheduler:
             error = WorkerError(type="WorkerTimeout", message=said)
             await self._finish(subtask, "failed", None, error, started)
             return
-        if isinstance(result.exception, BudgetExceeded):
-            # The worker's error names where the limit is set, as the run's does.
-            refused = self.named(result.exception)
-            error = WorkerError(type=type(refused).__name__, message=str(refused))
-            result = result.model_copy(update={"error": error})
+        refused = result.exception
+        if isinstance(refused, BudgetExceeded):
+            result = result.refusal_named(self.context.budget)  # (a Ray actor's worker's)
             self._stop(refused)
         await self._finish(subtask, result.status, result, self._error_of(result), started)
 
@@ -588,13 +581,6 @@ class Scheduler:
         if self._most == len(self.plan.subtasks):
             return str(self._most)
         return f"at most {self._most}"
-
-    def named(self, refused: BudgetExceeded) -> BudgetExceeded:
-        """``refused``, naming where its limit is set, as the run whose budget it is
-        names it (a sub-run's budget is its caller's) before anything keeps it."""
-        if self._named is not None:
-            return self._named(refused)
-        return self._caller.named(refused) if self._caller is not None else refused
 
     def _stop(self, reason: HoneycombError) -> None:
         if self.stopped is None:

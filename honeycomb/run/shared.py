@@ -18,7 +18,7 @@ from honeycomb.run.aggregator import Aggregator, aggregator_role
 from honeycomb.run.crew import Crew
 from honeycomb.run.planner import Planner, RolePlanner
 from honeycomb.run.policy import Policy
-from runtime import BudgetExceeded, EventHandler
+from runtime import EventHandler
 from runtime.concurrency import Bell
 from runtime.value import Value
 from workers.services import Services
@@ -106,17 +106,14 @@ class Shared:
         policy is a hive file's (``policy.budgets.cost at hive.yaml:7``); None: in
         code."""
 
-    def budget_setting(self, limit: str) -> str:
-        """Where ``limit`` of the runs' budgets is set, as its writer wrote it: the hive
-        file's field at its line, or ``Budgets(cost=0.5)`` in code."""
-        if self.budgets_written is not None:
-            return self.budgets_written(limit)
-        return f"Budgets({limit}={getattr(self.policy.budgets, limit, None)!r})"
-
-    def named(self, exc: BudgetExceeded) -> BudgetExceeded:
-        """``exc``, naming where its limit is set (:meth:`budget_setting`) unless it
-        does already: done where a run first sees a refusal of its budget, before its
-        message is kept anywhere (a subtask's error, an event, the store)."""
-        if exc.setting is None:
-            exc.set_by(self.budget_setting(exc.limit))
-        return exc
+    def budget_settings(self) -> dict[str, str]:
+        """Where each limit the runs' budgets set is set, by its name, as its writer
+        wrote it: the hive file's field at its line (``policy.budgets.cost at
+        hive.yaml:7``), or ``Budgets(cost=0.5)`` in code. A run's budget names every
+        refusal it makes so (:attr:`~runtime.limits.Budget.settings`)."""
+        budgets, written = self.policy.budgets, self.budgets_written
+        return {
+            limit: written(limit) if written is not None else f"Budgets({limit}={value!r})"
+            for limit in budgets.__struct_fields__
+            if (value := getattr(budgets, limit)) is not None
+        }

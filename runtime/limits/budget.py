@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from types import TracebackType
 from typing import Annotated, Protocol
@@ -231,13 +231,23 @@ class Budget:
     its wall time from the time they ran. A sub-run spends its caller's budget as
     :meth:`named` gives it.
 
+    Every refusal it makes names where its limit is set (:meth:`refusal`), as it is
+    made: whatever keeps or tells it afterwards (a worker's error, an event, a store)
+    says so too.
+
     Attributes:
         on_spend: Called (in the event loop, with nothing) after each spend is counted:
             what keeps a stored run's spending in its store as it goes.
+        settings: Where each limit is set, by its name, as its writer wrote it
+            (``policy.budgets.cost at hive.yaml:7``, ``Budgets(cost=0.5)``); a limit
+            not in it is named by none.
     """
 
-    def __init__(self, limits: Limits | None = None) -> None:
+    def __init__(
+        self, limits: Limits | None = None, *, settings: Mapping[str, str] | None = None
+    ) -> None:
         self.limits = limits or Limits()
+        self.settings: Mapping[str, str] = settings or {}
         self._spent = _Spent()
         self._prefix = ""  # of the names its calls in flight are reported by
 
@@ -249,6 +259,16 @@ class Budget:
         view = copy.copy(self)  # a Ray actor's budget stays one, told of the same calls
         view._prefix = f"{self._prefix}{prefix}"
         return view
+
+    def refusal(self, refused: BudgetExceeded) -> BudgetExceeded:
+        """``refused``, a refusal of one of this budget's limits, naming where the limit
+        is set (:attr:`settings`) unless it does already: this budget's own, and one
+        made elsewhere (a call's cost cap) or in another process (a Ray actor's), as a
+        run first sees it."""
+        setting = self.settings.get(refused.limit)
+        if refused.setting is None and setting is not None:
+            refused.set_by(setting)
+        return refused
 
     @property
     def on_spend(self) -> Callable[[], None] | None:
@@ -293,18 +313,25 @@ class Budget:
         Raises:
             BudgetExceeded: naming the limit, what is allowed and what was used.
         """
+        refused = self._reached(calls)
+        if refused is not None:
+            raise self.refusal(refused)
+
+    def _reached(self, calls: int) -> BudgetExceeded | None:
+        """What :meth:`check` raises, not yet named (None: nothing is reached)."""
         lim, spent = self.limits, self._spent
         if lim.model_calls is not None and spent.model_calls + calls > lim.model_calls:
-            raise BudgetExceeded("model_calls", lim.model_calls, spent.model_calls)
+            return BudgetExceeded("model_calls", lim.model_calls, spent.model_calls)
         tokens = spent.input + spent.output
         if lim.total_tokens is not None and tokens >= lim.total_tokens:
-            raise BudgetExceeded("total_tokens", lim.total_tokens, tokens)
+            return BudgetExceeded("total_tokens", lim.total_tokens, tokens)
         if lim.tool_calls is not None and spent.tool_calls > lim.tool_calls:
-            raise BudgetExceeded("tool_calls", lim.tool_calls, spent.tool_calls)
+            return BudgetExceeded("tool_calls", lim.tool_calls, spent.tool_calls)
         if lim.wall_time_s is not None and self.elapsed_s >= lim.wall_time_s:
-            raise BudgetExceeded("wall_time_s", lim.wall_time_s, round(self.elapsed_s, 3))
+            return BudgetExceeded("wall_time_s", lim.wall_time_s, round(self.elapsed_s, 3))
         if lim.cost is not None and spent.cost >= lim.cost:
-            raise BudgetExceeded("cost", lim.cost, round(spent.cost, 6))
+            return BudgetExceeded("cost", lim.cost, round(spent.cost, 6))
+        return None
 
     async def recheck(self, *, calls: int = 1) -> None:
         """:meth:`check`, after a wait (a person's decision, a judge's, a slot) in which
@@ -323,12 +350,13 @@ class Budget:
         with no next call that it ended over its budget, not within it."""
         lim, spent = self.limits, self._spent
         tokens = spent.input + spent.output
+        over = None
         if lim.total_tokens is not None and tokens > lim.total_tokens:
-            return BudgetExceeded("total_tokens", lim.total_tokens, tokens)
+            over = BudgetExceeded("total_tokens", lim.total_tokens, tokens)
         cost = round(spent.cost, 6)  # as reported: a sum of prices is not exact
-        if lim.cost is not None and cost > lim.cost:
-            return BudgetExceeded("cost", lim.cost, cost)
-        return None
+        if over is None and lim.cost is not None and cost > lim.cost:
+            over = BudgetExceeded("cost", lim.cost, cost)
+        return self.refusal(over) if over is not None else None
 
     def reserve_model_call(self) -> None:
         """Check every limit, then count one model call.
@@ -407,13 +435,14 @@ class Budget:
         self.check(calls=1 if read else 0)
         allowed, spent = self.limits.tool_calls, self._spent
         if allowed is not None and spent.tool_calls + count > allowed:
-            raise BudgetExceeded(
+            refused = BudgetExceeded(
                 "tool_calls",
                 allowed,
                 spent.tool_calls,
                 requested=count,
                 running=spent.tools_running,
             )
+            raise self.refusal(refused)
         spent.tools_running += count
         self.charge_tool_calls(count)
 

@@ -310,11 +310,17 @@ async def test_nested_workers_on_ray_keep_within_the_runs_model_calls(
     )  # fmt: skip
     inner = script([("echo", {"text": "x", "delay": 0.02})], [("echo", {"text": "y", "delay": 0})])
     calls = script([("r", {"instruction": inner})] * 3)  # 1 + 3 x 3 calls wanted
+    seen: list[Event] = []
     with pytest.raises(BudgetExceeded) as caught:
-        await ex.run("t", subtasks=[("lead", calls)])
+        await ex.run("t", subtasks=[("lead", calls)], on_event=[seen.append])
     assert caught.value.limit == "model_calls"
     assert caught.value.partial is not None
     assert caught.value.partial.usage.model_calls == 4
+    # The nested worker refused, in an actor, is told naming where the limit is set.
+    refused = [e for e in seen if isinstance(e, WorkerFinished) and e.status == "over_budget"]
+    assert {e.worker.partition("/")[0] for e in refused} == {"s1"}
+    assert len(refused) > 1  # s1, and a nested worker of it or more
+    assert all(str(e.error).endswith("allowed by Budgets(model_calls=4)") for e in refused)
 
 
 async def test_a_turn_paused_for_approval_counts_its_tool_calls_once_across_lives(

@@ -25,8 +25,9 @@ from honeycomb import (
 from honeycomb.events import WorkerFinished
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, ScriptedModel, call
-from runtime import ModelRequest
+from runtime import AssistantMessage, ModelRequest
 from runtime.events import Event, ModelCallFinished, ModelCallStarted
+from tests.support.model_requests import Answer, observations, role_of
 
 LIMIT_S = 30  # a run that hangs fails the test rather than the suite
 
@@ -100,6 +101,67 @@ async def test_a_refused_run_names_where_its_limit_is_set_in_code_or_in_its_hive
     with pytest.raises(BudgetExceeded) as caught:
         await replaced.run("t", subtasks=[("w", "a"), ("w", "b")])
     assert caught.value.setting == "Budgets(model_calls=1)"
+
+
+async def test_a_refusal_deep_in_a_run_names_where_its_limit_is_set_as_it_is_told() -> None:
+    """Two refusals that no scheduler of the run named before they were told: a nested
+    agent worker's (its ``worker.finished`` was told as its call ended, before its
+    caller's subtask did), and a subtask's of a hive the aggregator calls as a tool (no
+    scheduler ran above its sub-run). Each says, as it is told, where the limit is set."""
+
+    @tool
+    async def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    async def think(request: ModelRequest) -> Answer:
+        role, seen = role_of(request), observations(request)
+        if role in ("w", "agg") and not seen:  # w asks its helper; agg, the inner hive
+            asked = "helper" if role == "w" else "inner"
+            return AssistantMessage(tool_calls=(call(asked, {"instruction": "go"}, id="c1"),))
+        if role == "helper" and not seen:
+            return AssistantMessage(tool_calls=(call("ping", {}),))  # refused: no call left
+        return "done"
+
+    seen: list[Event] = []
+    nested = Executor(
+        [Role(name="w", tools=("agent:helper",)), Role(name="helper", tools=("ping",))],
+        FunctionModel(think),
+        tools=[ping],
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(model_calls=2)),  # w's call, and helper's one
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        await nested.run("t", subtasks=[("w", "a")], on_event=[seen.append])
+    said = "model_calls used 2 of 2 allowed by Budgets(model_calls=2)"
+    assert str(caught.value).endswith(said)
+    told = {e.worker: e.error for e in seen if isinstance(e, WorkerFinished)}
+    assert sorted(told) == ["s1", "s1/c1"]
+    assert all(error is not None and error.endswith(said) for error in told.values())
+    seen.clear()
+    inner = Executor(
+        [Role(name="x")],
+        FunctionModel(think),
+        planner=lambda task: [("x", task), ("x", task)],
+        aggregator="concat",
+        policy=Policy(max_workers=1),
+        on_event=[seen.append],
+    )
+    outer = Executor(
+        [Role(name="x"), Role(name="agg", tools=("inner",))],
+        FunctionModel(think),
+        tools=[inner.as_tool("inner")],
+        aggregator="agg",
+        policy=Policy(budgets=Budgets(model_calls=3)),  # x's, agg's, the inner first x's
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        await outer.run("t", subtasks=[("x", "a")])
+    said = "model_calls used 3 of 3 allowed by Budgets(model_calls=3)"
+    assert str(caught.value).endswith(said)
+    told = {e.worker: e.error for e in seen if isinstance(e, WorkerFinished)}
+    assert told["s1"] is None
+    assert told["s2"] is not None
+    assert told["s2"].endswith(said)  # the sub-run's subtask its budget refused
 
 
 @tool(side_effects=True)
