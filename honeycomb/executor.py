@@ -36,7 +36,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from msgspec.structs import replace
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from honeycomb.run.agents import Instruction, current_run, may_ask, nobody_decides
 from honeycomb.run.aggregator import AggregatorLike, as_aggregator
@@ -74,6 +74,7 @@ from runtime.models.layers.cost_cap import price_of, unpriced_called
 from runtime.secrets import masked, masked_errors
 from runtime.tools.approvals import Approver, PendingApproval
 from runtime.tools.mcp import McpServer
+from runtime.value import config_error
 from workers import Role
 from workers.guards import Guards
 from workers.nesting import nested_tool_name
@@ -106,7 +107,8 @@ class Executor:
         aggregator: An aggregator role's name, ``"concat"``, an Aggregator, or a
             callable ``fn(task, results)``. Default: the role named ``aggregator``, if
             there is one, else ``concat``.
-        policy: Parallelism, failure policy, budgets, timeouts and limiters.
+        policy: Parallelism, failure policy, budgets, timeouts and limiters: a
+            :class:`Policy`, or its fields as a mapping (as a hive file's ``policy:``).
         output_type: A pydantic model the run's answer is an object of: an aggregator
             role answers in it, a function's or an Aggregator's answer is validated
             against it (see :func:`~honeycomb.run.aggregator.aggregate`).
@@ -137,9 +139,12 @@ class Executor:
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
-        ConfigError: when ``output_type`` is given and the aggregator is ``concat``
-            (named, or the default), which makes text; when an ``on_event`` handler is
-            an ``async def`` function; when a budget in dollars is set and none of
+        ConfigError: naming the argument and what to pass, when ``roles`` is not a
+            list of roles, a model is not a :class:`~runtime.model.Model`, or
+            ``policy`` not a Policy (or its fields), or ``on_event`` not a list of
+            plain functions (one alone, an ``async def`` one); when ``output_type`` is
+            given and the aggregator is ``concat`` (named, or the default), which makes
+            text; when a budget in dollars is set and none of
             the models (or of a hive called as a tool) has a price.
     """
 
@@ -151,7 +156,7 @@ class Executor:
         tools: ToolRegistry | Sequence[Tool[Any, Any] | Callable[..., Any]] = (),
         planner: PlannerLike | None = None,
         aggregator: AggregatorLike | None = None,
-        policy: Policy | None = None,
+        policy: Policy | Mapping[str, Any] | None = None,
         output_type: type[BaseModel] | None = None,
         default_model: str | None = None,
         on_event: Sequence[EventHandler] = (),
@@ -166,11 +171,12 @@ class Executor:
         backend: Backend | None = None,
     ) -> None:
         # Replayed, the cassette decides the calls; recorded, it keeps their decisions.
+        # Every argument is checked before a store or a memory is opened.
+        role_list = _checked_roles(roles)
+        model_map = _checked_models(models)
         approver, taped = _cassette_approvals(approver, models)
-        handlers = event_handlers((*on_event, *taped))  # before a store or a memory is opened
-        role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
+        handlers = (*event_handlers(on_event), *taped)
         by_name = {r.name: r for r in role_list}
-        model_map = dict(models) if isinstance(models, Mapping) else {"default": models}
         default = default_model or next(iter(model_map), "default")
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         kept_memory = _on_cassette(open_memory(memory), model_map)
@@ -181,7 +187,7 @@ class Executor:
             output_type=output_type,
         )
         readers = shown_the_conversation(role_list, phases.leads)
-        kept_policy = (policy or Policy()).within(
+        kept_policy = _checked_policy(policy).within(
             model_map.values(), readers, embeddings_priced=_memory_priced(kept_memory, role_list)
         )
         setups, run_guards = resolve_setups(
@@ -322,7 +328,7 @@ class Executor:
         *,
         model: Model | None = None,
         models: Model | Mapping[str, Model] | None = None,
-        policy: Policy | None = None,
+        policy: Policy | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> Executor:
         """The Executor a loaded hive declares.
@@ -338,7 +344,8 @@ class Executor:
                 the hives it calls as tools too; a model of one of those alone by the
                 tool's name, ``{"facts/gpt": model}`` (deeper: ``facts/checks/gpt``);
                 or one model, as ``model``.
-            policy: Replace the declared policy; so do ``planner``, ``aggregator`` and
+            policy: Replace the declared policy (a Policy, or its fields as a
+                mapping); so do ``planner``, ``aggregator`` and
                 ``guards`` given among ``options``.
             options: The Executor's own options (``on_event``, ``output_type``,
                 ``store``, ``memory``, ``backend`` ...). The hive's ``store:`` is a
@@ -351,6 +358,8 @@ class Executor:
             TypeError: when both ``model`` and ``models`` are given, or ``tools``,
                 ``mcp_servers`` or ``default_model``, which the hive declares.
             ConfigErrors: for a name in ``models`` that the hive does not declare.
+            ConfigError: naming ``model``, ``models`` or ``policy`` when it is not a
+                Model (or a Policy); the errors of the Executor the hive declares.
         """
         declared = sorted({"tools", "mcp_servers", "default_model"} & options.keys())
         if declared:
@@ -365,7 +374,9 @@ class Executor:
                 "by name), not both"
             )
         if models is not None and not isinstance(models, Mapping):
-            model, models = models, None
+            model, models = _checked_model(models, "models"), None
+        elif model is not None:
+            _checked_model(model, "model")
         one = model
         if model is not None:  # under every name, so the roles' model: still resolve
             models = dict.fromkeys(hive.spec.models, model)
@@ -400,13 +411,14 @@ class Executor:
                 for name, sub in called.values()
             ]
             registry = ToolRegistry([*registry, *subs])
+        given_policy = hive.policy if policy is None else _checked_policy(policy)  # not the file's
         with hive.imports():  # the roles' import paths, resolved once, as the hive's
             try:
                 executor = cls(
                     hive.roles,
                     hive.models(_own(models)),
                     tools=registry,
-                    policy=policy or hive.policy,
+                    policy=given_policy,
                     default_model=hive.default_model,
                     mcp_servers=hive.mcp_servers,
                     **{  # the hive's, unless given
@@ -1080,6 +1092,96 @@ def _on_cassette(memory: Memory | None, models: Mapping[str, Model]) -> Memory |
     from runtime.models.layers.cassette_embeddings import cassette_memory  # with a memory
 
     return cast("Memory | None", cassette_memory(memory, models))
+
+
+def _checked_roles(roles: Iterable[Role] | Mapping[str, Role]) -> list[Role]:
+    """``roles`` (a list of roles, or roles by name) as a list.
+
+    Raises:
+        ConfigError: naming the argument, or the item, that is not a Role.
+    """
+    if isinstance(roles, Role):
+        raise ConfigError(
+            f"it takes a list of roles, not one: write [Role(name={roles.name!r})]",
+            field="roles",
+        )
+    if isinstance(roles, Mapping):
+        given = [(f"roles[{name!r}]", role) for name, role in roles.items()]
+    elif isinstance(roles, Iterable) and not isinstance(roles, str | bytes):
+        given = [(f"roles[{index}]", role) for index, role in enumerate(roles)]
+    else:
+        given = [("roles", roles)]
+    for field, role in given:
+        if not isinstance(role, Role):
+            raise ConfigError(
+                f"{_shown(role)} is not a Role: pass a list of roles "
+                "([Role(name='planner'), Role(name='researcher')])",
+                field=field,
+            )
+    return [role for _, role in given]
+
+
+def _checked_models(models: Model | Mapping[str, Model]) -> dict[str, Model]:
+    """``models`` (one model, or models by name) by name.
+
+    Raises:
+        ConfigError: naming the argument, or the name, whose value is not a Model;
+            when there is none.
+    """
+    if not isinstance(models, Mapping):
+        return {"default": _checked_model(models, "models")}
+    if not models:
+        raise ConfigError(
+            "it is empty: pass a model, or models by name ({'fast': model, ...})",
+            field="models",
+        )
+    return {name: _checked_model(model, f"models[{name!r}]") for name, model in models.items()}
+
+
+def _checked_model(model: Model, field: str) -> Model:
+    """``model``, when it is a Model.
+
+    Raises:
+        ConfigError: whose ``field`` is ``field``, saying what to pass.
+    """
+    if isinstance(model, Model):
+        return model
+    example = repr(model) if isinstance(model, str) else "'gpt-4o-mini'"
+    raise ConfigError(
+        f"{_shown(model)} is not a Model: pass a model (OpenAIModel({example}), "
+        "OfflineModel() ...), or models by name ({'fast': model, ...})",
+        field=field,
+    )
+
+
+def _checked_policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
+    """``policy`` as a Policy: a mapping is read as a hive file's ``policy:`` is.
+
+    Raises:
+        ConfigError: naming each field that is wrong, or the argument when it is
+            neither a Policy nor a mapping (several: ``ConfigErrors``).
+    """
+    if policy is None:
+        return Policy()
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, Mapping):
+        try:
+            return Policy.model_validate(policy)
+        except ValidationError as exc:
+            raise config_error(exc, Policy) from exc
+    raise ConfigError(
+        f"{_shown(policy)} is not a Policy: pass Policy(max_workers=4, ...), or its "
+        "fields as a mapping ({'max_workers': 4})",
+        field="policy",
+    )
+
+
+def _shown(value: object) -> str:
+    """``value`` and its type, short: ``'gpt-4o' (a str)``."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return shown if value is None else f"{shown} (type {type(value).__name__})"
 
 
 def _cassette_approvals(

@@ -29,12 +29,21 @@ Unfinished = Literal["raise", "resume", "drop"]
 
 
 def check_task(task: str) -> None:
-    """Refuse a task (a run's, a session message's) that is empty or only whitespace:
-    a run on it would plan nothing sensible, and be kept as if it were a task.
+    """Refuse a task (a run's, a session message's) that is not text, or is empty or
+    only whitespace: a run on it would plan nothing sensible, and be kept as if it
+    were a task.
 
     Raises:
-        ConfigError: naming what to pass instead.
+        ConfigError: naming what to pass instead; one whose ``field`` is ``task`` when
+            it is not text.
     """
+    if not isinstance(task, str):  # a number, None, bytes: refused by its name
+        shown = repr(task) if len(repr(task)) <= 60 else repr(task)[:57] + "..."
+        raise ConfigError(
+            f"{shown} (type {type(task).__name__}) is not text: pass what the run is to "
+            "do, in words (Executor.run('Compare the weather in Lisbon and Porto'))",
+            field="task",
+        )
     if not task.strip():
         raise ConfigError(
             f"task is empty ({task!r}): pass what the run is to do, in words "

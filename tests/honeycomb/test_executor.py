@@ -934,15 +934,24 @@ async def test_a_run_stopped_by_its_budget_resumes_every_stopped_worker(tmp_path
     assert {s.status for s in result.subtasks.values()} == {"ok"}
 
 
-@pytest.mark.parametrize("task", ["", " \n\t"])
+@pytest.mark.parametrize(
+    ("task", "said"),
+    [
+        ("", r"task is empty .*: pass what the run is to do"),
+        (" \n\t", r"task is empty .*: pass what the run is to do"),
+        (123, r"task: 123 \(type int\) is not text: pass what the run is to do"),
+    ],
+    ids=["empty", "blank", "not text"],
+)
 async def test_a_blank_task_is_refused_before_anything_runs_or_is_kept(
-    tmp_path: Path, task: str
+    tmp_path: Path, task: Any, said: str
 ) -> None:
+    # A task that is not text failed with "'int' object has no attribute 'strip'".
     model = ScriptedModel(["never asked"])
     executor = Executor(ROLES, model, store=tmp_path / "runs.db")
-    with pytest.raises(ConfigError, match=r"task is empty .*: pass what the run is to do"):
+    with pytest.raises(ConfigError, match=said):
         await executor.run(task)
-    with pytest.raises(ConfigError, match="task is empty"):
+    with pytest.raises(ConfigError, match=said):
         executor.stream(task)  # at once, not once its block is entered
     assert model.requests == []
     assert executor.store is not None
@@ -1014,3 +1023,58 @@ def test_a_memory_whose_file_is_the_run_stores_is_refused_as_the_executor_is_mad
     apart = Executor(ROLES, model, store=same, memory=tmp_path / "data" / "memory.db")
     assert apart.store is not None
     apart.store.close()
+
+
+@pytest.mark.parametrize(
+    ("roles", "models", "policy", "field", "said"),
+    [
+        (
+            ROLES,
+            "gpt-4o-mini",
+            None,
+            "models",
+            r"'gpt-4o-mini' \(type str\) is not a Model: pass "
+            r"a model \(OpenAIModel\('gpt-4o-mini'\)",
+        ),
+        (ROLES, {"b": "gpt-4o"}, None, "models['b']", r"'gpt-4o' \(type str\) is not a Model"),
+        (ROLES, None, None, "models", "None is not a Model: pass a model"),
+        (ROLES, {}, None, "models", "it is empty: pass a model"),
+        (
+            ROLES[0],
+            "m",
+            None,
+            "roles",
+            r"a list of roles, not one: write \[Role\(name='planner'\)\]",
+        ),
+        (["planner"], "m", None, "roles[0]", r"'planner' \(type str\) is not a Role"),
+        (ROLES, "m", 4, "policy", r"4 \(type int\) is not a Policy: pass Policy\("),
+        (ROLES, "m", {"max_workrs": 2}, "Policy.max_workrs", r"unknown field \(did you mean"),
+    ],
+    ids=[
+        "model str",
+        "models str",
+        "models None",
+        "models empty",
+        "one role",
+        "role str",
+        "policy int",
+        "policy typo",
+    ],
+)
+def test_an_argument_of_the_wrong_type_is_refused_by_its_name_as_the_executor_is_made(
+    tmp_path: Path, roles: Any, models: Any, policy: Any, field: str, said: str
+) -> None:
+    # A model's name given for a model failed at run time (ModelCallError, "'str'
+    # object has no attribute 'complete'"), a policy as a dict or one role given alone
+    # with an AttributeError as the Executor was made.
+    model = ScriptedModel(["never asked"]) if models == "m" else models
+    with pytest.raises(ConfigError, match=said) as refused:
+        Executor(roles, model, policy=policy, store=tmp_path / "runs.db")
+    assert refused.value.field == field
+    assert not (tmp_path / "runs.db").exists()  # refused before the store was opened
+
+
+def test_a_policy_may_be_given_as_its_fields_as_a_hive_file_writes_them() -> None:
+    policy = {"max_workers": 2, "budgets": {"model_calls": 3}}
+    executor = Executor(ROLES, ScriptedModel(["x"]), policy=policy)
+    assert executor.policy == Policy(max_workers=2, budgets=Budgets(model_calls=3))

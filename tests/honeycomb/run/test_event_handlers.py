@@ -26,6 +26,12 @@ def test_an_executor_refuses_an_async_handler_when_it_is_made(tmp_path: Path) ->
     assert refused.value.field == "on_event[1]"
     assert "called synchronously" in str(refused.value)
     assert not (tmp_path / "r.db").exists()  # refused before the store was opened
+    # One handler alone is refused as a run refuses it (it was unpacked first: a
+    # bare "TypeError: Value after * must be an iterable").
+    with pytest.raises(ConfigError, match=r"not one: write on_event=\[print\]") as refused:
+        Executor(ROLES, ScriptedModel(["x"]), on_event=print, store=tmp_path / "r.db")  # type: ignore[arg-type]
+    assert refused.value.field == "on_event"
+    assert not (tmp_path / "r.db").exists()
 
 
 async def test_a_run_refuses_an_async_handler_before_it_starts_or_is_kept(
