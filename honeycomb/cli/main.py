@@ -102,6 +102,24 @@ def _leaves_at_once(code: int) -> None:
 
 
 def _command(argv: list[str]) -> int:
+    """The command ``argv`` asks for, whatever it prints (the short guide, a parser's
+    error) ending quietly when the reader of its output went away."""
+    try:
+        return _dispatch(argv)
+    except KeyboardInterrupt:
+        print("cancelled", file=sys.stderr)
+        return ExitStatus.INTERRUPTED
+    except (BrokenPipeError, BaseExceptionGroup, SystemExit) as exc:
+        if not _broken_pipe(exc):
+            raise
+        # The reader went away (``honeycomb run ... --json | head``): stop quietly, as
+        # a Unix tool killed by SIGPIPE does, and let nothing flush into the closed
+        # pipe at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitStatus.BROKEN_PIPE
+
+
+def _dispatch(argv: list[str]) -> int:
     if not argv:
         print(GUIDE.format(version=version()))
         return ExitStatus.OK
@@ -114,19 +132,7 @@ def _command(argv: list[str]) -> int:
     if extra:
         task, options = getattr(args, "task", None), parser.options_of(argv[0])
         parser.error(unrecognized(extra, task, options))
-    try:
-        code: int = args.handler(args)
-    except KeyboardInterrupt:
-        print("cancelled", file=sys.stderr)
-        return ExitStatus.INTERRUPTED
-    except (BrokenPipeError, BaseExceptionGroup, SystemExit) as exc:
-        if not _broken_pipe(exc):
-            raise
-        # The reader went away (``honeycomb run ... --json | head``): stop quietly, as
-        # a Unix tool killed by SIGPIPE does, and let nothing flush into the closed
-        # pipe at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return ExitStatus.BROKEN_PIPE
+    code: int = args.handler(args)
     return code
 
 

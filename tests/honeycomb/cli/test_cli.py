@@ -293,6 +293,19 @@ def test_json_into_a_pipe_closed_early_exits_quietly(tmp_path: Path) -> None:
     assert code == 141  # as a Unix tool killed by SIGPIPE: 128 + 13
 
 
+def test_the_short_guide_into_a_pipe_closed_early_ends_quietly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `honeycomb | head`: the guide was printed outside the command's handling of a
+    # closed pipe, and ended in a BrokenPipeError traceback with exit status 1.
+    read, write = os.pipe()
+    os.close(read)  # the reader went away
+    with open(write, "w", buffering=1) as closed:  # each line written at once, as a tty's
+        monkeypatch.setattr(sys, "stdout", closed)
+        assert main([]) == 141
+    assert capsys.readouterr().err == ""
+
+
 def test_a_command_whose_output_streams_are_closed_runs_as_it_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
