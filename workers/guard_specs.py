@@ -155,6 +155,14 @@ class Guard(Value, frozen=True, kw_only=True):
     judge: str | None = None
     up: int = 0
 
+    def same_as(self, other: Guard) -> bool:
+        """Whether ``other`` checks as this guard does, to the same verdict: the same
+        function (by whatever import path, or as itself), or the same judge role of
+        the same run."""
+        if self.fn is not None or other.fn is not None:
+            return self.fn is other.fn
+        return self.judge == other.judge and self.up == other.up
+
 
 class ResolvedGuards(Value, frozen=True, kw_only=True):
     """Guards by kind, resolved (imported) once."""
@@ -171,12 +179,22 @@ class ResolvedGuards(Value, frozen=True, kw_only=True):
         """These guards, and ``more`` argument guards (a run's, for every worker), but
         those already among them: a guard both a role and its run name judges each
         call once (twice, it would give the same verdict, its judge paid twice)."""
-        added = tuple(g for g in more if g not in self.arguments)
+        added = tuple(g for g in more if not _among(g, self.arguments))
         if not added:
             return self
         return ResolvedGuards(
             input=self.input, output=self.output, arguments=(*self.arguments, *added)
         )
+
+    def without_output(self, checked: Sequence[Guard]) -> ResolvedGuards:
+        """These guards (a run's), but the output guards among ``checked``: those of
+        the aggregator role, which passed the run's answer as its worker's before the
+        run's output guards would check it (again, to the same verdict, a judge paid
+        twice)."""
+        kept = tuple(g for g in self.output if not _among(g, checked))
+        if len(kept) == len(self.output):
+            return self
+        return ResolvedGuards(input=self.input, output=kept, arguments=self.arguments)
 
     def with_callers(self, caller: ResolvedGuards) -> ResolvedGuards:
         """These guards of a sub-run (a hive called as a tool), and the argument guards
@@ -184,6 +202,11 @@ class ResolvedGuards(Value, frozen=True, kw_only=True):
         the run whose guard it is (the sub-run may have a role of that name of its own)."""
         lifted = [replace(g, up=g.up + 1) if g.judge is not None else g for g in caller.arguments]
         return self.with_arguments(lifted)
+
+
+def _among(guard: Guard, guards: Sequence[Guard]) -> bool:
+    """Whether ``guard`` is one of ``guards``, however either was written."""
+    return any(guard.same_as(other) for other in guards)
 
 
 def guard_problem(ref: object, roles: Sequence[str] | None = None) -> str | None:

@@ -149,8 +149,11 @@ class Run:
         if within is None:  # it names where each limit is set in every refusal it makes
             budget = Budget(policy.budgets, settings=shared.budget_settings())
         judge = Judge(crew.roles, crew.model_for, budget, within.services.judge if within else None)
+        guards, merger = base.guards, aggregator_role(shared.phases.aggregator)
+        if guards.output and merger is not None:  # its answer, its own guards passed
+            guards = guards.without_output(crew.setup_for(crew.roles[merger], None).guards.output)
         self.guards = GuardRunner(
-            base.guards, tracer=self.tracer, judge=judge, run_id=run_id, budget=budget
+            guards, tracer=self.tracer, judge=judge, run_id=run_id, budget=budget
         )
         services = replace(
             base,

@@ -168,29 +168,49 @@ async def test_a_runs_judge_checks_a_called_hives_calls_not_its_role_so_named() 
 
 async def test_a_guard_both_a_role_and_its_run_name_judges_each_call_once() -> None:
     # Each call was checked by the function twice and by the judge twice, to the same
-    # verdict: the judge's tokens spent twice.
-    checked: list[str] = []
-
-    def counted(check: GuardCheck) -> None:
-        checked.append("function")
+    # verdict: the judge's tokens spent twice. So was the final answer, by the output
+    # guards that the aggregator role and its run both list; and a function the role
+    # lists by its import path and the run as itself was taken for two.
+    judged: list[str] = []
 
     def answer(request: ModelRequest) -> AssistantMessage | str:
         if "You are a guard" in str(request.messages[0].content):
-            checked.append("judge")
+            judged.append(str(request.messages[-1].content))
             return "PASS"
+        if "You are the agg worker" in str(request.messages[0].content):
+            return "merged"
         if isinstance(request.messages[-1], ToolMessage):
             return "done"
         return AssistantMessage(tool_calls=(call("send", {"to": "good"}),))
 
-    both = Guards(arguments=("reviewer", counted))
+    by_path = ("reviewer", "tests.honeycomb.run.test_guards:kept")
+    roles = [
+        Role(name="w", tools=("send",), guards=Guards(arguments=by_path)),
+        Role(name="reviewer"),
+        Role(name="agg", guards=Guards(output=by_path)),
+    ]
+    itself = ("reviewer", kept)
     executor = Executor(
-        [Role(name="w", tools=("send",), guards=both), Role(name="reviewer")],
-        FunctionModel(answer), tools=[send], aggregator="concat", guards=both,
+        roles, FunctionModel(answer), tools=[send], aggregator="agg",
+        guards=Guards(arguments=itself, output=itself),
     )  # fmt: skip
+    checks.clear()
     result = await executor.run("t", subtasks=[("w", "a")])
     assert result.status == "ok"
-    assert sorted(checked) == ["function", "judge"]
-    assert result.usage.model_calls == 3  # the call, the answer, and one verdict
+    assert result.answer_text == "merged"
+    assert [kind for kind, _ in checks] == ["arguments", "output"]
+    assert checks[1][1] == "merged"
+    assert len(judged) == 2  # the call, and the merged answer
+    # The call, the answer, one verdict on the call; the merge, one verdict on it.
+    assert result.usage.model_calls == 5
+
+
+checks: list[tuple[str, str]] = []
+
+
+def kept(check: GuardCheck) -> None:
+    """A guard that passes everything, keeping what it checks."""
+    checks.append((check.kind, check.text))
 
 
 async def test_a_roles_input_guard_fails_its_worker_under_the_failure_policy() -> None:
