@@ -357,6 +357,7 @@ async def test_a_planners_nested_worker_the_wall_time_cut_off_is_over_budget() -
     assert (ended.worker.endswith("/call_1"), ended.status) == (True, "over_budget")
     assert ended.error is not None
     assert "wall_time_s" in ended.error
+    assert ended.error.endswith("allowed by Budgets(wall_time_s=1.5)")  # where it is set
     spans = {(s.kind, s.worker): s.status for s in recorder.spans}
     assert spans["plan", None] == spans["worker", ended.worker] == "over_budget"
 
