@@ -72,7 +72,8 @@ MEANINGS: dict[ExitStatus, str] = {
     "compare`: a case that passed in the first eval fails in the second",
     ExitStatus.INTERRUPTED: "stopped by Ctrl-C (SIGINT)",
     ExitStatus.BROKEN_PIPE: "the output went into a pipe that closed early (`honeycomb run "
-    "... --json \\| head`): the command ends quietly",
+    "... --json \\| head`, `honeycomb \\| head`): whatever the command was printing, it "
+    "ends quietly",
     ExitStatus.TERMINATED: "stopped by SIGTERM",
 }
 """When each status is given, as docs/cli.md says it."""
