@@ -169,7 +169,7 @@ async def _stoppable(
     if store is not None and await _kept(store, session_id):
         hint = chat_hint(session_id, store.where, args)  # its URL without a password
         print(f"Continue the conversation with: {hint}", file=sys.stderr)
-        note = resume_note(args)
+        note = resume_note(args, args.store)  # the hive's store: the chat reads it again
         if note is not None:
             print(note, file=sys.stderr)
     return STOPPED_BY[stopped_by[0]]

@@ -17,6 +17,7 @@ from honeycomb.cli.stores import DEFAULT_STORE
 from honeycomb.cli.view import View
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
+from honeycomb.store.postgres import url_passwords
 from runtime import Event, Model, WrapperModel
 from runtime.config.endpoints import endpoint_secrets
 
@@ -117,10 +118,17 @@ def _with_options(words: list[str], args: argparse.Namespace) -> str:
     return shlex.join(words) + from_env
 
 
-def resume_note(args: argparse.Namespace) -> str | None:
-    """What to do before the command :func:`resume_hint` gives runs as pasted: set the
-    variable it reads the endpoint's URL from, when that URL holds a secret (None:
-    nothing to do)."""
+def resume_note(args: argparse.Namespace, store: Path | str | None = None) -> str | None:
+    """What to do before the command :func:`resume_hint` (or :func:`chat_hint`) gives
+    runs as pasted (None: nothing to do): set the variable it reads the endpoint's URL
+    from, when that URL holds a secret; and give the store's password as libpq reads
+    it, when ``store`` (the store as given: its URL with its password) held one, which
+    that command leaves out. Several are said a line each."""
+    notes = [note for note in (_endpoint_note(args), _store_note(store)) if note is not None]
+    return "\n".join(notes) if notes else None
+
+
+def _endpoint_note(args: argparse.Namespace) -> str | None:
     if args.model is None or not _secret_url(args):
         return None
     if os.environ.get(BASE_URL_ENV) == args.base_url:
@@ -131,6 +139,23 @@ def resume_note(args: argparse.Namespace) -> str | None:
     return (
         f"(the endpoint's URL holds a secret: that command reads it from ${BASE_URL_ENV}; "
         "set it to the URL given to --base-url first, or give --base-url in its place)"
+    )
+
+
+def _store_note(store: Path | str | None) -> str | None:
+    """What to do for a store whose URL held a password: the command shows the URL
+    without it, and libpq, not given it, reads ``PGPASSWORD`` or ``~/.pgpass``."""
+    password = url_passwords(str(store)).get("password") if isinstance(store, str) else None
+    if password is None:
+        return None
+    if os.environ.get("PGPASSWORD") == password:
+        return (
+            "(the store's URL held a password: that command leaves it out, and reads it "
+            "from $PGPASSWORD, as set here)"
+        )
+    return (
+        "(the store's URL held a password: that command leaves it out; set PGPASSWORD "
+        "or ~/.pgpass first)"
     )
 
 

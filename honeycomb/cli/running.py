@@ -571,7 +571,8 @@ async def _run(
         return ExitStatus.UNUSABLE
     # Said as the run starts, not before: one refused as it starts (another process
     # carries it on) is neither kept by this command nor continued on its models.
-    said = _kept_lines(run_id, store, args) if store is not None and not args.json else []
+    given = store_of(hive, args)  # its URL with its password, which the hints leave out
+    said = _kept_lines(run_id, store, given, args) if store is not None and not args.json else []
     if not args.json and loop_factory() is not None:
         said.append(f"event loop: {loop_name()} (the fast extra)")
     if store is not None and args.run_id is not None and getattr(args, "replay", None) is None:
@@ -607,26 +608,29 @@ async def _run(
         unrecorded = getattr(exc, "__notes__", [])
     except (KeyboardInterrupt, SystemExit) as exc:  # a tool's or a model's: it ends the command
         where = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))  # which raised it
-        await _say_stopped(f"{type(exc).__name__}: {exc}{where}", run_id, store, args, [])
+        stopped = f"{type(exc).__name__}: {exc}{where}"
+        await _say_stopped(stopped, run_id, store, given, args, [])
         raise
     if result is None and error is None and ended is not None and ended.status != "interrupted":
         # A signal came after the run had ended, as it stopped its MCP servers: that
         # only cut the stopping short, and the run ends as its last event says.
         result = ended.result if ended.error is None else None
     elif stopped_by and result is None:  # cut off before it ended: resume continues it
-        await _say_stopped(stopped_by[0].name, run_id, store, args, unrecorded)
+        await _say_stopped(stopped_by[0].name, run_id, store, given, args, unrecorded)
         return STOPPED_BY[stopped_by[0]]
     unasked = _unasked(hive, result) if getattr(args, "approve", False) and result else None
     if unasked is not None and not args.json:
         print(unasked, file=sys.stderr)
-    return _reported(result, error, ended, args, out, store)
+    return _reported(result, error, ended, args, out, store, given)
 
 
-def _kept_lines(run_id: str, store: RunStore, args: argparse.Namespace) -> list[str]:
-    """Where run ``run_id`` is kept, and the command that continues it (and what to do
-    before it runs as pasted, if anything)."""
+def _kept_lines(
+    run_id: str, store: RunStore, given: Path | str | None, args: argparse.Namespace
+) -> list[str]:
+    """Where run ``run_id`` is kept (``store``, as ``given``), and the command that
+    continues it (and what to do before it runs as pasted, if anything)."""
     hint = resume_hint(run_id, store.where, args)  # its URL without a password
-    note = resume_note(args)
+    note = resume_note(args, given)
     return [f"run {run_id} · kept in {store.where} ({hint})", *([note] if note else [])]
 
 
@@ -654,6 +658,7 @@ async def _say_stopped(
     by: str,
     run_id: str,
     store: RunStore | None,
+    given: Path | str | None,
     args: argparse.Namespace,
     unrecorded: list[str],
 ) -> None:
@@ -686,7 +691,7 @@ async def _say_stopped(
         print(f"{' '.join(unrecorded)}\n{NOT_RECORDED}", file=sys.stderr)
     if store is not None:
         print(f"Continue it with: {resume_hint(run_id, store.where, args)}", file=sys.stderr)
-        _say_note(args, sys.stderr)
+        _say_note(args, given, sys.stderr)
 
 
 def _of_another_run(store: RunStore, run_id: str, hive: Hive, task: str) -> str | None:
@@ -724,6 +729,7 @@ def _reported(
     args: argparse.Namespace,
     out: TextIO,
     store: RunStore | None,
+    given: Path | str | None,
 ) -> ExitStatus:
     """Print how a run that was not cut off ended (its answer, the calls it waits on,
     or what it failed of, and what its workers found), and return the command's exit
@@ -738,7 +744,7 @@ def _reported(
             resume = resume_hint(result.run_id, where, args) if where is not None else None
             print_waiting(out, result, where, DEFAULT_STORE, resume)
             if resume is not None:
-                _say_note(args, out, "  ")
+                _say_note(args, given, out, "  ")
         return ExitStatus.WAITING
     if args.json:
         return ExitStatus.OK if result is not None else ExitStatus.FAILED
@@ -749,12 +755,15 @@ def _reported(
     return ExitStatus.OK
 
 
-def _say_note(args: argparse.Namespace, out: TextIO, indent: str = "") -> None:
+def _say_note(
+    args: argparse.Namespace, given: Path | str | None, out: TextIO, indent: str = ""
+) -> None:
     """Say what to do before the resume command just printed runs as pasted, if
-    anything (:func:`~honeycomb.cli.resuming.resume_note`)."""
-    note = resume_note(args)
+    anything (:func:`~honeycomb.cli.resuming.resume_note`; ``given``: the store as
+    given)."""
+    note = resume_note(args, given)
     if note is not None:
-        out.write(f"{indent}{note}\n")
+        out.writelines(f"{indent}{line}\n" for line in note.splitlines())
 
 
 def _print_failure(out: TextIO, error: HoneycombError | None, ended: RunFinished | None) -> None:

@@ -99,6 +99,19 @@ def test_a_token_written_as_the_urls_user_is_named_by_its_variable_too() -> None
     assert "set it to the URL given to --base-url" in (resume_note(args) or "")
 
 
+def test_the_note_on_a_stores_password_says_where_the_command_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    args = argparse.Namespace(hive="hive.yaml", store=None, model=None, base_url=None)
+    url = f"postgresql://app:{PASSWORD}@db.internal/prod"
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    assert "set PGPASSWORD or ~/.pgpass first" in (resume_note(args, url) or "")
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    assert "reads it from $PGPASSWORD, as set here" in (resume_note(args, url) or "")
+    for without in ("postgresql://app@db.internal/prod", Path("runs.db"), None):
+        assert resume_note(args, without) is None
+
+
 @ON_POSTGRES
 @pytest.mark.parametrize("command", ["resume", "trace"])
 def test_the_command_a_missing_run_names_gives_the_store_without_its_password(
@@ -114,8 +127,13 @@ def test_the_command_a_missing_run_names_gives_the_store_without_its_password(
     user, rest = url.split("@", 1)
     with_password = f"{user}:{PASSWORD}@{rest}"  # the test server trusts, whatever it says
     task = ["run", "hive.yaml", "Find the weather in Rome.", "--plain", "--model", "offline"]
+    monkeypatch.delenv("PGPASSWORD", raising=False)
     assert main([*task, "--store", with_password]) == 0  # a store with a run in it
-    capsys.readouterr()
+    # The command that continues it leaves the password out, and says where libpq
+    # reads it from: pasted as it was, it failed "fe_sendauth: no password supplied".
+    err = capsys.readouterr().err
+    assert shlex.split(hint_of(err))[3:5] == ["--store", url]
+    assert "(the store's URL held a password: that command leaves it out; set PGPASSWORD" in err
     assert main([command, "nope", "--store", with_password]) == 2
     err = capsys.readouterr().err
     assert PASSWORD not in err
