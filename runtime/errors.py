@@ -71,6 +71,7 @@ are translated where they enter and chained with ``raise ... from exc``.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -317,8 +318,14 @@ class ModelHTTPError(ModelError):
         self.hint = hint
         self.retryable = status in self.RETRYABLE_STATUSES or status >= 500
         on = f" from model {model!r}" if model else ""
-        then = f" ({hint})" if hint else ""
-        super().__init__(f"HTTP {status}{on}: {_short(body)}{then}")
+        page = _page_text(body)
+        if page is not None and hint:  # what to change first, then the page in a few words
+            said = f"{hint} (it answered a page: {_short(page, 160)})"
+        elif page is not None:
+            said = f"it answered a page: {_short(page, 160)}"
+        else:
+            said = _short(body) + (f" ({hint})" if hint else "")
+        super().__init__(f"HTTP {status}{on}: {said}")
 
 
 class RetryAfterPastDeadline(ModelHTTPError):
@@ -1192,6 +1199,24 @@ class ModelRetry(Exception):
 def _short(body: Any, limit: int = 300) -> str:
     text = str(body) if body is not None else "(no body)"
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+_HTML = re.compile(r"\s*(<!--.*?-->\s*)*<(!doctype\s+html|html)\b", re.IGNORECASE | re.DOTALL)
+_UNSHOWN = re.compile(r"<(head|script|style)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL)
+
+
+def _page_text(body: Any) -> str | None:
+    """The words of ``body`` on one line, when it is an HTML page (a proxy's or a web
+    server's error page, for a URL that is not an API's): its body's text, else its
+    title; None when it is not a page. Its markup, many lines of it, said nothing."""
+    if not isinstance(body, str) or not _HTML.match(body):
+        return None
+    import html  # loads with the first page answered, not with every program
+
+    title = re.search(r"<title\b[^>]*>(.*?)</title", body, re.IGNORECASE | re.DOTALL)
+    text = re.sub(r"<[^>]*>", " ", _UNSHOWN.sub(" ", body))
+    words = " ".join(html.unescape(text).split())
+    return words or (" ".join(html.unescape(title.group(1)).split()) if title else "(empty)")
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:

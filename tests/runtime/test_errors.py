@@ -155,3 +155,27 @@ def test_every_error_pickles_and_unpickles_equal() -> None:
         assert (str(again), again.args) == (str(error), error.args)
         assert vars(again).keys() == vars(error).keys()
         assert repr(vars(again)) == repr(vars(error))
+
+
+def test_an_html_page_answered_is_said_in_its_words_on_one_line_after_the_hint() -> None:
+    """A web server's error page (a base_url without its /v1, a proxy's 502): its
+    markup filled a dozen lines of the error, before the hint that said what to change."""
+    page = (
+        '<!DOCTYPE HTML>\n<html lang="en">\n    <head>\n        <meta charset="utf-8">\n'
+        "        <title>Error response</title>\n    </head>\n    <body>\n"
+        "        <h1>Error response</h1>\n        <p>Error code: 404</p>\n"
+        "        <p>Message: Not Found &amp; gone.</p>\n    </body>\n</html>\n"
+    )
+    hint = "most OpenAI-compatible servers answer under /v1; try 'http://h/v1'"
+    error = runtime.errors.ModelHTTPError(404, page, model="m", hint=hint)
+    assert str(error) == (
+        f"HTTP 404 from model 'm': {hint} (it answered a page: Error response Error code: "
+        "404 Message: Not Found & gone.)"
+    )
+    assert error.body == page  # the server's own answer kept whole
+    empty = "<html><head><title>502 Bad Gateway</title></head><body></body></html>"
+    assert str(runtime.errors.ModelHTTPError(502, empty)) == (
+        "HTTP 502: it answered a page: 502 Bad Gateway"
+    )
+    said = str(runtime.errors.ModelHTTPError(400, "not <html> at all", hint="h"))
+    assert said == "HTTP 400: not <html> at all (h)"  # text that is not a page, as it is
