@@ -129,9 +129,9 @@ def _dispatch(argv: list[str]) -> int:
         return compare_main(argv[2:])
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    if extra:
-        task, options = getattr(args, "task", None), parser.options_of(argv[0])
-        parser.error(unrecognized(extra, task, options))
+    if extra:  # said by the command's parser: `honeycomb run: error: ...`
+        command = parser.command_of(argv)
+        command.error(unrecognized(extra, getattr(args, "task", None), command, parser))
     code: int = args.handler(args)
     return code
 
@@ -294,7 +294,7 @@ def _parser() -> Parser:
             help="benchmark parallel fan-out against a hand-written asyncio floor "
             "(honeycomb bench --help), or next to the peer frameworks (honeycomb bench --peers)",
         )
-    parser.commands = commands.choices  # for the options each takes (Parser.options_of)
+    parser.commands = commands.choices  # for the options each takes (Parser.command_of)
     return parser
 
 

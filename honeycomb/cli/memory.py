@@ -34,6 +34,7 @@ def add_memory_command(commands: Any) -> None:
     """Add ``memory`` and its actions to the command line's subcommands."""
     memory = commands.add_parser("memory", help="list, search or forget long-term memories")
     actions = memory.add_subparsers(required=True, metavar="ACTION")
+    memory.commands = actions.choices  # its actions' parsers, for their errors
 
     listing = actions.add_parser("list", help="the newest memories first")
     _where(listing)

@@ -32,6 +32,7 @@ __all__ = [
     "new_id",
     "newest_first",
     "number",
+    "options_of",
     "unrecognized",
     "user_path",
 ]
@@ -50,15 +51,37 @@ class Parser(argparse.ArgumentParser):
     command, a ``--backend``) told with the one meant."""
 
     commands: Mapping[str, argparse.ArgumentParser] = {}
-    """The parsers of its subcommands, by name (the ``honeycomb`` parser's)."""
+    """The parsers of its subcommands, by name (the ``honeycomb`` parser's, and those of
+    the commands that have actions: ``sessions``, ``memory``)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(ExitStatus.UNUSABLE, f"{self.prog}: error: {_with_the_choice_meant(message)}\n")
 
-    def options_of(self, command: str) -> list[str]:
-        """The long options the subcommand ``command`` takes, as its usage names them."""
-        found = self.commands.get(command)
-        return re.findall(r"(?<![\w-])--[a-z][a-z-]*", found.format_usage()) if found else []
+    def command_of(self, argv: list[str]) -> argparse.ArgumentParser:
+        """The parser of the command ``argv`` begins with (``sessions prune``: the
+        action's), whose errors name it (``honeycomb run: error: ...``); this one when
+        it begins with none."""
+        found: argparse.ArgumentParser = self
+        for word in argv:
+            inner = getattr(found, "commands", {}).get(word)
+            if inner is None:
+                break
+            found = inner
+        return found
+
+    def others_taking(self, option: str, command: argparse.ArgumentParser) -> list[str]:
+        """The commands other than ``command`` that take ``option`` (``--latency``:
+        ``honeycomb demo``), as their usage names them."""
+        return [
+            other.prog
+            for other in self.commands.values()
+            if other is not command and option in options_of(other)
+        ]
+
+
+def options_of(parser: argparse.ArgumentParser) -> list[str]:
+    """The long options ``parser`` takes, as its usage names them."""
+    return re.findall(r"(?<![\w-])--[a-z][a-z-]*", parser.format_usage())
 
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)$")
@@ -88,15 +111,26 @@ def _with_the_choice_meant(message: str) -> str:
     return message.replace(given, given + close, 1) if close else message
 
 
-def unrecognized(extra: list[str], task: str | None, options: list[str]) -> str:
-    """argparse's error for the words ``extra`` it did not take: with the one of the
-    command's ``options`` meant by the first that is an option (``--modle``), else, when
-    a TASK was given and they are words, that they may be the rest of the task, which the
-    shell split where it was not quoted (``honeycomb run hive.yaml Look up Kyoto``)."""
+def unrecognized(
+    extra: list[str],
+    task: str | None,
+    command: argparse.ArgumentParser,
+    parser: Parser,
+) -> str:
+    """argparse's error for the words ``extra`` that ``command`` (of ``parser``'s
+    commands) did not take: the first that is an option named as another command's
+    (``run --latency``: ``honeycomb demo``'s), else with the one of the command's own
+    options meant by it (``--modle``); else, when a TASK was given and they are words,
+    that they may be the rest of the task, which the shell split where it was not quoted
+    (``honeycomb run hive.yaml Look up Kyoto``)."""
     message = f"unrecognized arguments: {' '.join(extra)}"
+    options = options_of(command)
     given = next((word.partition("=")[0] for word in extra if word.startswith("--")), None)
     if given in options:  # an option, after a '--' that made every word after it the task's
         return f"{message} ({given} after '--' is read as a word of the task: put it before '--')"
+    others = parser.others_taking(given, command) if given is not None else []
+    if given is not None and others:
+        return f"{message} ({given} is an option of {' and '.join(others)}, not of {command.prog})"
     if given is not None:
         return message + did_you_mean(given, options)
     if task is None or any(word.startswith("-") for word in extra):

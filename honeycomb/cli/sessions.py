@@ -34,6 +34,7 @@ def add_sessions_command(commands: Any, default_store: Path) -> None:
     add_limit(sessions)
     sessions.set_defaults(handler=_list)
     actions = sessions.add_subparsers(metavar="ACTION")
+    sessions.commands = actions.choices  # its actions' parsers, for their errors
     # An action's --store, when it is not given, leaves the one given before the action
     # (`sessions --store S show ID`): a default of its own would put the default back.
     given = argparse.SUPPRESS

@@ -96,37 +96,70 @@ def test_the_commands_init_says_to_run_next_run_as_pasted(
     [
         (
             ["run", "myhive/hive.yaml", "Look", "up", "Kyoto's", "temples"],
-            "unrecognized arguments: up Kyoto's temples (if they are words of the task, put "
-            'the task in quotes: "Look up Kyoto\'s temples")',
+            "honeycomb run: error: unrecognized arguments: up Kyoto's temples (if they are "
+            'words of the task, put the task in quotes: "Look up Kyoto\'s temples")',
         ),
         (
             ["demo", "Plan", "a", "trip", "for", "$5"],
-            "unrecognized arguments: a trip for $5 (if they are words of the task, put the "
-            "task in quotes: 'Plan a trip for $5')",
+            "honeycomb demo: error: unrecognized arguments: a trip for $5 (if they are words "
+            "of the task, put the task in quotes: 'Plan a trip for $5')",
         ),
         (
             ["run", "myhive/hive.yaml", "Look up", "--modle", "x"],
-            "unrecognized arguments: --modle x (did you mean '--model'?)",
+            "honeycomb run: error: unrecognized arguments: --modle x (did you mean '--model'?)",
         ),
         (
             ["trace", "r1", "--jsnl=out.jsonl"],
-            "unrecognized arguments: --jsnl=out.jsonl (did you mean '--jsonl'?)",
+            "honeycomb trace: error: unrecognized arguments: --jsnl=out.jsonl (did you mean "
+            "'--jsonl'?)",
         ),
-        (["run", "myhive/hive.yaml", "--zzzzz"], "unrecognized arguments: --zzzzz"),
-        (["chat", "myhive/hive.yaml", "hello"], "unrecognized arguments: hello"),
+        (
+            ["run", "myhive/hive.yaml", "--zzzzz"],
+            "honeycomb run: error: unrecognized arguments: --zzzzz",
+        ),
+        (
+            ["chat", "myhive/hive.yaml", "hello"],
+            "honeycomb chat: error: unrecognized arguments: hello",
+        ),
+        (  # told "(did you mean '--plain'?)", under "honeycomb: error:"
+            ["run", "myhive/hive.yaml", "Look up", "--latency", "1"],
+            "honeycomb run: error: unrecognized arguments: --latency 1 (--latency is an "
+            "option of honeycomb demo and honeycomb eval, not of honeycomb run)",
+        ),
+        (  # told "(did you mean '--record'?)"
+            ["run", "myhive/hive.yaml", "--memory"],
+            "honeycomb run: error: unrecognized arguments: --memory (--memory is an option of "
+            "honeycomb demo, not of honeycomb run)",
+        ),
+        (  # an action's own options, and its name
+            ["sessions", "prune", "--kep", "3"],
+            "honeycomb sessions prune: error: unrecognized arguments: --kep 3 (did you mean "
+            "'--keep'?)",
+        ),
     ],
-    ids=["run", "demo", "an-option", "an-option=", "no-option-near", "no-task"],
+    ids=[
+        "run",
+        "demo",
+        "an-option",
+        "an-option=",
+        "no-option-near",
+        "no-task",
+        "another-commands",
+        "another-commands-flag",
+        "an-action",
+    ],
 )
 def test_a_task_left_unquoted_or_an_option_misspelt_is_told_what_to_write(
     here: Path, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
 ) -> None:
     """A task typed without quotes reaches the command as many words: the first was the
     task and the others were refused as unknown, with nothing said of why; an option
-    misspelt was refused without the one meant."""
+    misspelt was refused without the one meant; another command's option was told a
+    misspelling of one of this command's."""
     with pytest.raises(SystemExit) as exited:
         main(argv)
     assert exited.value.code == ExitStatus.UNUSABLE
-    assert capsys.readouterr().err == f"honeycomb: error: {said}\n"
+    assert capsys.readouterr().err == f"{said}\n"
     assert list(here.iterdir()) == []  # nothing ran
 
 
