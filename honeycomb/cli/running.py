@@ -44,6 +44,7 @@ from honeycomb.run.restore import stored_result
 from honeycomb.run.result import RunResult
 from honeycomb.run.stream import RunStream
 from honeycomb.store import RunStore
+from honeycomb.store.files import unwritable
 from honeycomb.store.schema import refuse_foreign
 from honeycomb.trace.format import printable
 from runtime import (
@@ -141,9 +142,10 @@ def hive_store(hive: Hive, where: Path | str) -> RunStore:
 
 def check_hive_store(hive: Hive) -> None:
     """Raise if the hive's own store (``store:``, a file) is one a run refuses to open:
-    a folder, a file that is not a run store, or one a newer Honeycomb wrote. The file
-    is read as it is and nothing is made: ``honeycomb validate`` checks this, and
-    ``run`` before it starts a run in the hive's store.
+    a folder, a file that is not a run store, or one a newer Honeycomb wrote, one this
+    user cannot write, or one whose folder cannot be made. The file is read as it is
+    and nothing is left made: ``honeycomb validate`` checks this, and ``run`` before it
+    starts a run in the hive's store.
 
     Raises:
         ConfigErrors: at the hive's ``store:``, in the words the store refuses it with.
@@ -153,8 +155,35 @@ def check_hive_store(hive: Hive) -> None:
         return  # a PostgreSQL URL: its server is reached as the run starts
     try:
         refuse_foreign(where)
+        _folder_made(where)
     except StoreError as exc:
         raise ConfigErrors([hive.error_at(("store",), str(exc))]) from exc
+
+
+def _folder_made(path: Path) -> None:
+    """Raise if the store's file ``path`` could not be made: this user may not write
+    there, or its folder, not there, cannot be made (``/proc/x``, where even root makes
+    none): the first folder missing is made, to see, and removed again.
+
+    Raises:
+        StoreError: saying why, as the store would refuse it.
+    """
+    why = unwritable(path)
+    if why is not None:
+        raise StoreError(f"cannot open the run store: {why}", path=str(path))
+    missing = None
+    for folder in path.parents:
+        if folder.exists():
+            break
+        missing = folder
+    if missing is None:
+        return
+    try:
+        missing.mkdir()
+    except OSError as exc:
+        said = f"cannot make its folder {path.parent}: {exc.strerror or exc}"
+        raise StoreError(f"cannot open the run store: {said}", path=str(path)) from exc
+    missing.rmdir()
 
 
 def demo_hive_path(example: str = "trip", name: str = "hive.yaml") -> Path:

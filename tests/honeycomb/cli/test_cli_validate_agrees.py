@@ -36,7 +36,13 @@ def refused(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
     [
         (".", "this is a folder, not a run store: name its file"),
         ("hive.yaml", "the file is not a Honeycomb run store (file is not a database)"),
+        pytest.param(  # passed by validate; run failed after its banner, at no line
+            "/proc/x/runs.db",
+            "cannot open the run store: cannot make its folder /proc/x: No such file or directory",
+            marks=pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="Linux's /proc"),
+        ),
     ],
+    ids=["a folder", "not a store", "no folder can be made"],
 )
 def test_a_store_that_a_run_cannot_open_is_refused_by_validate_in_the_same_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], store: str, why: str
@@ -50,6 +56,15 @@ def test_a_store_that_a_run_cannot_open_is_refused_by_validate_in_the_same_words
     assert f"{path}: 1 error\n  {line}" in said
     assert f"  {line}" in ran
     assert path.read_text() == written  # read as it is: nothing made or changed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hive.yaml"]
+
+
+def test_a_store_whose_folder_is_not_there_yet_passes_validate_which_makes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "hive.yaml"
+    path.write_text(HIVE + "store: data/runs/runs.db\n")
+    assert main(["validate", str(path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hive.yaml"]
 
 
