@@ -268,6 +268,20 @@ def _vars_put_in(*texts: Any) -> set[str]:
     return {m.group(1) for m in _VAR.finditer(json.dumps(texts, default=str))}
 
 
+def _misspelt_task(doc: YamlDocument, path: tuple[str | int, ...]) -> bool:
+    """Whether the case at ``path`` of ``doc`` has a field that is ``task`` misspelt
+    (``taks:``, ``tasks:``)."""
+    data: Any = doc.data
+    try:
+        for part in path:
+            data = data[part]
+    except (KeyError, IndexError, TypeError):
+        return False
+    if not isinstance(data, Mapping):
+        return False
+    return any(key != "task" and did_you_mean(str(key), ["task"]) for key in data)
+
+
 class _Builder:
     """Makes each case of a file: its defaults, its vars put in, its checks built."""
 
@@ -301,7 +315,10 @@ class _Builder:
             given.setdefault("expected", spec.expected)
         template = spec.task or self.defaults.task
         if template is None:
-            errors.append(doc.error(path, "the case has no task (and defaults: gives none)"))
+            # A task misspelt (``taks:``) is told already, as an unknown field with the
+            # one meant: the case's one mistake, as a hive's would be.
+            if row.checks_at is None or not _misspelt_task(doc, path):
+                errors.append(doc.error(path, "the case has no task (and defaults: gives none)"))
             return None
         start = len(errors)
         task = _filled(template, given, doc, (*path, "task"), errors)

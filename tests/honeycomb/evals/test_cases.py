@@ -110,6 +110,10 @@ def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
               - python: checks
           - id: two
             task: y
+          - id: three
+            taks: z
+          - id: four
+            vars: {a: 1}
         """,
     )
     errors = _errors(path)
@@ -134,6 +138,10 @@ def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
         f"{file}:16:9: cases[1].assert[6].python: 'checks' names no function: write "
         "module:function (python: checks:similar)",
         f"{file}:17:5: cases[2]: another case is named 'two' (line 5): give each its own id",
+        # Told once, as a hive's field is: not also "the case has no task".
+        f"{file}:20:5: cases[3].taks: unknown field 'taks' (did you mean 'task'?); allowed: "
+        "assert, description, expected, id, task, threshold, vars",
+        f"{file}:21:5: cases[4]: the case has no task (and defaults: gives none)",
     ]
 
 
