@@ -89,9 +89,16 @@ def add_chat_command(commands: Any, run_options: Callable[..., None]) -> None:
 
 def _session_id(given: str) -> str:
     """``--session``: not blank (``--session "$UNSET"``), which started a new
-    conversation, of an id of its own, in place of the one meant."""
+    conversation, of an id of its own, in place of the one meant; printable, as
+    ``--run-id`` is: the id is shown on the terminal and in commands to copy, where a
+    tab, a line break or an escape code would do harm."""
     if not given.strip():
         raise argparse.ArgumentTypeError(f"takes a conversation's id, not {given!r}")
+    if not given.isprintable():
+        raise argparse.ArgumentTypeError(
+            "takes a conversation's id of printable characters (no line breaks, tabs or "
+            f"escape codes), not {given[:40]!r}{' ...' if len(given) > 40 else ''}"
+        )
     return given
 
 

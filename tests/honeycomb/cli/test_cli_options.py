@@ -149,6 +149,14 @@ def test_a_blank_session_is_refused_as_the_arguments_are_read(
     err = refused(capsys, ["chat", "hive.yaml", "--session", given])
     assert f"argument --session: takes a conversation's id, not {given!r}" in err
     assert [p.name for p in tmp_path.iterdir()] == ["hive.yaml"]
+    # One with a tab or an escape code was taken and printed as it was, where --run-id
+    # refuses them.
+    err = refused(capsys, ["chat", "hive.yaml", "--session", "u\t1\x1b[2J"])
+    assert (
+        "argument --session: takes a conversation's id of printable characters (no line "
+        "breaks, tabs or escape codes), not 'u\\t1\\x1b[2J'"
+    ) in err
+    assert [p.name for p in tmp_path.iterdir()] == ["hive.yaml"]
 
 
 def test_a_file_given_under_home_where_no_shell_expands_it_is_in_the_home_folder(
