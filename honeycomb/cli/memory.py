@@ -117,7 +117,10 @@ def _memory(args: argparse.Namespace) -> SQLiteMemory:
         return SQLiteMemory(args.file or DEFAULT_MEMORY)
     memory = load_hive(args.hive).memory()
     if not isinstance(memory, SQLiteMemory):
-        raise _NoMemory(f"{args.hive}: the hive declares no memory: (a top-level memory:)")
+        raise _NoMemory(
+            f"{args.hive}: the hive declares no memory (it has no top-level memory:): add "
+            "'memory: {path: memory.db}' to it, or give the memory's file with --file"
+        )
     return memory
 
 

@@ -194,7 +194,11 @@ def test_a_hive_names_its_memory_file(
     bare = tmp_path / "bare.yaml"
     bare.write_text("models: {default: offline}\nroles:\n  helper: {description: helps}\n")
     assert main(["memory", "list", "--hive", str(bare)]) == 2
-    assert "the hive declares no memory:" in capsys.readouterr().err
+    # It said "the hive declares no memory: (a top-level memory:)", half a sentence.
+    assert capsys.readouterr().err == (
+        f"{bare}: the hive declares no memory (it has no top-level memory:): add "
+        "'memory: {path: memory.db}' to it, or give the memory's file with --file\n"
+    )
     assert main(["memory", "list", "--hive", str(tmp_path / "missing.yaml")]) == 2
     assert "cannot read the file" in capsys.readouterr().err
 
