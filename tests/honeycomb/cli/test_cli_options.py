@@ -503,9 +503,12 @@ def test_sessions_never_print_the_control_characters_a_store_holds(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "hive.yaml").write_text(CHATTY)
-    monkeypatch.setattr("sys.stdin", io.StringIO("the weather \x1b[2Jin Rome\n"))
-    assert main(["chat", "hive.yaml", "--plain", "--session", "s\x1b1"]) == 0
-    capsys.readouterr()
+
+    async def talk() -> None:  # from Python: chat --session refuses such an id
+        async with Executor.from_yaml("hive.yaml", store=".honeycomb/runs.db") as executor:
+            await executor.session("s\x1b1").run("the weather \x1b[2Jin Rome")
+
+    asyncio.run(talk())
     assert main(["sessions"]) == 0
     listed = capsys.readouterr().out
     assert "\x1b" not in listed
