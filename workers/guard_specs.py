@@ -81,7 +81,13 @@ def _same(one: GuardRef, other: GuardRef) -> bool:
     """Whether two guards as declared are one: the same text, or the same callable (one
     written once by its import path and once as itself is found as they are resolved:
     :func:`resolve_guards`)."""
-    return one == other if isinstance(one, str) else one is other
+    return one == other if isinstance(one, str) else _one_function(one, other)
+
+
+def _one_function(one: object, other: object) -> bool:
+    """Whether two callables are one: the same object, or one object's same method
+    (``checker.check`` makes a new bound method each time it is written)."""
+    return one is other or (inspect.ismethod(one) and inspect.ismethod(other) and one == other)
 
 
 def _twice(name: str, first: int, index: int) -> str:
@@ -160,7 +166,7 @@ class Guard(Value, frozen=True, kw_only=True):
         function (by whatever import path, or as itself), or the same judge role of
         the same run."""
         if self.fn is not None or other.fn is not None:
-            return self.fn is other.fn
+            return _one_function(self.fn, other.fn)
         return self.judge == other.judge and self.up == other.up
 
 
@@ -316,7 +322,7 @@ def resolve_guards(guards: Guards | None, roles: Sequence[str] | None = None) ->
             else:
                 guard = Guard(name=ref, judge=ref)
             # The same function written two ways, which Guards took for two guards.
-            same = [i for i, g in enumerate(out) if guard.fn is not None and g.fn is guard.fn]
+            same = [i for i, g in enumerate(out) if guard.fn is not None and g.same_as(guard)]
             if same:
                 raise ConfigError(f"guards.{kind}[{index}]: {_twice(guard.name, same[0], index)}")
             out.append(guard)

@@ -12,7 +12,7 @@ from runtime import ConfigError, GuardrailTripped, MemoryHit, SQLiteMemory, Trac
 from runtime.testing import FunctionModel, ScriptedModel
 from tests.support.guards import short
 from workers import MemoryRecalled, Role, RoleMemory, Worker
-from workers.guards import GuardCheck, Guards
+from workers.guards import GuardCheck, Guards, resolve_guards
 from workers.memory import RECALL_HEADER
 from workers.services import MemoryStore, Services
 
@@ -106,6 +106,17 @@ def test_a_guard_listed_twice_in_one_kind_is_refused_naming_its_field() -> None:
         Role(name="w", guards=Guards(output=("reviewer", no_evil, "reviewer")))
     with pytest.raises(ConfigError, match=r"input: the guard '.*no_evil' is listed twice"):
         Guards(input=(no_evil, no_evil))
+    # One object's method, written twice: a new bound method each time, one guard.
+    checker = Checker()
+    with pytest.raises(ConfigError, match=r"output: the guard 'Checker.check' is listed twice"):
+        Guards(output=(checker.check, checker.check))
+    assert len(Guards(output=(checker.check, Checker().check)).output) == 2  # two objects'
+    # A role's and its run's: the run's checks the role's calls once, and the run's
+    # output guards leave out the aggregator role's.
+    role = resolve_guards(Guards(arguments=(checker.check,), output=(checker.check,)))
+    run = resolve_guards(Guards(arguments=(checker.check,), output=(checker.check,)))
+    assert len(role.with_arguments(run.arguments).arguments) == 1
+    assert run.without_output(role.output).output == ()
     # Of two kinds, it checks a text of each: the instruction, then each call.
     both = Guards(input=("reviewer",), arguments=("reviewer",))
     assert both.judges() == ["reviewer", "reviewer"]
@@ -115,3 +126,10 @@ def test_a_guard_listed_twice_in_one_kind_is_refused_naming_its_field() -> None:
     said = r"guards\.input\[1\]: the guard 'short' is listed twice \(\[0\] and \[1\]\)"
     with pytest.raises(ConfigError, match=said):
         Worker(role, ScriptedModel(["x"]))
+
+
+class Checker:
+    """A guard that is a method of an object (one that holds a client, say)."""
+
+    def check(self, check: GuardCheck) -> str | None:
+        return None
