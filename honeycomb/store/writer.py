@@ -128,10 +128,16 @@ class Writer:
 
     def _hand_on(self, ended: _Life) -> None:
         """Queue what the thread that ended as it was queued did not take, for the next
-        thread (or the one after, should that one end too)."""
+        thread (or the one after, should that one end too). When none can start (the
+        store cannot be opened), their waiters are told why."""
         writes = ended.leftovers()
         while writes:
-            life = self.start()
+            try:
+                life = self.start()
+            except StoreError as exc:
+                self.failure = exc
+                tell_all(writes, dict.fromkeys(range(len(writes)), exc))
+                return
             if any(write.stopping for write in writes):
                 life.hurried.set()
             for write in writes:

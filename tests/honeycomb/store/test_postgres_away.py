@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -137,6 +138,39 @@ async def test_a_stopping_write_tries_for_no_longer_than_its_moment(
     assert len(tried) > 1
     assert tried[-1] - tried[0] == pytest.approx(writer.STOPPING_S)
     store.close()
+
+
+async def test_writes_handed_on_to_a_writer_that_cannot_start_are_told_why(
+    postgres: PostgresServer,
+) -> None:
+    """The writes queued as the writer's thread ended are handed on to the next thread:
+    when that one could not start (its server away), they were dropped, and a run
+    waiting for one of them (a worker's result, its end) waited for ever; only the one
+    whose queueing found the thread ended was told. Each is told why."""
+    url = postgres.url()
+    mine = role_of(url, "handed")
+    store = RunStore(mine)
+    await store.open()
+    ended = store._writer._life
+    assert ended is not None
+    store.close()  # the thread ends: here, as the second write is queued
+
+    class Ending(queue.SimpleQueue[Any]):
+        def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+            super().put(item, block, timeout)
+            ended.ended = self.qsize() > 1
+
+    ended.ended, ended.queue = False, Ending()
+    away(url, role_in(mine))
+    loop = asyncio.get_running_loop()
+    first, second = loop.create_future(), loop.create_future()
+    with anyio.fail_after(10):
+        store._writer.put((("SELECT 1", ()),), done=first)
+        store._writer.put((("SELECT 2", ()),), done=second)
+        for waiter in (first, second):
+            with pytest.raises(StoreError, match="is not permitted to log in"):
+                await waiter
+    back(url, role_in(mine))
 
 
 def test_a_role_sent_away_keeps_no_session_though_each_comes_back_at_once(
