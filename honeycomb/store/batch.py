@@ -54,7 +54,8 @@ class Write(Value, frozen=True, kw_only=True):
     """Written as its run stops (cancelled, Ctrl-C), which waits for it: a server that is
     away is waited for a moment (``writer.STOPPING_S``), not a restart's time
     (``writer.RECONNECT_S``), and the writer stops waiting for it for the writes queued
-    before it too (their waiters are told the store cannot be written)."""
+    before it too (their waiters are told the store cannot be written). Its waiter waits
+    no longer than the server answers (:mod:`honeycomb.store.silence`)."""
 
 
 def write_batch(

@@ -13,10 +13,13 @@ which both databases make (see :data:`~honeycomb.store.schema.CREATED`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 # Which URLs name a store is said once, where a hive's check reads it too.
 from runtime.config.stores import is_url, store_problem
+
+if TYPE_CHECKING:
+    from honeycomb.store.silence import Knock
 
 __all__ = ["Connection", "Database", "Rows", "is_url", "store_problem"]
 
@@ -68,8 +71,10 @@ class Database(Protocol):
     """What errors and commands name it by: the file, or the URL without a password."""
     away: bool
     """The writer gave up connecting to it (it stayed away for the writer's tries, or a
-    run that stops could not wait for it), and has not connected since: reads do not
-    wait for it either. Set by the writer, cleared by :meth:`connect`."""
+    run that stops could not wait for it), or a wait for the writer found it silent
+    (:mod:`honeycomb.store.silence`), and the writer has not connected nor committed
+    since: reads do not wait for it either. Cleared by :meth:`connect`, and by the
+    writer as it commits."""
 
     def connect(self) -> WriteConnection:
         """The writer's connection, to a store made or brought up to the current schema.
@@ -77,6 +82,11 @@ class Database(Protocol):
         Raises:
             StoreError: when it cannot be opened, or is not a Honeycomb run store.
         """
+
+    def knock(self) -> Knock:
+        """Whether the server answers now (a new connection, let in or refused), known
+        within :data:`~honeycomb.store.silence.ANSWER_S`: a knock under way or just
+        heard, or a new one. A file always answers."""
 
     def kept(self, text: str) -> str:
         """``text`` as a column of text keeps it, and reads it back."""

@@ -13,20 +13,26 @@ connection's ``search_path`` is the store's schema alone: its statements reach n
 other table.
 
 The writer has a connection of its own (:class:`PostgresConnection`); reads take one
-from a pool of at most ``pool_size``, each in one snapshot (``REPEATABLE READ``).
+from a pool of at most ``pool_size``, each in one snapshot (``REPEATABLE READ``). Each
+connection learns by itself that its server went silent (a network cut, a paused host),
+rather than waiting for it for the kernel's minutes: it sends TCP keepalives and gives
+up on what the server leaves unacknowledged (:data:`_SILENT`), and a new one gives up
+after 10 s; each of these is libpq's own when the URL sets it (or ``PGCONNECT_TIMEOUT``
+the connect timeout).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
 
-from honeycomb.store import readers
+from honeycomb.store import readers, silence
 from honeycomb.store.database import Connection, Rows
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime import ConfigError, StoreError
@@ -52,6 +58,16 @@ _APPLICATION = "honeycomb run store"
 _VERSIONS = "store_schema"
 """The table that says the schema holds a store, and of which version."""
 _CONNECT_TIMEOUT_S = 10
+_SILENT = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
+"""How a connection learns that its server went silent: a TCP keepalive after 10 s of
+quiet, the connection lost after three unanswered ones 5 s apart, or once what it sent
+is left unacknowledged for 30 s (libpq's ``tcp_user_timeout``, from libpq 12)."""
 _MOST_MS = 2**31 - 1
 """The longest timeout the server takes (about 24 days), in milliseconds."""
 _SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(hashtext('honeycomb store'), hashtext(%s))"
@@ -109,6 +125,18 @@ def url_passwords(url: str) -> dict[str, str]:
         if unquote(name) in PASSWORD_PARAMETERS:
             found[unquote(name)] = unquote(value)
     return found
+
+
+def _given(conninfo: str) -> set[str]:
+    """The parameters ``conninfo`` sets, and ``tcp_user_timeout`` where libpq is older
+    than 12, which knows none: it is then not set."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = set(conninfo_to_dict(conninfo))
+    if psycopg.pq.version() < 120000:  # it knows no tcp_user_timeout: not set
+        given.add("tcp_user_timeout")
+    return given
 
 
 def _joined(parts: SplitResult, netloc: str, query: str) -> str:
@@ -277,6 +305,10 @@ class PostgresDatabase:
         self._options: dict[str, Any] = url_passwords(url)
         for secret in self._options.values():  # one with a space, which url_secrets ends at
             add_secret(secret, "database password", owner=self)
+        given = _given(self.conninfo)
+        self._options.update({k: v for k, v in _SILENT.items() if k not in given})
+        # The URL's (or libpq's variable's) connect timeout, or the store's.
+        self._timed = "connect_timeout" in given or "PGCONNECT_TIMEOUT" in os.environ
         problem = password_problem(password_env)
         if problem is not None:
             raise ConfigError(problem, field="store")
@@ -293,13 +325,14 @@ class PostgresDatabase:
             readers.open_pool,
             self.conninfo,
             size=pool_size,
-            options=self._options,
+            options={**self._options, **self._timeout()},
             configure=self._configure,
             name=self.schema,
             where=self.where,
             timeout_s=_CONNECT_TIMEOUT_S,
         )
-        self._readers = readers.Readers(pool, self._connection, lambda: self.away)
+        self._readers = readers.Readers(pool, self._connection, lambda: self.away, self.knock)
+        self._knocker = silence.Knocker(self._knocked, self.where)
         readers.unprinted()  # what psycopg logs of its connections, where nothing takes it
 
     # --- writing ------------------------------------------------------------------------
@@ -316,18 +349,7 @@ class PostgresDatabase:
 
     def _connection(self) -> psycopg.Connection[Any]:
         """A new connection, its search path the store's schema alone."""
-        import psycopg
-
-        try:
-            conn = psycopg.connect(
-                self.conninfo,
-                autocommit=True,
-                connect_timeout=_CONNECT_TIMEOUT_S,
-                application_name="honeycomb",
-                **self._options,
-            )
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to the run store: {exc}", path=self.where) from exc
+        conn = self._connected(self._timeout())
         self._configure(conn)
         # A writer that stops in the middle of a transaction (a process stopped, or
         # hung) holds its rows' locks, its lease's among them: the server ends its
@@ -336,6 +358,33 @@ class PostgresDatabase:
         timeout_ms = min(max(1000, int(self.lease_ttl_s * 1000)), _MOST_MS)
         conn.execute(f"SET idle_in_transaction_session_timeout = {timeout_ms}")
         return conn
+
+    def _connected(self, timeout: dict[str, Any]) -> psycopg.Connection[Any]:
+        """A new connection (``timeout``: its connect timeout, unless the URL's is)."""
+        import psycopg
+
+        try:
+            return psycopg.connect(
+                self.conninfo,
+                autocommit=True,
+                application_name="honeycomb",
+                **self._options,
+                **timeout,
+            )
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to the run store: {exc}", path=self.where) from exc
+
+    def _timeout(self) -> dict[str, Any]:
+        """The connect timeout of a new connection: the store's, unless one is given."""
+        return {} if self._timed else {"connect_timeout": _CONNECT_TIMEOUT_S}
+
+    def knock(self) -> silence.Knock:
+        return self._knocker.knock()
+
+    def _knocked(self) -> None:
+        """A knock's connection (:class:`~honeycomb.store.silence.Knock`), closed at once:
+        it gives up by itself a moment after the knock is heard."""
+        self._connected({"connect_timeout": math.ceil(silence.ANSWER_S) + 1}).close()
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         from psycopg import sql

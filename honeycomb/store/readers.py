@@ -2,10 +2,12 @@
 psycopg logs of Honeycomb's connections.
 
 A read waits for a connection of the pool for its time (a server that restarts is
-waited for), or, once the store's writer gave up on the server (it stays away, or a
-run that stops could not wait for it: ``away``), for a moment (:data:`BUSY_S`): then a
-new connection tells at once why the server cannot be reached. A pool whose every
-connection is busy is waited for, with no connection more.
+waited for). Once the store's writer gave up on the server (it stays away, a run that
+stops could not wait for it, or found it silent: ``away``), a read first asks whether
+the server answers (a knock, :mod:`honeycomb.store.silence`): one that refuses is told
+at once with libpq's reason, one that answers nothing within a moment is told so, and
+a read of a server that answers goes on. A pool whose every connection is busy is
+waited for, with no connection more.
 
 The pool tries again behind the reads once its server went away, and logs each failure
 as a warning (logger ``psycopg.pool``), as psycopg logs an error it ignores (logger
@@ -33,11 +35,13 @@ if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
+    from honeycomb.store.silence import Knock
+
 __all__ = ["BUSY_S", "THREADS", "Readers", "open_pool", "ours", "unprinted"]
 
 BUSY_S = 1.0
-"""How long a read waits for a connection of the pool, once the store's writer gave up
-on the server, before it looks whether the server is there at all."""
+"""How long a read waits for a connection of the pool before it looks whether the
+server went away since it asked (its writer gave up on it meanwhile)."""
 
 THREADS = "honeycomb-store"
 """How the names of the store's threads begin: the writer's, and the pool's (the
@@ -64,6 +68,7 @@ class Readers:
         pool: Opens the pool (:func:`open_pool`, given what it opens).
         connect: A connection made now, or a StoreError saying why none can be.
         away: Whether the store's writer gave up on the server.
+        knock: Whether the server answers now (see :mod:`honeycomb.store.silence`).
     """
 
     def __init__(
@@ -71,10 +76,12 @@ class Readers:
         pool: Callable[[], psycopg_pool.ConnectionPool[Any]],
         connect: Callable[[], psycopg.Connection[Any]],
         away: Callable[[], bool],
+        knock: Callable[[], Knock],
     ) -> None:
         self._open = pool
         self._connect = connect
         self._away = away
+        self._knock = knock
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._lock = threading.Lock()
         forked.inherited(self)
@@ -91,15 +98,23 @@ class Readers:
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A connection of the pool: one it gives within :data:`BUSY_S`, or else, unless
         the store's writer gave up on the server and no new connection can be made,
-        one it gives within its time.
+        one it gives within its time. Once the writer gave up, the server is asked
+        first whether it answers.
 
         Raises:
-            StoreError: when no connection can be made (the pool is closed: the next
-                read opens it anew, and is told at once if the server is still away).
+            StoreError: when no connection can be made (a server that refuses it: the
+                pool is closed, and the next read opens it anew), or the server answers
+                nothing.
             psycopg_pool.PoolTimeout: when the pool gave none in its time.
         """
         import psycopg_pool
 
+        if self._away():
+            heard = self._knock().heard()
+            if heard.why is not None:
+                if not heard.silent:
+                    self.close()
+                raise heard.why
         pool = self._opened()
         try:
             conn = pool.getconn(timeout=BUSY_S)

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from honeycomb.store.database import Connection, Rows
 from honeycomb.store.schema import connect, reader
+from honeycomb.store.silence import Knock
 from runtime import StoreError
 from runtime.text import valid_text
 
@@ -94,6 +95,9 @@ class SQLiteDatabase:
 
     def close(self) -> None:
         pass  # each read opens its own connection
+
+    def knock(self) -> Knock:
+        return Knock(None, self.where)  # a file is never silent: its writes are waited for
 
     def kept(self, text: str) -> str:
         return valid_text(text)  # as the writer stores it

@@ -35,6 +35,8 @@ import anyio.to_thread
 import msgspec
 
 from honeycomb.store import lease as _lease
+from honeycomb.store import silence
+from honeycomb.store import writer as writing
 from honeycomb.store.approvals import ASK, asked_row, keep_decision, read_approvals
 from honeycomb.store.cut_off import keep_cut_off
 from honeycomb.store.database import Connection, Database, is_url, store_problem
@@ -187,17 +189,24 @@ class RunStore:
         ``stopping``: they are a stopping run's last (cancelled, Ctrl-C), which a
         server that is away does not keep waiting: the writer tries to connect again
         for a moment, not for the half minute a restart takes
-        (:attr:`~honeycomb.store.writer.Write.stopping`).
+        (:attr:`~honeycomb.store.writer.Write.stopping`), and they are waited for only
+        as long as the server answers (:mod:`honeycomb.store.silence`).
 
         Raises:
             RunBusy: when ``lease`` is no longer the run's (nothing was written).
-            StoreError: when the store cannot be written.
+            StoreError: when the store cannot be written, or (``stopping``) its server
+                answers nothing: the error says what is known of the write.
         """
         await self._submit(statements, lease, checkpoint, urgent, stopping=stopping)
 
     async def flush(self) -> None:
-        """Return once everything written so far is committed."""
-        await self.commit()
+        """Return once everything written so far is committed.
+
+        Raises:
+            StoreError: when the store's server is away (its writer gave up on it) and
+                answers nothing.
+        """
+        await self._submit((), None, False, True, bounded=self._database.away)
 
     async def take_lease(self, run_id: str, *, steal: bool = False) -> Lease:
         """Lease run ``run_id`` to this process, in one transaction (see
@@ -288,7 +297,10 @@ class RunStore:
         *,
         scrub: bool = False,
         stopping: bool = False,
+        bounded: bool = False,
     ) -> None:
+        """Queue a write and wait for it (``stopping`` or ``bounded``: for as long as
+        the store's server answers)."""
         if not self._writer.running:
             await self.open()  # connecting to a server takes a while: not in the loop
         # Told by the writer with one call into the loop for a whole batch of waiters.
@@ -302,11 +314,37 @@ class RunStore:
             urgent=urgent,
             stopping=stopping,
         )
-        await waiter
+        if stopping or bounded:
+            await self._answered(waiter)
+        else:
+            await waiter
+
+    async def _answered(self, waiter: asyncio.Future[None]) -> None:
+        """``await waiter`` for as long as the store's server answers (see
+        :mod:`honeycomb.store.silence`).
+
+        Raises:
+            StoreError: the write's own error, or, once the server answered nothing,
+                what is known of the write (the writer still holds it).
+        """
+        try:
+            for wait in silence.waits(self._database, writing.STOPPING_S):
+                await asyncio.wait((waiter,), timeout=wait)
+                if waiter.done():
+                    break
+            else:
+                raise silence.unanswered(self.where, sent=self._writer.sent(waiter))
+        finally:
+            if not waiter.done():
+                waiter.cancel()  # nobody to tell: the write stands (see batch._tell)
+        waiter.result()
 
     def close(self) -> None:
         """Commit what is queued, checkpoint the file, stop the writer thread and close
-        the connections."""
+        the connections. A server that is away is waited for a moment, as by a run
+        that stops, and a silent one no longer than it answers: what the writer could
+        not write by then is written if the server answers it before the process
+        ends (see :meth:`~honeycomb.store.writer.Writer.stop`)."""
         self._writer.stop()
         self._database.close()
 

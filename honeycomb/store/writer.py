@@ -19,7 +19,9 @@ stops queued its end (``Write.stopping``): a batch it lost before its commit was
 is written again then, as nothing of it was (as is one the server rolled back to break
 a deadlock with another process's); one lost as it committed is not (it may be there,
 or not: its waiters are told so). Secrets are masked as a write is queued (see
-:mod:`runtime.secrets`).
+:mod:`runtime.secrets`). The thread is never interrupted: whoever waits for it stops
+waiting once its server answers nothing (:mod:`honeycomb.store.silence`), and the
+thread goes on with what it holds, as its connection allows.
 Should the thread itself die, the waiters of its batch and of every write in its queue
 are told too, and the next write starts another thread, with a queue and a connection
 of its own (:class:`Writer`).
@@ -33,7 +35,7 @@ import queue
 import threading
 import time
 
-from honeycomb.store import forked
+from honeycomb.store import forked, silence
 from honeycomb.store.batch import Action, Statement, Write, tell_all, write_batch
 from honeycomb.store.database import Database, WriteConnection
 from honeycomb.store.lease import Lease
@@ -126,6 +128,11 @@ class Writer:
         if life.ended:
             self._hand_on(life)
 
+    def sent(self, done: asyncio.Future[None]) -> bool:
+        """Whether the write told to ``done`` is in the batch whose commit was sent."""
+        life = self._life
+        return life is not None and life.committing and any(w.done is done for w in life.batch)
+
     def _hand_on(self, ended: _Life) -> None:
         """Queue what the thread that ended as it was queued did not take, for the next
         thread (or the one after, should that one end too). When none can start (the
@@ -147,11 +154,19 @@ class Writer:
             writes = life.leftovers()
 
     def stop(self) -> None:
-        """Commit what is queued, checkpoint and stop the thread."""
+        """Commit what is queued, checkpoint and stop the thread: as a run that stops
+        does, waiting for a lost server a moment only (:data:`STOPPING_S`), and for the
+        thread as long as its server answers. A thread left to a silent server ends by
+        itself, writing what it holds if the server answers it."""
         life = self._life
         if life is not None and life.thread.is_alive():
+            life.hurried.set()  # a lost server is waited for no more, as for a stopping write
+            life.queue.put(Write(work=(), stopping=True))
             life.queue.put(_STOP)
-            life.thread.join()
+            for wait in silence.waits(self.database, STOPPING_S):
+                life.thread.join(wait)
+                if not life.thread.is_alive():
+                    break
         self.started = False  # nothing more to wait for
 
     def stop_soon(self) -> None:
@@ -193,6 +208,7 @@ class _Life:
         self.connection: WriteConnection | None = connection
         self.ended = False  # it takes nothing more from its queue, but what it drains
         self.committing = False  # the batch being written is being committed
+        self.batch: tuple[Write, ...] = ()  # the batch being written (see Writer.sent)
         self.unreachable = False  # it gave up connecting again, and has not connected since
         # A stopping write is queued: a lost server is waited for no more (a wait under
         # way ends as it is set).
@@ -289,6 +305,7 @@ class _Life:
             return
         deadline: float | None = None
         stopping = any(item.stopping for item in items)
+        self.batch = tuple(items)
         while True:
             refused: dict[int, HoneycombError] = {}
             self.committing = False
@@ -297,6 +314,7 @@ class _Life:
                 write_batch(connection, items, held, refused, self.writer.database.where)
                 self.committing = True
                 connection.commit()
+                self.writer.database.away = False  # it answers again (found silent before)
             except Exception as exc:  # any error of any write: the batch's writes are not made
                 failed = self.connection
                 if failed is not None:
@@ -325,6 +343,7 @@ class _Life:
                     connection.checkpoint(final=True)
                 elif any(item.checkpoint for item in items):
                     connection.checkpoint(final=False)
+            self.committing, self.batch = False, ()
             tell_all(items, refused)
             return
 

@@ -3,7 +3,7 @@ a free port of 127.0.0.1 only, stopped at the end (one per test session).
 
 PostgreSQL refuses to run as root: as root, the server's folder belongs to the
 ``postgres`` user, and its commands run as that user. ``pg_ctl -w`` returns once the
-server accepts connections (and once it stopped), so nothing sleeps.
+server accepts connections (and once it stopped): no test waits a fixed time for it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -23,7 +24,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["AWAY_S", "PostgresServer", "away", "back", "binaries", "query", "role_in", "role_of"]
+__all__ = [
+    "AWAY_S",
+    "PostgresServer",
+    "SilentProxy",
+    "away",
+    "back",
+    "binaries",
+    "query",
+    "role_in",
+    "role_of",
+]
 
 
 def binaries() -> Path | None:
@@ -173,6 +184,68 @@ def _connected(url: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute(f'SET search_path TO "{schema}"')
         yield conn
+
+
+class SilentProxy:
+    """A TCP proxy on 127.0.0.1 in front of a server, which can go silent as a server
+    cut off by the network does (or a host paused): what is sent is taken and never
+    answered, with no reset; connections it accepts then are never answered either.
+
+    Args:
+        port: The server's port.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.upstream = port
+        self.silent = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._sockets: list[socket.socket] = [self._listener]
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, name="silent-proxy", daemon=True).start()
+
+    def url(self, url: str) -> str:
+        """``url`` (of the server) through the proxy."""
+        return url.replace(f":{self.upstream}/", f":{self.port}/")
+
+    def silence(self, *, reset: bool = False) -> None:
+        """Go silent; ``reset``: the connections open now are ended first (the server's
+        host restarted), the ones made after are never answered."""
+        self.silent.set()
+        if reset:
+            with self._lock:
+                for sock in self._sockets[1:]:
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        """End every connection (the server's sessions end with them) and the proxy."""
+        self.silent.set()
+        with self._lock:
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):  # closed
+            while True:
+                client, _ = self._listener.accept()
+                with self._lock:
+                    self._sockets.append(client)
+                if self.silent.is_set():
+                    continue  # taken, never answered
+                server = socket.create_connection(("127.0.0.1", self.upstream))
+                with self._lock:
+                    self._sockets.append(server)
+                for ends in ((client, server), (server, client)):
+                    threading.Thread(target=self._pump, args=ends, daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if not self.silent.is_set():
+                    sink.sendall(data)
 
 
 def _free_port() -> int:

@@ -1,0 +1,179 @@
+"""A store's server gone silent (a network cut, a paused host: it refuses nothing and
+answers nothing), and the waits that end on it rather than last the kernel's minutes.
+
+The writer thread is never interrupted: a batch it holds (other runs' writes, leases
+renewed) is committed whole or not at all, as ever, and its connection learns of a
+silent server by itself (TCP keepalives and ``tcp_user_timeout``, see
+:mod:`honeycomb.store.postgres`). What ends is another's wait for it: a stopping run's
+for its end (``stopping``), a read's for what was written before it once the store is
+``away``, and the store's close. Each waits a moment, then asks whether the server
+answers at all (:class:`Knock`: a new connection, let in or refused, within
+:data:`ANSWER_S`): one that answers is waited for a moment more, and so on, for as long
+as the writer takes (a slow server, a lock another process holds, a server that
+refuses, whose tries the writer ends itself); one that answers nothing is silent, and
+the wait ends, saying what is known of what it waited for. That stays with the writer,
+which writes it if the server answers it before the process ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from honeycomb.store import forked
+from runtime import StoreError
+from runtime.value import Value
+
+__all__ = ["ANSWER_S", "Heard", "Knock", "Knocker", "Server", "unanswered", "waits"]
+
+ANSWER_S = 1.0
+"""How long a server is given to answer a new connection (let it in, or refuse it)
+before it is taken for silent."""
+
+
+class Heard(Value, frozen=True, kw_only=True):
+    """What a knock heard."""
+
+    why: StoreError | None = None
+    """Why no connection was let in (None: one was)."""
+    silent: bool = False
+    """Nothing answered it in :data:`ANSWER_S`."""
+
+
+class Knock:
+    """One try of a new connection to a store's server, in a thread of its own, which
+    ends by itself (the try's own timeout): what it heard is known within
+    :data:`ANSWER_S` of its start, whatever the server does. A connection let in later
+    is an answer still; one that fails later (its own timeout) is not.
+
+    Args:
+        connect: Connects and closes the connection (raises StoreError saying why it
+            could not); None: a file, which always answers.
+        where: The store, as errors name it.
+    """
+
+    def __init__(self, connect: Callable[[], None] | None, where: str) -> None:
+        self.started = time.monotonic()
+        self._where = where
+        self._done = threading.Event()
+        self._why: StoreError | None = None
+        self._ended = self.started
+        if connect is None:
+            self._done.set()
+        else:
+            name = "honeycomb-store-knock"
+            threading.Thread(target=self._run, args=(connect,), name=name, daemon=True).start()
+
+    def _run(self, connect: Callable[[], None]) -> None:
+        try:
+            connect()
+        except StoreError as exc:
+            self._why = exc
+        except Exception as exc:  # told to whoever asks, as a refusal
+            why = f"cannot connect to the run store: {type(exc).__name__}: {exc}"
+            self._why = StoreError(why, path=self._where)
+        finally:
+            self._ended = time.monotonic()
+            self._done.set()
+
+    def left(self) -> float:
+        """How long until what it heard is known, at the latest."""
+        if self._done.is_set():
+            return 0.0
+        return max(0.0, self.started + ANSWER_S - time.monotonic())
+
+    def heard(self) -> Heard:
+        """What it heard (waiting until that is known)."""
+        if self._answered(self._done.wait(self.left())):
+            return Heard(why=self._why)
+        return Heard(why=StoreError(_silence(), path=self._where), silent=True)
+
+    def fresh(self) -> bool:
+        """Whether it tells of the server now: under way, or it heard nothing a moment
+        ago (an answer, heard at once, is asked for again)."""
+        if self.left() > 0:
+            return True
+        return not self._answered(self._done.is_set()) and (
+            time.monotonic() < self.started + 2 * ANSWER_S
+        )
+
+    def _answered(self, done: bool) -> bool:
+        """Whether what it heard (``done``: its try ended) is an answer."""
+        return done and (self._why is None or self._ended <= self.started + ANSWER_S)
+
+
+class Knocker:
+    """The knocks of one store: one at a time, shared by whoever asks meanwhile (the
+    runs of a service stopping together knock once).
+
+    Args:
+        connect: As :class:`Knock`'s.
+        where: The store, as errors name it.
+    """
+
+    def __init__(self, connect: Callable[[], None] | None, where: str) -> None:
+        self._connect = connect
+        self._where = where
+        self._lock = threading.Lock()
+        self._last: Knock | None = None
+        forked.inherited(self)
+
+    def forked(self) -> None:
+        """In a child made by fork: a knock under way is the parent's (its thread is
+        not in the child), and is asked no more."""
+        self._lock = threading.Lock()
+        self._last = None
+
+    def knock(self) -> Knock:
+        """A knock that tells of the server now: the last one, or a new one."""
+        with self._lock:
+            if self._last is None or not self._last.fresh():
+                self._last = Knock(self._connect, self._where)
+            return self._last
+
+
+class Server(Protocol):
+    """What the waits ask of a store's database (see
+    :class:`~honeycomb.store.database.Database`)."""
+
+    away: bool
+
+    def knock(self) -> Knock: ...
+
+
+def waits(database: Server, moment: float) -> Iterator[float]:
+    """How long a wait for the writer (each time it is not over yet) waits next: a
+    moment (none once the store is away: the server is known to be gone), then until a
+    knock is heard, and again, for as long as the server answers. It ends once the
+    server answered nothing: the store is then ``away``, and reads wait no more."""
+    wait = 0.0 if database.away else moment
+    while True:
+        yield wait
+        knock = database.knock()
+        yield knock.left()
+        if knock.heard().silent:
+            database.away = True
+            return
+        wait = moment
+
+
+def unanswered(where: str, *, sent: bool) -> StoreError:
+    """The error of a wait that ended on a silent server (``sent``: the commit of what
+    it waited for had been sent to it)."""
+    known = (
+        "the commit of what it waited for was sent: it may be there or not"
+        if sent
+        else "nothing of what it waited for is written yet: the store's writer still "
+        "holds it, and writes it if the server answers before this process ends"
+    )
+    return StoreError(f"{_silence()}; {known}", path=where)
+
+
+def _silence() -> str:
+    """What a silent server is told as."""
+    return (
+        f"the run store's server answered nothing in {ANSWER_S:g} s (a network cut, or "
+        "its host paused?)"
+    )
