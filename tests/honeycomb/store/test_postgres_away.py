@@ -98,6 +98,45 @@ async def test_a_stopping_runs_write_waits_for_a_server_away_only_a_moment(
     assert query(url, "SELECT n FROM t") == [(4,)]
 
 
+async def test_closing_the_store_waits_for_a_server_away_only_a_moment(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing the store while a write waited for its lost server to come back (a run's,
+    or the renewal of the leases held) waited out the writer's half minute of tries: a
+    command ending, or a service stopping, took as long. Closing cuts that wait short,
+    as a stopping run's write does: the write is told the store cannot be written."""
+    monkeypatch.setattr(writer, "_RECONNECT_EVERY_S", (writer.RECONNECT_S,))
+    url = postgres.url()
+    mine = role_of(url, "closing")
+    failed = threading.Event()  # the writer tried to connect again, and could not
+    connect = PostgresDatabase.connect
+
+    def tried(self: PostgresDatabase) -> PostgresConnection:
+        try:
+            return connect(self)
+        except StoreError:
+            failed.set()
+            raise
+
+    monkeypatch.setattr(PostgresDatabase, "connect", tried)
+    store = RunStore(mine)
+    await store.commit(("CREATE TABLE t (n BIGINT)", ()))
+    away(url, role_in(mine))
+
+    async def waiting() -> None:
+        with pytest.raises(StoreError, match="cannot connect to the run store"):
+            await store.commit(("INSERT INTO t VALUES (1)", ()))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiting)
+        await anyio.to_thread.run_sync(failed.wait)  # it waits for the server now
+        started = time.monotonic()
+        await store.aclose()
+        took = time.monotonic() - started
+    assert took < writer.RECONNECT_S / 4, took
+    back(url, role_in(mine))
+
+
 class _Clock:
     """The writer's clock, its waits between tries passing at once."""
 
