@@ -165,8 +165,8 @@ def unanswered(where: str, *, sent: bool) -> StoreError:
     known = (
         "the commit of what it waited for was sent: it may be there or not"
         if sent
-        else "nothing of what it waited for is written yet: the store's writer still "
-        "holds it, and writes it if the server answers before this process ends"
+        else "nothing of what it waited for is written yet: it may still be, if the "
+        "server answers the store's writer, which holds it, before this process ends"
     )
     return StoreError(f"{_silence()}; {known}", path=where)
 
