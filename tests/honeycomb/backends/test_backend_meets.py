@@ -28,11 +28,12 @@ from honeycomb import (
     Policy,
     Role,
     RunFailed,
+    RunResult,
     Tool,
     add_secret,
 )
 from honeycomb.backends import RayBackend
-from honeycomb.events import Event, TextDelta, WorkerFinished
+from honeycomb.events import Event, RunStarted, TextDelta, WorkerFinished
 from honeycomb.testing import FunctionModel
 from honeycomb.tracing import SpanRecorder, build_timeline
 from runtime import AssistantMessage, ModelRequest, ModelResponse, UserMessage
@@ -479,25 +480,58 @@ async def test_a_remote_workers_memory_keeps_no_secret(
     assert any(k.text.startswith("the vault opens with ") for k in kept)
 
 
+ROOM_LIMIT_S = 3.0
+"""The time limit of a worker that waits for an actor's room: far past its own work
+(one answer), which a busy machine's overhead must not take past it."""
+
+
 async def test_a_worker_waiting_for_room_in_an_actor_is_not_timed_out(
     ray_session: None,
 ) -> None:
     """A worker's ``worker_timeout_s`` counts what it does, not its wait for an actor to
-    run it in (nor, locally, for one of the run's ``max_workers``): six workers of 0.4 s
-    each, one at a time, under a limit of 2 s (room for a busy machine's overhead). The
-    last waited 2 s for the one actor's room, and that counted: it failed with
-    WorkerTimeout."""
+    run it in (nor, locally, for one of the run's ``max_workers``). Another run's
+    worker holds the one actor's room (in a call pinned here) while the worker waits
+    for it one and a half times its limit; let go, the worker answers at once. Its wait
+    counted: it failed with WorkerTimeout."""
     pool = RayBackend(actors=1, workers_per_actor=1, actor_cpus=0)
-    ex = Executor(
-        [WORKER], FunctionModel(scripted), aggregator="concat", backend=pool,
-        policy=Policy(worker_timeout_s=2.0, max_workers=6),
+    holding, waiting, let_go = anyio.Event(), anyio.Event(), anyio.Event()
+
+    async def hold() -> str:
+        """Holds its worker, in the actor's one room, until the test lets it go."""
+        holding.set()
+        await let_go.wait()
+        return "held"
+
+    holder = Executor(
+        [Role(name="h", tools=("hold",))], FunctionModel(scripted), aggregator="concat",
+        backend=pool, tools=[Tool(hold, pinned=True)],
     )  # fmt: skip
+    waiter = Executor(
+        [WORKER], FunctionModel(scripted), aggregator="concat", backend=pool,
+        policy=Policy(worker_timeout_s=ROOM_LIMIT_S, max_workers=2),  # a room of its own too
+    )  # fmt: skip
+    results: list[RunResult] = []
+
+    async def held() -> None:
+        await holder.run("t", subtasks=[("h", script([("hold", {})]))])
+
+    async def waits() -> None:
+        told = [lambda event: waiting.set() if isinstance(event, RunStarted) else None]
+        answer_at_once = json.dumps({"turns": [], "told": True})
+        results.append(await waiter.run("t", subtasks=[("r", answer_at_once)], on_event=told))
+
     try:
         await pool.start()  # its start is no worker's time either, but not measured here
-        calls = script([("echo", {"text": "done", "delay": 0.4})])
-        result = await ex.run("t", subtasks=[("r", calls)] * 6)
+        async with anyio.create_task_group() as runs:
+            runs.start_soon(held)
+            await holding.wait()
+            runs.start_soon(waits)
+            await waiting.wait()
+            await anyio.sleep(ROOM_LIMIT_S * 1.5)  # the room it waits for stays held
+            let_go.set()
     finally:
         pool.stop()
+    (result,) = results
     assert {s.error for s in result.subtasks.values()} == {None}
     assert result.status == "ok"
 
