@@ -548,6 +548,13 @@ def test_ctrl_c_while_the_server_continues_a_run_says_how_to_continue_it(
         )
         assert decided.status_code == 303
         served.said("run h1: decided; continuing it")
+        # Said before it takes the run up: stopped then, the run is still waiting (nothing
+        # of it went on). Stopped once the run is under way (its approved call waits).
+        with contextlib.closing(RunStore(db)) as store:
+            deadline = time.monotonic() + 30
+            while (going := store.find("h1")) is None or going.status != "running":
+                assert time.monotonic() < deadline, f"not under way: {going}"
+                time.sleep(0.05)
         err = served.stop(stopped_by)
     command = shlex.join(["honeycomb", "resume", "h1", "--store", str(db)])
     assert f"run h1: cut off as this server stopped; continue it with {command}\n" in err
