@@ -38,11 +38,11 @@ def check_task(task: str) -> None:
             it is not text.
     """
     if not isinstance(task, str):  # a number, None, bytes: refused by its name
-        shown = repr(task) if len(repr(task)) <= 60 else repr(task)[:57] + "..."
-        raise ConfigError(
-            f"{shown} (type {type(task).__name__}) is not text: pass what the run is to "
-            "do, in words (Executor.run('Compare the weather in Lisbon and Porto'))",
-            field="task",
+        raise _not_text(
+            task,
+            "task",
+            "pass what the run is to do, in words "
+            "(Executor.run('Compare the weather in Lisbon and Porto'))",
         )
     if not task.strip():
         raise ConfigError(
@@ -80,6 +80,8 @@ def check_id(given: str, what: str) -> None:
     Raises:
         ConfigError: whose ``field`` is ``what``, saying what is wrong with it.
     """
+    if not isinstance(given, str):  # a number, a UUID object: refused by its name
+        raise _not_text(given, what, "pass an id as text (str(...) of it, say)")
     if not given:
         raise ConfigError("it is empty: pass an id of at least one character", field=what)
     size = len(given.encode("utf-8", "surrogatepass"))
@@ -97,3 +99,9 @@ def check_id(given: str, what: str) -> None:
             "(UTF-8) text",
             field=what,
         )
+
+
+def _not_text(given: object, field: str, instead: str) -> ConfigError:
+    """The error for a value of ``field`` that is not text (a number, None, bytes)."""
+    shown = repr(given) if len(repr(given)) <= 60 else repr(given)[:57] + "..."
+    return ConfigError(f"{shown} (type {type(given).__name__}) is not text: {instead}", field=field)

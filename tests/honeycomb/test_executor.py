@@ -964,15 +964,17 @@ async def test_a_blank_task_is_refused_before_anything_runs_or_is_kept(
     [
         ("", "run_id: it is empty"),
         ("r" * 513, r"run_id: 'r{40}'... is 513 bytes long \(UTF-8\): an id is at most 512"),
+        (123, r"run_id: 123 \(type int\) is not text: pass an id as text"),
     ],
-    ids=["empty", "long"],
+    ids=["empty", "long", "not-text"],
 )
 async def test_an_id_no_store_keeps_is_refused_by_its_name_before_anything_is_kept(
-    tmp_path: Path, given: str, said: str
+    tmp_path: Path, given: str | int, said: str
 ) -> None:
     # An empty session id was taken, an empty run id was made one; PostgreSQL's index
     # takes no id of more than about 2,700 bytes: one run failed with the database's
-    # words, where SQLite kept it.
+    # words, where SQLite kept it. An id that is not text failed with "'int' object
+    # has no attribute 'encode'".
     model = ScriptedModel(["never asked"])
     executor = Executor(ROLES, model, store=tmp_path / "runs.db")
     with pytest.raises(ConfigError, match=said):
