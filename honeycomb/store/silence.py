@@ -12,7 +12,7 @@ answers at all (:class:`Knock`: a new connection, let in or refused, within
 as the writer takes (a slow server, a lock another process holds, a server that
 refuses, whose tries the writer ends itself); one that answers nothing is silent, and
 the wait ends, saying what is known of what it waited for. That stays with the writer,
-which writes it if the server answers it before the process ends.
+which may still write it, if the server answers it before the process ends.
 """
 
 from __future__ import annotations
