@@ -36,9 +36,10 @@ original chained. Cancellation always propagates.
 When the tracer's handlers want the text as it is written (``Tracer(text=True)``), a
 model that can stream is asked to (``stream``), and each piece of its answer's text is
 a :class:`~runtime.events.TextDelta`; otherwise every call is one-shot (``complete``).
-A loop with output guards holds a turn's deltas (:class:`~runtime.events.HeldText`)
-until the turn's answer is accepted, or is tool calls (which no guard checks), and
-drops those of an answer the guards refuse, or that fails.
+A loop with an output schema or output guards holds a turn's deltas
+(:class:`~runtime.events.HeldText`) until the turn's answer is accepted, or is tool
+calls (which nothing checks), and drops those of an answer the schema or the guards
+refuse, or that fails: such an answer's text comes whole, once it is accepted.
 
 A :class:`Checkpoint` receives the state as the loop goes, so a run store can resume it
 where it stopped: after every step. An answer asking for tool calls is kept (the
@@ -171,6 +172,7 @@ class AgentLoop:
         "_compactor",
         "_conversation",
         "_head",
+        "_holds",
         "_output",
         "budget",
         "caller",
@@ -226,6 +228,10 @@ class AgentLoop:
         self._conversation = caller.conversation
         out = self.settings.output_type
         self._output = OutputSchema.for_model(out) if out is not None else None
+        # Its answers' text is held while a schema or guards may refuse it (a plan's
+        # streams: its progress shows). Told once here, not each turn (benchmark B).
+        checked = self._output is not None and not self.settings.streams_unvalidated
+        self._holds = self.guards is not None or checked
         self._head: tuple[str, tuple[Message, ...]] | None = None
         compaction = self.settings.compaction
         self._compactor: Compactor | None = None
@@ -329,9 +335,9 @@ class AgentLoop:
             context, omitted = self._context(state, messages, window)
             request = self._request(context, tools, turn, wrap_up)
             if self.tracer.text:  # someone reads the answers' text
-                # The text of an answer output guards will check is held until they
-                # pass it (text that a guard refuses never reaches a listener).
-                held = HeldText(self.tracer) if self.guards is not None else None
+                # The text of an answer an output schema or output guards will check
+                # is held until they pass it (text they refuse never reaches a listener).
+                held = HeldText(self.tracer) if self._holds else None
                 if held is None and not self.tracer.holds_text:
                     sink = self._text_sink(turn, self.tracer)  # streamed as it is written
             # The call is made here, in this frame, as ModelCalls.complete makes it: a

@@ -47,6 +47,9 @@ class LoopSettings(Value, frozen=True, kw_only=True):
         compaction: The context budget kept by rolling summaries, if any.
         max_output_tokens: The most tokens one answer may take (sent with every
             call; an answer that ends there is handled as cut off).
+        streams_unvalidated: Whether the text of an answer its output schema checks
+            streams as it is written (a planner's plan: its progress shows), rather
+            than held until it validates.
     """
 
     max_turns: int = 10
@@ -57,6 +60,7 @@ class LoopSettings(Value, frozen=True, kw_only=True):
     max_repeats: int = 3
     compaction: Compaction | None = None
     max_output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    streams_unvalidated: bool = False
 
     def __post_init__(self) -> None:
         if self.max_repeats < 1:

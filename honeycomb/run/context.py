@@ -131,12 +131,15 @@ class RunContext(Value, frozen=True, kw_only=True):
         store: WorkerStore | None = None,
         output_retries: int | None = None,
         max_output_tokens: int | None = None,
+        streams_unvalidated: bool = False,
     ) -> Worker:
         """A worker for ``role`` (a name, or a Role) given the run's services (and, for
         a stored run, its part of the store: ``store``); its answers sent back for
         failing ``output_type`` at most ``output_retries`` times, when that is fewer
         than its role's own. Its calls' output limit is its role's, else
-        ``max_output_tokens`` (what its answers can need), else the policy's."""
+        ``max_output_tokens`` (what its answers can need), else the policy's. The text
+        of an answer its output schema checks is held until it validates, unless
+        ``streams_unvalidated`` (a planner's: its progress shows)."""
         found = self.crew.roles[role] if isinstance(role, str) else role
         setup = self.crew.setup_for(found, output_type, self.services.memory)
         settings = setup.settings
@@ -145,6 +148,8 @@ class RunContext(Value, frozen=True, kw_only=True):
         limit = max_output_tokens or self.policy.max_output_tokens
         if found.max_output_tokens is None and settings.max_output_tokens != limit:
             settings = msgspec.structs.replace(settings, max_output_tokens=limit)
+        if streams_unvalidated:
+            settings = msgspec.structs.replace(settings, streams_unvalidated=True)
         if settings is not setup.settings:
             setup = msgspec.structs.replace(setup, settings=settings)
         services = self.services.kept_in(store)

@@ -328,6 +328,7 @@ class RolePlanner:
                 output_type=schema,
                 output_retries=left - 1,
                 max_output_tokens=limit,
+                streams_unvalidated=True,  # its progress shows (a refused plan's too)
             )
             left -= _answers(result)
             if not result.ok or not isinstance(result.output, Plan):

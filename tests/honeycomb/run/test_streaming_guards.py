@@ -41,6 +41,7 @@ from runtime.model import TextSink
 from runtime.testing import call
 from tests.support.asgi_server import ThreadedServer
 from tests.support.model_requests import role_of
+from tests.support.role_tools import Summary
 
 SECRET = "The password is hunter2."
 REFUSAL = "I cannot share that."
@@ -337,3 +338,51 @@ async def test_a_hive_tools_calls_are_in_the_trace_of_a_run_whose_answer_is_held
     assert written == "done"  # held, then passed
     timeline = build_timeline(RunStore(tmp_path / "runs.db").spans("r1"))
     assert timeline.model_calls == events.result.usage.model_calls == 3  # lead x2, fact
+
+
+SUMMARY = '{"title": "t", "points": ["a"]}'
+
+
+def refused_then_summary(writer: str) -> FunctionModel:
+    """``writer``'s first answer fails the ``Summary`` schema and its second matches it;
+    the other roles answer plain text."""
+
+    def answer(request: ModelRequest) -> str:
+        if not role_of(request).startswith(writer):
+            return "a finding"
+        told = any(isinstance(m, AssistantMessage) for m in request.messages)
+        return SUMMARY if told else 'REFUSED {"title": 3}'
+
+    return FunctionModel(answer)
+
+
+@pytest.mark.parametrize("run_guards", [False, True], ids=["alone", "with the run's guards"])
+@pytest.mark.parametrize("checked_by", ["output_schema", "output_type"])
+async def test_an_answer_its_schema_refuses_never_reaches_a_listener(
+    checked_by: str, run_guards: bool
+) -> None:
+    """A role's ``output_schema`` (its worker's text made into the answer by ``concat``)
+    or the run's ``output_type`` (the aggregator's answer) refuses the first answer: the
+    model is told and answers again, and the deltas are the accepted answer's alone,
+    whether or not the run's output guards hold the text too."""
+
+    def passes(check: GuardCheck) -> str | None:
+        return None
+
+    in_role = checked_by == "output_schema"
+    schema = "tests.support.role_tools:Summary" if in_role else None
+    executor = Executor(
+        [Role(name="w", output_schema=schema), Role(name="aggregator")],
+        refused_then_summary("w" if in_role else "aggregator"),
+        aggregator="concat" if in_role else "aggregator",
+        output_type=None if in_role else Summary,
+        guards=Guards(output=(passes,)) if run_guards else None,
+    )
+    async with executor.stream("t", subtasks=[("w", "sum up")]) as events:
+        seen = [event async for event in events]
+    assert events.result is not None
+    assert events.result.status == "ok"
+    assert "REFUSED" not in deltas(seen)
+    assert deltas(seen, "s1" if in_role else "aggregator") == SUMMARY
+    if not in_role:  # the text the model wrote, of which the answer is made
+        assert Summary.model_validate_json(deltas(seen, "aggregator")) == events.result.answer
