@@ -36,7 +36,8 @@ INVARIANTS = {
         "the result's usage is every model call the model functions answered, in every "
         "life (tokens and calls), and the calls cut off after they streamed text (their "
         "prompt and text by the estimate), but what a killed life spent after its last "
-        "write (answers whose calls never started, asked for again)"
+        "write (answers whose calls never started, asked for again; a call counts as it "
+        "starts, so one started before that write lacks only its tokens)"
     ),
     "budget kept": "no budget is ever exceeded, counting every life",
     "one observation per call": (
@@ -272,6 +273,8 @@ def forgotten(outcome: Outcome) -> tuple[int, int, int] | None:
     An answer is kept, with all the run spent so far, before the calls it asks for
     start: a worker's calls before its last tool call started in the killed life are
     kept; those after it (an answer whose calls never started, a summary) may not be.
+    A call counts as it starts (a budget's ``model_calls``): one that had started by
+    the last write, and was answered after it, is left out of the tokens alone.
     """
     if not outcome.hive.crash or outcome.result is None:
         return None
@@ -295,7 +298,9 @@ def forgotten(outcome: Outcome) -> tuple[int, int, int] | None:
         sum(c["input"] for c in calls) - usage.input_tokens,
         sum(c["output"] for c in calls) - usage.output_tokens,
     )
-    return short if (short[0], (short[1], short[2])) in _sums(after) else None
+    tokens = (short[1], short[2])
+    fits = any(lost == tokens and 0 <= short[0] <= count for count, lost in _sums(after))
+    return short if fits else None
 
 
 def _budget(outcome: Outcome, report: Report) -> None:
