@@ -233,10 +233,10 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
             DuplicateToolError: when one of its tools is named ``recall`` or ``remember``.
         """
         uses = role.memory
-        if uses is not None and memory is None:
+        if uses is not None and memory is None:  # the Executor names the role, as for all
             raise ConfigError(
-                f"role {role.name!r} has memory: but there is no memory to use: give the "
-                "hive a top-level memory: (or the Executor or Worker memory=...)"
+                "memory: is set, but there is no memory to use: give the hive a top-level "
+                "memory: (or the Executor or Worker memory=...)"
             )
         if uses is not None and memory is not None and uses.remember:
             tools = ToolRegistry([*tools, *memory_tools(memory, uses, role.name)])

@@ -396,7 +396,7 @@ def test_a_role_with_memory_and_no_memory_to_use_is_an_error() -> None:
     from runtime import ConfigError
 
     role = Role(name="guide", memory=RoleMemory(namespace="trip"))
-    with pytest.raises(ConfigError, match="role 'guide' has memory: but there is no memory"):
+    with pytest.raises(ConfigError, match=r"^memory: is set, but there is no memory to use"):
         Worker(role, FunctionModel(lambda r: "x"))
 
 

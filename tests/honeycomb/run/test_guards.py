@@ -286,6 +286,17 @@ def test_a_guard_that_is_neither_a_path_nor_a_role_is_told_once_with_its_field()
     ]
 
 
+def test_a_role_with_memory_and_none_to_use_is_named_once() -> None:
+    # The Executor names the role of each problem of its setup, as for a guard's; the
+    # problem named it too ("role 'w': role 'w' has memory: ...").
+    with pytest.raises(ConfigErrors) as caught:
+        Executor([Role(name="w", memory=RoleMemory(namespace="n"))], ScriptedModel([]))
+    assert [e.message for e in caught.value.errors] == [
+        "role 'w': memory: is set, but there is no memory to use: give the hive a "
+        "top-level memory: (or the Executor or Worker memory=...)"
+    ]
+
+
 HIVE = """\
 models:
   default: offline
