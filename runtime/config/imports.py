@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import pkgutil
+import site
 import sys
+import sysconfig
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -62,16 +65,16 @@ def import_object(path: str) -> Any:
 
 def path_meant(ref: str) -> str | None:
     """The import path a reference that names no module may have meant, among the
-    modules of the folder that leads ``sys.path`` (a hive's own, while its paths
+    modules of the user's folder (:func:`_own_folder`: a hive's, while its paths
     resolve): ``tools:f`` for ``tools.py:f``, ``myhive.tools:f`` or ``tools.f``, and for
     a bare ``f``, when a module there defines ``f`` at its top level. None: no such
     module."""
     module_name, sep, name = ref.partition(":")
     if not sep:
         module_name, _, name = ref.rpartition(".")
-    if not name:
+    folder = _own_folder()
+    if not name or folder is None:
         return None
-    folder = Path(sys.path[0] if sys.path else ".")
     if not module_name:
         found = [p for p in sorted(folder.glob("*.py"))[:_SCANNED] if _defines(p, name)]
         return f"{found[0].stem}:{name}" if found else None
@@ -82,6 +85,29 @@ def path_meant(ref: str) -> str | None:
             meant = f"{'.'.join(parts[start:])}:{name}"
             return meant if meant != ref else None
     return None
+
+
+def _own_folder() -> Path | None:
+    """The folder of the user's own modules: the first on ``sys.path`` that is not the
+    interpreter's nor an installed package's (a hive's, while its paths resolve; else
+    the script's, or the working directory). Not merely the first: a library may put
+    its own there (Ray, once imported, its vendored packages). None: there is none."""
+    installed = _installed()
+    for entry in sys.path:
+        folder = Path(entry or ".").resolve()
+        if folder.is_dir() and not any(folder.is_relative_to(p) for p in installed):
+            return folder
+    return None
+
+
+@functools.cache
+def _installed() -> tuple[Path, ...]:
+    """The folders of the interpreter's modules, its installed packages and scripts."""
+    kinds = ("stdlib", "platstdlib", "purelib", "platlib", "scripts")
+    found = {sysconfig.get_path(kind) for kind in kinds}
+    found.update(site.getsitepackages())
+    found.add(site.getusersitepackages())
+    return tuple(Path(folder).resolve() for folder in found if folder)
 
 
 def _defines(module: Path, name: str) -> bool:
@@ -139,13 +165,18 @@ def _raised(path: str, module_name: str, exc: BaseException) -> str:
 
 def _modules_beside(name: str) -> list[str]:
     """The modules a misspelt module ``name`` may have meant: those of its package
-    (``pkg.tols``: ``pkg``'s), or, for a top-level one, those of the folder that leads
-    ``sys.path`` (a hive's own, while its paths resolve), by the same dotted form."""
+    (``pkg.tols``: ``pkg``'s), or, for a top-level one, those of the user's folder
+    (:func:`_own_folder`: a hive's, while its paths resolve), by the same dotted form."""
     parent, _, _ = name.rpartition(".")
-    try:
-        where = importlib.import_module(parent).__path__ if parent else sys.path[:1]
-    except Exception:  # a parent that fails to import: no names to offer
-        return []
+    where: Sequence[str]
+    if not parent:
+        own = _own_folder()
+        where = [str(own)] if own is not None else []
+    else:
+        try:
+            where = importlib.import_module(parent).__path__
+        except Exception:  # a parent that fails to import: no names to offer
+            return []
     prefix = f"{parent}." if parent else ""
     return [prefix + found.name for found in pkgutil.iter_modules(list(where))]
 

@@ -3,6 +3,7 @@ every call), a role's in its workers, judges under the run's budget, and their s
 
 from __future__ import annotations
 
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -268,8 +269,13 @@ def test_an_unknown_judge_role_is_a_config_error() -> None:
         Executor([Role(name="w")], ScriptedModel([]), guards=Guards(input=("nobody",)))
 
 
-def test_a_guard_that_is_neither_a_path_nor_a_role_is_told_once_with_its_field() -> None:
-    # It was told twice: as neither, and as a judge role that is not defined.
+def test_a_guard_that_is_neither_a_path_nor_a_role_is_told_once_with_its_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # It was told twice: as neither, and as a judge role that is not defined. The path
+    # meant is found among the user's modules whatever folder leads sys.path: Ray, once
+    # imported, puts its vendored packages' there, and the hint was missing then.
+    monkeypatch.syspath_prepend(sysconfig.get_path("purelib"))
     with pytest.raises(ConfigErrors) as caught:
         Executor(
             [
