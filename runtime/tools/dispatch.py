@@ -26,6 +26,7 @@ is the layers' (:mod:`runtime.tools.layers`), composed in
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Coroutine, Sequence
 from contextlib import nullcontext
 from typing import Any
@@ -33,7 +34,7 @@ from typing import Any
 import anyio
 import anyio.from_thread
 
-from runtime.concurrency import require_asyncio, together
+from runtime.concurrency import require_asyncio
 from runtime.errors import BudgetExceeded, NotStarted
 from runtime.events import Caller, ToolCallFinished
 from runtime.limits.room import nested_work
@@ -179,24 +180,28 @@ class Dispatcher:
         # What a worker holds while its calls run is kept short (benchmark A at
         # N=10000): the turn's calls in their two lanes, their observations, no more.
         serial, parallel = await self._admitted(calls, previous, results, turn, cut_at)
-        # The serial lane (or else the last parallel call) runs in this task, every other
-        # call in a task of its own; a parallel call's value is how it ended.
         cap = self._cap_for(len(parallel))
         # A call beside calls that nest works in its worker's room as their nested
         # workers do: its worker does not leave its slot while it works.
         beside = self.tools.nests and _nesting(serial, parallel)
         ended: list[Outcome | Stopped]
-        if serial:
-            _, ended = await together(
-                self._serial(serial, results, beside), self._runs(parallel, cap, beside)
-            )
-        elif parallel:
-            last, ended = await together(
-                self._run(parallel[-1], cap, beside), self._runs(parallel[:-1], cap, beside)
-            )
-            ended.append(last)
+        if not serial and len(parallel) < 2:  # no call needs a task of its own
+            ended = [await self._run(parallel[0], cap, beside)] if parallel else []
         else:
-            ended = []
+            # The serial lane (or else the last parallel call) runs in this task, every
+            # other call in a task of its own; a parallel call's value is how it ended.
+            # The task group is this frame's, not a helper's: a worker holds every frame
+            # it waits in (benchmark E).
+            async with asyncio.TaskGroup() as group:
+                tasks = self._started(group, parallel if serial else parallel[:-1], cap, beside)
+                last = await (
+                    self._serial(serial, results, beside)
+                    if serial
+                    else self._run(parallel[-1], cap, beside)
+                )
+            ended = [task.result() for task in tasks]
+            if last is not None:
+                ended.append(last)
         for call, outcome in zip(parallel, ended, strict=True):
             results[call.position] = self._observed(call, outcome)
         observed = tuple([r for r in results if isinstance(r, ToolMessage)])
@@ -347,12 +352,17 @@ class Dispatcher:
         cap = self.policy.max_concurrency
         return anyio.CapacityLimiter(cap) if parallel > cap else None
 
-    def _runs(
-        self, calls: Sequence[Prepared], cap: anyio.CapacityLimiter | None, beside: bool
-    ) -> list[Coroutine[Any, Any, Outcome | Stopped]]:
-        """Each call's run (here, not in :meth:`dispatch`: a comprehension there would
-        keep ``self`` and ``cap`` in cells for as long as the turn runs)."""
-        return [self._run(call, cap, beside) for call in calls]
+    def _started(
+        self,
+        group: asyncio.TaskGroup,
+        calls: Sequence[Prepared],
+        cap: anyio.CapacityLimiter | None,
+        beside: bool,
+    ) -> list[asyncio.Task[Outcome | Stopped]]:
+        """Each call's run started in a task of ``group`` (here, not in :meth:`dispatch`:
+        a comprehension there would keep what it uses in cells for as long as the turn
+        runs)."""
+        return [group.create_task(self._run(call, cap, beside)) for call in calls]
 
     def _run(
         self, call: Prepared, cap: anyio.CapacityLimiter | None, beside: bool

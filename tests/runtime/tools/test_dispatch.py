@@ -959,8 +959,9 @@ async def test_a_tool_that_does_not_nest_cannot_pause_its_worker_it_fails() -> N
 
 async def test_a_turn_whose_calls_run_holds_its_lanes_and_observations_and_no_more() -> None:
     # What each worker holds while its tools work is what 10,000 workers hold at once
-    # (benchmark A): the admitted calls in their lanes and the observations, nothing
-    # the admission was done with, and no cell a comprehension would keep.
+    # (benchmarks A and E): the admitted calls in their lanes, the tasks of those that
+    # run apart and the observations, nothing the admission was done with, no cell a
+    # comprehension would keep, and no frame between the turn and the call it awaits.
     started, release = asyncio.Event(), asyncio.Event()
 
     @tool
@@ -972,6 +973,11 @@ async def test_a_turn_whose_calls_run_holds_its_lanes_and_observations_and_no_mo
 
     task = asyncio.ensure_future(dispatcher(look).dispatch(calls("look", "l1", "l2")))
     await started.wait()
+    awaited = []
+    coro = task.get_coro()
+    while hasattr(coro, "cr_code"):
+        awaited.append(coro.cr_code.co_name)
+        coro = coro.cr_await
     frame = task.get_coro().cr_frame
     code = frame.f_code
     arguments = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
@@ -982,6 +988,7 @@ async def test_a_turn_whose_calls_run_holds_its_lanes_and_observations_and_no_mo
     )
     release.set()
     observations = await task
-    assert lists == ["parallel", "results", "serial"]
+    assert lists == ["parallel", "results", "serial", "tasks"]
     assert frame.f_code.co_cellvars == ()
+    assert awaited[:3] == ["dispatch", "__call__", "look"]  # the call's layers, then its tool
     assert [o.content for o in observations] == ["l1", "l2"]
