@@ -33,9 +33,14 @@ class RunCut:
         self.used: float | None = None
 
     def tell(self, told: Callable[[float], None], key: object) -> None:
-        """Call ``told`` with the seconds used as the cut falls (once a ``key``: the
-        same writer asks at each call)."""
-        self._told.setdefault(id(key), told)
+        """Call ``told`` with the seconds used as the cut falls, or now if it fell
+        already (a Ray actor's recording asks through the driver, which may hear it
+        after): once a ``key``, as the same writer asks at each call."""
+        if id(key) in self._told:
+            return
+        self._told[id(key)] = told
+        if self.used is not None:
+            told(self.used)
 
     def now(self, used: float | None = None) -> None:
         """Cut the run off now, as if it had used ``used`` seconds (nothing, once the
