@@ -30,7 +30,6 @@ from runtime import (
 )
 from runtime.concurrency import require_asyncio
 from runtime.events import Caller
-from runtime.limits import Budget
 from runtime.limits.spending import paid_by, paying
 from runtime.secrets import masked
 from runtime.tools.approval_gate import ApprovalGate
@@ -141,18 +140,6 @@ class WorkerResult(BaseModel):
         """The answer as another model is given it (the caller's of a nested worker,
         a dependent subtask's, the aggregator's): :func:`handed_on`."""
         return handed_on(self.text, self.cut_off)
-
-    def refusal_named(self, budget: Budget) -> WorkerResult:
-        """This result, its budget's refusal (when that ended it) naming where the
-        limit is set, its error too (:meth:`~runtime.limits.Budget.refusal`): one that
-        crossed from another process (a worker of a Ray actor's) came without."""
-        refused = self.exception
-        if not isinstance(refused, BudgetExceeded) or refused.setting is not None:
-            return self
-        if budget.refusal(refused).setting is None:
-            return self
-        error = WorkerError(type=type(refused).__name__, message=str(refused))
-        return self.model_copy(update={"error": error})
 
 
 CUT_OFF_NOTE = "[cut off at its output limit]"

@@ -64,7 +64,7 @@ def served(
     """A worker's model and services in the actor: its models reserve each call at the
     driver, and what lives there is asked for there."""
     at = sent.at_driver
-    budget, slots = DriverBudget(link, sent.limits), "model_slots" in at
+    budget, slots = DriverBudget(link, sent.limits, sent.budget_settings), "model_slots" in at
     reserving = budget if sent.limits != Limits() else None
     link.heard = budget.told if reserving is not None else None
     models = {}
@@ -298,7 +298,8 @@ class DriverSlots:
 class DriverBudget(Budget):
     """The run's budget, seen from an actor: the driver reserves each model call (see
     :class:`ReservedModel`) and each turn's tool calls, and is told what was spent and
-    given back; its limits are the run's.
+    given back; its limits are the run's, and so is where each is set (its refusals
+    here name it, as the driver's do).
 
     Each reservation's answer says what the run had spent then (:meth:`told`), and so
     does the driver's answer before each retry of a model call (:meth:`heard_now`) and
@@ -306,13 +307,15 @@ class DriverBudget(Budget):
     spent since, so that a retry is not sent, nor a call once it waited, once the run's
     budget is spent, by whichever worker, as in one process."""
 
-    def __init__(self, link: Link, limits: Limits) -> None:
-        super().__init__(limits)
+    def __init__(
+        self, link: Link, limits: Limits, settings: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(limits, settings=settings)
         self._link = link
         self._ask = limits != Limits()  # no limit to check: counted without waiting
         # A wall time that runs out tells the model calls it cut off: the driver's.
         self._tells_calls = limits.wall_time_s is not None
-        self._heard = _Heard(limits)  # one for every view of it (:meth:`named`)
+        self._heard = _Heard(self)  # one for every view of it (:meth:`named`)
 
     def check(self, *, calls: int = 1) -> None:
         """Raise if the run's budget, as last told, with what this worker spent since,
@@ -396,12 +399,12 @@ class _Heard:
     """The run's spending as a worker in an actor last heard of it, and what the worker
     spent since: a budget of the run's limits, made again each time it is told."""
 
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
-        self.budget = Budget(limits)
+    def __init__(self, budget: Budget) -> None:
+        self.limits, self.settings = budget.limits, budget.settings  # its refusals named
+        self.budget = Budget(self.limits, settings=self.settings)
 
     def told(self, usage: Usage, elapsed_s: float) -> None:
-        heard = Budget(self.limits)
+        heard = Budget(self.limits, settings=self.settings)
         heard.restore(usage, wall_s=elapsed_s)
         self.budget = heard
 

@@ -100,8 +100,8 @@ def portable_error(exc: BaseException) -> tuple[str, Any]:
     else as plain values. What a judge's call it ended spent (its ``spent``, which the
     guard that asked reports) crosses with it either way."""
     spent = spent_by(exc)
-    if isinstance(exc, BudgetExceeded):
-        fields = (exc.limit, exc.allowed, exc.used, exc.requested, exc.running)
+    if isinstance(exc, BudgetExceeded):  # where its limit is set too, as it was named
+        fields = (exc.limit, exc.allowed, exc.used, exc.requested, exc.running, exc.setting)
         return ("budget", (fields, spent))
     try:
         pickle.dumps(exc)  # its class importable where it goes ...
@@ -120,8 +120,11 @@ def raised(error: tuple[str, Any]) -> BaseException:
         return cast(BaseException, value)
     again: BaseException
     if kind == "budget":
-        (limit, allowed, used, requested, running), spent = value
-        again = BudgetExceeded(limit, allowed, used, requested=requested, running=running)
+        (limit, allowed, used, requested, running, setting), spent = value
+        refused = BudgetExceeded(limit, allowed, used, requested=requested, running=running)
+        if setting is not None:
+            refused.set_by(setting)
+        again = refused
     else:
         text, spent = value
         again = RemoteFailure(text)
@@ -166,6 +169,8 @@ class SentServices:
         limits: The run's budget's limits: with any, its model calls are reserved at
             the driver (else each is counted there as it is made), and those a call
             reads (``cost_per_call``) hold in the actor too.
+        budget_settings: Where each of those limits is set (the budget's ``settings``),
+            which its refusals in the actor name as the driver's do (None: none).
         at_driver: What is served from the driver, of ``events`` (the run's handlers
             hear of its events), ``tool_slots``, ``model_slots``, ``approver`` and
             ``judge``.
@@ -195,6 +200,7 @@ class SentServices:
     approval_timeout_s: float | None
     limits: Limits
     at_driver: frozenset[str]
+    budget_settings: Mapping[str, str] | None = None
     nobody: NoApprover | None = None
     text: bool = False
     held: bool = False
@@ -294,6 +300,7 @@ def sent_services(
         guards=services.guards,
         approval_timeout_s=services.approval_timeout_s,
         limits=services.budget.limits,
+        budget_settings=dict(services.budget.settings),
         at_driver=frozenset(name for name, yes in served.items() if yes),
         nobody=nobody,
         text=services.tracer.text,

@@ -246,7 +246,6 @@ class NestedRuns:
                         conversation=shown,
                         started=told.started,
                     )
-                    result = result.refusal_named(ctx_run.budget)  # (a Ray actor's worker's)
         except asyncio.CancelledError:  # its call cut off (a time limit, a run that stops)
             # Stopped by a budget (the wall time too) as its caller is, or else cancelled.
             reason = _stopped_by(ctx_run.budget)

@@ -393,7 +393,6 @@ class Scheduler:
             return
         refused = result.exception
         if isinstance(refused, BudgetExceeded):
-            result = result.refusal_named(self.context.budget)  # (a Ray actor's worker's)
             self._stop(refused)
         await self._finish(subtask, result.status, result, self._error_of(result), started)
 

@@ -263,8 +263,8 @@ class Budget:
     def refusal(self, refused: BudgetExceeded) -> BudgetExceeded:
         """``refused``, a refusal of one of this budget's limits, naming where the limit
         is set (:attr:`settings`) unless it does already: this budget's own, and one
-        made elsewhere (a call's cost cap) or in another process (a Ray actor's), as a
-        run first sees it."""
+        made elsewhere (a call's cost cap), as a run first sees it (a Ray actor's budget
+        has the run's settings, and a refusal crosses named)."""
         setting = self.settings.get(refused.limit)
         if refused.setting is None and setting is not None:
             refused.set_by(setting)

@@ -33,7 +33,7 @@ from honeycomb import (
     add_secret,
 )
 from honeycomb.backends import RayBackend
-from honeycomb.events import Event, RunStarted, TextDelta, WorkerFinished
+from honeycomb.events import Event, RunStarted, TextDelta, ToolCallFinished, WorkerFinished
 from honeycomb.testing import FunctionModel
 from honeycomb.tracing import SpanRecorder, build_timeline
 from runtime import AssistantMessage, ModelRequest, ModelResponse, UserMessage
@@ -317,11 +317,15 @@ async def test_nested_workers_on_ray_keep_within_the_runs_model_calls(
     assert caught.value.limit == "model_calls"
     assert caught.value.partial is not None
     assert caught.value.partial.usage.model_calls == 4
-    # The nested worker refused, in an actor, is told naming where the limit is set.
+    # The nested workers refused, in an actor, are told naming where the limit is set,
+    # and so are s1's calls of them, whose ends its actor tells.
     refused = [e for e in seen if isinstance(e, WorkerFinished) and e.status == "over_budget"]
+    calls = [e for e in seen if isinstance(e, ToolCallFinished) and e.status == "over_budget"]
     assert {e.worker.partition("/")[0] for e in refused} == {"s1"}
     assert len(refused) > 1  # s1, and a nested worker of it or more
-    assert all(str(e.error).endswith("allowed by Budgets(model_calls=4)") for e in refused)
+    assert {e.worker for e in calls} == {"s1"}
+    told = [e.error for e in (*refused, *calls)]
+    assert all(str(error).endswith("allowed by Budgets(model_calls=4)") for error in told)
 
 
 async def test_a_turn_paused_for_approval_counts_its_tool_calls_once_across_lives(
