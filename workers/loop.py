@@ -51,6 +51,7 @@ start), not a new answer's, and what the answer cost is never lost with a proces
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable
 
 import pydantic
 from msgspec.structs import replace
@@ -67,6 +68,7 @@ from runtime import (
     Message,
     Model,
     ModelRequest,
+    ModelResponse,
     NotStarted,
     OutcomeUnknown,
     OutputCutOff,
@@ -264,39 +266,47 @@ class AgentLoop:
                     # and what the answer cost is counted, whenever the process dies.
                     await checkpoint.flush()
 
-    async def step(self, state: LoopState) -> Step:
+    def step(self, state: LoopState) -> Awaitable[Step]:
         """Think or act: one model turn, or, when the model's last answer asked for tool
         calls, those calls (or ``Waiting``, when some wait for a person's approval)."""
+        # The step itself, not a frame around it: a waiting worker holds only the
+        # frame of what it waits in (benchmark E).
+        return self._act(state) if state.pending else self._think(state)
+
+    async def _act(self, state: LoopState) -> Step:
+        """The tool calls the model's last answer asked for, and their observations."""
         pending = state.pending
-        if pending:
-            budget = self.budget
-            if budget is not None:
-                # Before any of them runs; a terminal tool's result may be the answer.
-                read = not (self.dispatcher.tools.ends and any(map(self._ends, pending)))
-                try:
-                    await budget.reserve_tool_calls(len(pending), read=read)
-                except BudgetExceeded as exc:
-                    return Failed(state=state, error=exc)
-            bound = logs.bind(turn=state.turn)  # tools' own logs name the turn
-            observations: tuple[ToolMessage, ...] | None = None
+        budget = self.budget
+        if budget is not None:
+            # Before any of them runs; a terminal tool's result may be the answer.
+            read = not (self.dispatcher.tools.ends and any(map(self._ends, pending)))
             try:
-                observations = await self.dispatcher.dispatch(
-                    pending,
-                    turn=state.turn,
-                    previous=state.previous_calls,
-                    cut_at=state.cut_at or None,
-                )
-            except ApprovalNeeded as paused:  # a control signal: none of the calls ran
-                return Waiting(state=state, pending=paused.pending)
-            except (BudgetExceeded, NotStarted) as exc:  # a call's nested workers stopped it
+                await budget.reserve_tool_calls(len(pending), read=read)
+            except BudgetExceeded as exc:
                 return Failed(state=state, error=exc)
-            finally:
-                logs.unbind(bound)
-                if observations is None and budget is not None:
-                    # Paused or cancelled: the turn runs again (a resumed worker's), and
-                    # its calls are counted then.
-                    budget.release_tool_calls(len(pending))
-            return await self._observed(state, pending, observations)
+        bound = logs.bind(turn=state.turn)  # tools' own logs name the turn
+        observations: tuple[ToolMessage, ...] | None = None
+        try:
+            observations = await self.dispatcher.dispatch(
+                pending,
+                turn=state.turn,
+                previous=state.previous_calls,
+                cut_at=state.cut_at or None,
+            )
+        except ApprovalNeeded as paused:  # a control signal: none of the calls ran
+            return Waiting(state=state, pending=paused.pending)
+        except (BudgetExceeded, NotStarted) as exc:  # a call's nested workers stopped it
+            return Failed(state=state, error=exc)
+        finally:
+            logs.unbind(bound)
+            if observations is None and budget is not None:
+                # Paused or cancelled: the turn runs again (a resumed worker's), and
+                # its calls are counted then.
+                budget.release_tool_calls(len(pending))
+        return await self._observed(state, pending, observations)
+
+    async def _think(self, state: LoopState) -> Step:
+        """One model turn: the request made from ``state``, and its answer read."""
         runaway = self._runaway(state)
         wrap_up = runaway is not None or state.turn >= self.settings.max_turns
         messages = state.messages
@@ -309,25 +319,11 @@ class AgentLoop:
         tools = self.dispatcher.tools.schemas
         window = self.settings.window
         if self._compactor is not None:
-            before = state.compactions
-            try:
-                state, fitted = await self._compactor.fit(
-                    state,
-                    self.head(state.task),
-                    messages,
-                    self._request((), tools, turn, wrap_up),
-                    turn,
-                )
-            except (BudgetExceeded, ContextBudgetTooSmall) as exc:  # the turn cannot be made
-                # (a budget stops the summary call as any call)
-                unanswered = replace(state, messages=messages, wrapped_up=wrap_up)
-                return Failed(state=unanswered, error=exc, spent=spent_by(exc) or Usage())
-            if state.compactions != before and self.checkpoint is not None:
-                # Saved before the turn's call: a crash during it resumes with the
-                # summary (and what it cost), not with another summary call.
-                self.checkpoint.save(state)
-            if fitted is not None:
-                window = window.narrowest(fitted)
+            request = self._request((), tools, turn, wrap_up)
+            fitted = await self._fitted(self._compactor, state, messages, request, wrap_up)
+            if isinstance(fitted, Failed):
+                return fitted
+            state, window = fitted
         held: HeldText | None = None
         sink: TextSink | None = None
         call: ModelCall | None = None  # once made: a failed one's spending is the worker's too
@@ -369,8 +365,9 @@ class AgentLoop:
                 state = state.answered(
                     (*messages, message), response.usage, nudged=False, wrapped_up=True
                 )
-                error = runaway or MaxTurnsExceeded(self.settings.max_turns, asked)
-                return Failed(state=state, error=error)
+                return Failed(
+                    state=state, error=runaway or MaxTurnsExceeded(self.settings.max_turns, asked)
+                )
         calls = message.tool_calls
         cut = response.finish_reason == "length"
         written = response.usage.output_tokens if cut else 0
@@ -392,29 +389,71 @@ class AgentLoop:
                 held.release()
             return Continue(state=state)
         if message.is_empty:
-            if cut:  # the whole limit went on nothing it shows (a reasoning model's thinking)
-                own = 0 < written < limit  # a lower limit of the model's own stopped it
-                capped = not own and limit < self.settings.max_output_tokens  # a cost cap
-                at = written if own else limit
-                full = context_of(self.model) if self._filled(state, written) else None
-                cut_off = OutputCutOff(state.turn, at, capped=capped, own=own, context=full)
-                return Failed(state=state, error=cut_off)
-            if state.nudged or wrap_up:
-                empty = EmptyResponse(
-                    state.turn, wrap_up=not state.nudged, finish_reason=response.finish_reason
-                )
-                return Failed(state=state, error=runaway or empty)
-            nudge = UserMessage(content=NUDGE)
-            return Continue(state=replace(state, messages=(*state.messages, nudge), nudged=True))
+            return self._empty(state, response, limit, wrap_up, runaway)
         if response.finish_reason == "content_filter":  # it ends where the filter stopped it
-            shown = len(message.content or "")
-            return Failed(state=state, error=AnswerWithheld(state.turn, shown))
+            withheld = AnswerWithheld(state.turn, len(message.content or ""))
+            return Failed(state=state, error=withheld)
         if state.nudged:
             state = replace(state, nudged=False)
         step = await self._finish(state, message.content or "", cut=cut, written=written, sent=sent)
         if held is not None and isinstance(step, Final):  # accepted: its text is shown
             held.release()
         return step
+
+    async def _fitted(
+        self,
+        compactor: Compactor,
+        state: LoopState,
+        messages: tuple[Message, ...],
+        request: ModelRequest,
+        wrap_up: bool,
+    ) -> tuple[LoopState, ContextWindow] | Failed:
+        """``state`` with its context kept within the budget for the turn of ``request``
+        (its oldest turns summarized when they no longer fit) and the window the turn's
+        context is cut to; or why the turn cannot be made."""
+        before = state.compactions
+        try:
+            state, fitted = await compactor.fit(
+                state, self.head(state.task), messages, request, request.turn
+            )
+        except (BudgetExceeded, ContextBudgetTooSmall) as exc:  # the turn cannot be made
+            # (a budget stops the summary call as any call)
+            unanswered = replace(state, messages=messages, wrapped_up=wrap_up)
+            return Failed(state=unanswered, error=exc, spent=spent_by(exc) or Usage())
+        if state.compactions != before and self.checkpoint is not None:
+            # Saved before the turn's call: a crash during it resumes with the
+            # summary (and what it cost), not with another summary call.
+            self.checkpoint.save(state)
+        window = self.settings.window
+        return state, window if fitted is None else window.narrowest(fitted)
+
+    def _empty(
+        self,
+        state: LoopState,
+        response: ModelResponse,
+        limit: int,
+        wrap_up: bool,
+        runaway: RunawayLoop | None,
+    ) -> Step:
+        """The step after an answer with neither text nor calls (sent with the output
+        limit ``limit``): cut off, empty again after the nudge or at the wrap-up, or
+        else nudged once."""
+        if response.finish_reason == "length":
+            # The whole limit went on nothing it shows (a reasoning model's thinking).
+            written = response.usage.output_tokens
+            own = 0 < written < limit  # a lower limit of the model's own stopped it
+            capped = not own and limit < self.settings.max_output_tokens  # a cost cap
+            at = written if own else limit
+            full = context_of(self.model) if self._filled(state, written) else None
+            cut_off = OutputCutOff(state.turn, at, capped=capped, own=own, context=full)
+            return Failed(state=state, error=cut_off)
+        if state.nudged or wrap_up:
+            empty = EmptyResponse(
+                state.turn, wrap_up=not state.nudged, finish_reason=response.finish_reason
+            )
+            return Failed(state=state, error=runaway or empty)
+        nudge = UserMessage(content=NUDGE)
+        return Continue(state=replace(state, messages=(*state.messages, nudge), nudged=True))
 
     def _request(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from typing import Any
 
 import anyio
@@ -33,6 +35,7 @@ from runtime import (
 from runtime.testing import FunctionModel, ScriptedModel, call
 from tests.support.sample_tools import lookup
 from workers import AgentLoop, ContextWindow, Continue, Failed, Final, LoopSettings, LoopState
+from workers import loop as loop_module
 from workers.services import Services
 
 
@@ -93,6 +96,45 @@ async def test_a_step_thinks_or_acts() -> None:
     assert acted.state.tool_calls == 1
     second = await loop.step(acted.state)
     assert isinstance(second, Final)
+
+
+async def test_a_waiting_loop_holds_one_small_frame_of_its_step() -> None:
+    # What a loop holds while its model or its tools work, 10,000 workers hold at once
+    # (benchmark E): a frame of its step, thinking or acting, within the 512 bytes of
+    # Python's small-object allocator; a larger one is allocated apart, where the
+    # frames of the run's other steps cannot reuse its memory.
+    held: list[list[tuple[str, int]]] = []
+
+    async def wait() -> None:  # and, as it waits, note what its loop holds
+        asyncio.get_running_loop().call_soon(loop_frames, asyncio.current_task())
+        await asyncio.sleep(0)
+
+    def loop_frames(task: asyncio.Task[Any]) -> None:
+        coro, frames = task.get_coro(), []
+        while hasattr(coro, "cr_code"):
+            if coro.cr_code.co_filename == loop_module.__file__:
+                frames.append((coro.cr_code.co_name, sys.getsizeof(coro)))
+            coro = coro.cr_await
+        held.append(frames)
+
+    async def answer(request: ModelRequest) -> str | list[ToolCall]:
+        await wait()
+        return [call("look", {"key": "a"})] if len(held) == 1 else "done"
+
+    @tool
+    async def look(key: str) -> str:
+        """Look it up."""
+        await wait()
+        return key
+
+    loop = AgentLoop(FunctionModel(answer), Dispatcher(ToolRegistry([look])))
+    assert isinstance(await asyncio.create_task(loop.run("t")), Final)
+    assert [[name for name, _ in frames] for frames in held] == [
+        ["run", "_think"],  # its model works
+        ["run", "_act"],  # its calls run
+        ["run", "_think"],
+    ]
+    assert max(size for frames in held for _, size in frames) <= 512
 
 
 async def test_terminal_tool_ends_the_loop_with_its_result() -> None:

@@ -133,7 +133,7 @@ async def test_a_worker_waiting_on_its_model_holds_no_frame_of_a_layer() -> None
     held = awaiting(task.get_coro())
     release.set()
     await task
-    assert held[:2] == ["AgentLoop.run", "AgentLoop.step"]
+    assert held[:2] == ["AgentLoop.run", "AgentLoop._think"]
     assert not [name for name in held if name.startswith(("ModelCalls", "Budgeted", "Checked"))]
     assert budget.usage.model_calls == 1
 
