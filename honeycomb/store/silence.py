@@ -7,8 +7,9 @@ silent server by itself (TCP keepalives and ``tcp_user_timeout``, see
 :mod:`honeycomb.store.postgres`). What ends is another's wait for it: a stopping run's
 for its end (``stopping``), a read's for what was written before it once the store is
 ``away``, and the store's close. Each waits a moment, then asks whether the server
-answers at all (:class:`Knock`: a new connection, let in or refused, within
-:data:`ANSWER_S`): one that answers is waited for a moment more, and so on, for as long
+answers at all (:class:`Knock`: a new connection, let in or refused by the server
+itself, within :data:`ANSWER_S`; a name not resolved or a network unreachable is no
+answer): one that answers is waited for a moment more, and so on, for as long
 as the writer takes (a slow server, a lock another process holds, a server that
 refuses, whose tries the writer ends itself); one that answers nothing is silent, and
 the wait ends, saying what is known of what it waited for. That stays with the writer,
@@ -17,6 +18,7 @@ which may still write it, if the server answers it before the process ends.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +28,7 @@ from honeycomb.store import forked
 from runtime import StoreError
 from runtime.value import Value
 
-__all__ = ["ANSWER_S", "Heard", "Knock", "Knocker", "Server", "unanswered", "waits"]
+__all__ = ["ANSWER_S", "Heard", "Knock", "Knocker", "Server", "spoke", "unanswered", "waits"]
 
 ANSWER_S = 1.0
 """How long a server is given to answer a new connection (let it in, or refuse it)
@@ -39,7 +41,8 @@ class Heard(Value, frozen=True, kw_only=True):
     why: StoreError | None = None
     """Why no connection was let in (None: one was)."""
     silent: bool = False
-    """Nothing answered it in :data:`ANSWER_S`."""
+    """The server did not answer it: nothing in :data:`ANSWER_S`, or a failure that is
+    not its word (``why`` then says libpq's reason)."""
 
 
 class Knock:
@@ -71,7 +74,7 @@ class Knock:
             connect()
         except StoreError as exc:
             self._why = exc
-        except Exception as exc:  # told to whoever asks, as a refusal
+        except Exception as exc:  # not the server's word: told as a failed try
             why = f"cannot connect to the run store: {type(exc).__name__}: {exc}"
             self._why = StoreError(why, path=self._where)
         finally:
@@ -86,8 +89,11 @@ class Knock:
 
     def heard(self) -> Heard:
         """What it heard (waiting until that is known)."""
-        if self._answered(self._done.wait(self.left())):
+        done = self._done.wait(self.left())
+        if self._answered(done):
             return Heard(why=self._why)
+        if done and self._why is not None and self._ended <= self.started + ANSWER_S:
+            return Heard(why=self._why, silent=True)  # failed at once: libpq's reason
         return Heard(why=StoreError(_silence(), path=self._where), silent=True)
 
     def fresh(self) -> bool:
@@ -100,8 +106,15 @@ class Knock:
         )
 
     def _answered(self, done: bool) -> bool:
-        """Whether what it heard (``done``: its try ended) is an answer."""
-        return done and (self._why is None or self._ended <= self.started + ANSWER_S)
+        """Whether what it heard (``done``: its try ended) is an answer: a connection
+        let in, or refused in time by the server itself. A try that failed without its
+        word (a name not resolved, a network or host unreachable, nothing listening, a
+        timeout) is not: the network may be down for the store's own connections too."""
+        if not done:
+            return False
+        if self._why is None:
+            return True
+        return self._ended <= self.started + ANSWER_S and spoke(str(self._why))
 
 
 class Knocker:
@@ -157,6 +170,18 @@ def waits(database: Server, moment: float) -> Iterator[float]:
             database.away = True
             return
         wait = moment
+
+
+_SPOKE = re.compile(r"failed: [^:\n]+:  ")
+"""How libpq tells what the server said as it refused a connection: its message's
+severity (in the server's language), a colon and two spaces ("... failed: FATAL:
+too many clients already"); what the network or libpq itself says has no such word."""
+
+
+def spoke(why: str) -> bool:
+    """Whether a connection's failure ``why`` is the server's own word (see
+    :data:`_SPOKE`): a refusal, by a server that answers."""
+    return _SPOKE.search(why) is not None
 
 
 def unanswered(where: str, *, sent: bool) -> StoreError:

@@ -208,10 +208,16 @@ class SilentProxy:
         """``url`` (of the server) through the proxy."""
         return url.replace(f":{self.upstream}/", f":{self.port}/")
 
-    def silence(self, *, reset: bool = False) -> None:
+    def silence(self, *, reset: bool = False, refuse: bool = False) -> None:
         """Go silent; ``reset``: the connections open now are ended first (the server's
-        host restarted), the ones made after are never answered."""
+        host restarted), the ones made after are never answered; ``refuse``: new ones
+        are refused at once, by no server (its network unreachable, its name not
+        resolved), the ones open stay silent."""
         self.silent.set()
+        if refuse:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # (its accept ends)
+            self._listener.close()
         if reset:
             with self._lock:
                 for sock in self._sockets[1:]:
