@@ -10,14 +10,10 @@ indents and YAML's own characters.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 import yaml
 
-from runtime.errors import did_you_mean
-
-__all__ = ["odd_space", "pattern_words", "plain_words", "typed"]
+__all__ = ["odd_space", "plain_words"]
 
 _QUOTES = "put the whole value in quotes"
 _LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")  # YAML's, as PyYAML counts lines
@@ -210,95 +206,3 @@ def _line_above(lines: list[str], index: int) -> tuple[int, str] | None:
 
 def _indent(text: str) -> int:
     return len(text) - len(text.lstrip(" "))
-
-
-_MAPPINGS = frozenset(
-    {"dict_type", "mapping_type", "model_type", "model_attributes_type", "dataclass_type"}
-)
-_LISTS = frozenset({"list_type", "tuple_type", "set_type", "frozen_set_type"})
-
-
-def typed(
-    kind: str, given: Any, fields: Sequence[str], ctx: Mapping[str, Any], shorthand: str = ""
-) -> tuple[str, str]:
-    """For a value of the wrong type, what it should be (a head in place of
-    pydantic's, which names Python's types and classes; empty: pydantic's is kept) and
-    what to write instead (a tail after the value, ``""`` when there is nothing to add).
-
-    Args:
-        kind: pydantic's error type.
-        given: The value as the file writes it (only its kind and shape are quoted).
-        fields: The fields of the mapping expected there, if it is a model's.
-        ctx: pydantic's context of the error (a literal's expected values).
-        shorthand: What the model also takes in place of a mapping (``a role's name``).
-    """
-    if kind in _MAPPINGS:
-        head = "should be a mapping" + (f" of {', '.join(fields)}" if fields else "")
-        if shorthand:  # the head says both forms
-            return f"{head}, or {shorthand}", ""
-        return head, _as_mapping(given, bool(fields))
-    if kind in _LISTS:
-        if isinstance(given, Mapping):
-            return "should be a list", ": write its items as '- item' lines, not 'key: value'"
-        return "should be a list", ": write it in brackets ([a, b]), or as '- item' lines"
-    if kind == "string_type" and isinstance(given, bool):
-        return "", (
-            ": YAML reads yes, no, on, off, true and false as booleans; write the text in quotes"
-        )
-    if kind == "string_type" and isinstance(given, int | float):
-        return "", ": write it in quotes, as text"
-    if kind in ("literal_error", "enum") and isinstance(given, str):
-        choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
-        return "", did_you_mean(given, choices)
-    if kind == "string_pattern_mismatch":
-        return pattern_words(str(ctx.get("pattern", ""))), ""
-    return "", ""
-
-
-_PATTERN = re.compile(r"\^\[(\^?)((?:\\.|[^\]])+)\](\+|\{(\d+),(\d+)\})\$")
-r"""A pattern of one character class, repeated: ``^[A-Za-z0-9_-]{1,64}$``, ``^[^\s/]+$``."""
-_CLASS_PART = re.compile(r"\\[ws]|[A-Za-z0-9]-[A-Za-z0-9]|\\?.")
-_CLASS_WORDS = {
-    "\\w": ("letters", "digits", "'_'"),
-    "\\s": ("spaces",),
-    "A-Z": ("letters",),
-    "a-z": ("letters",),
-    "0-9": ("digits",),
-}
-
-
-def pattern_words(pattern: str) -> str:
-    """What a text matching ``pattern`` (a regular expression, which a newcomer may not
-    read) holds, in words, when the pattern is one character class repeated; empty
-    otherwise (pydantic's words are kept)."""
-    found = _PATTERN.fullmatch(pattern)
-    if found is None:
-        return ""
-    negated, chars, _, least, most = found.groups()
-    words: dict[str, None] = {}  # in order, once each
-    for part in _CLASS_PART.findall(chars):
-        words.update(dict.fromkeys(_CLASS_WORDS.get(part, (repr(part.lstrip("\\")),))))
-    listed = list(words)
-    said = ", ".join(listed[:-1]) + f" or {listed[-1]}" if len(listed) > 1 else listed[0]
-    if negated:
-        return f"should hold no {said}"
-    if least is None:
-        return f"should hold only {said}"
-    return f"should be {least} to {most} characters: {said}"
-
-
-def _as_mapping(given: Any, fields: bool) -> str:
-    """What to write for ``given`` where a mapping (of a model's ``fields``) goes."""
-    if (
-        isinstance(given, list)
-        and given
-        and all(isinstance(item, Mapping) and "name" in item for item in given)
-    ):
-        return (
-            ": write each item as 'NAME:' with its other fields indented under it, in place "
-            "of '- name: NAME'"
-        )
-    lines = "its fields under it, one 'field: value' a line"
-    if not fields:
-        lines = "'key: value' lines under it"
-    return f": write {lines}" + (", without '- '" if isinstance(given, list) else "")

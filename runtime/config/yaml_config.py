@@ -16,7 +16,6 @@ import os
 import re
 import stat
 import types
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import msgspec
 import pydantic
 import yaml
+from pydantic_core import ErrorDetails
 
 from runtime.config._yaml_build import (
     MAX_DEPTH,
@@ -35,10 +35,10 @@ from runtime.config._yaml_build import (
     is_secret,
     shown_path,
 )
-from runtime.config._yaml_hints import odd_space, plain_words, typed
+from runtime.config._yaml_hints import odd_space, plain_words
 from runtime.errors import ConfigError, did_you_mean, kind_of
 from runtime.secrets import masked_with
-from runtime.value import Settings, Value, pydantic_errors, written_fields
+from runtime.value import Value, misspelt_not_missing, pydantic_errors, worded
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -130,59 +130,26 @@ class YamlDocument(Value, frozen=True, kw_only=True):
         try:
             return model.model_validate(value, context=dict(context or {})), []
         except pydantic.ValidationError as exc:
-            problems = _misspelt_not_missing(pydantic_errors(exc))
+            problems = misspelt_not_missing(pydantic_errors(exc))
             return None, [self._from_pydantic(model, err, value, path) for err in problems]
 
     def _from_pydantic(
-        self, model: type[pydantic.BaseModel], err: Any, value: Any, base: YamlPath
+        self, model: type[pydantic.BaseModel], err: ErrorDetails, value: Any, base: YamlPath
     ) -> ConfigError:
-        loc, holder, expected = _located(model, value, err["loc"])
-        where = base + loc
-        kind = err["type"]
-        fields, shorthand = _model_fields(expected)
-        head, tail = typed(kind, err.get("input"), fields, err.get("ctx", {}), shorthand)
-        message = head or str(err["msg"])
-        if err["type"] == "extra_forbidden" and loc:
-            allowed = list(_fields(holder)) if holder is not None else []
-            meant = getattr(holder, "fields_meant", {}).get(str(loc[-1]))
-            close = f" ({meant})" if meant else did_you_mean(str(loc[-1]), allowed)
-            message = f"unknown field {loc[-1]!r}{close}"
-            if not close and getattr(holder, "unknown_field_hint", None):
-                message += f" ({holder.unknown_field_hint.format(name=loc[-1])})"
-            if allowed:
-                message += f"; allowed: {', '.join(sorted(allowed))}"
-        elif err["type"] == "missing":
-            message = "this field is required"
-        elif err["type"] not in ("value_error", "assertion_error") and "input" in err:
+        """pydantic's error ``err`` about ``value``, found at ``base``, worded as a
+        mistake of a file (:func:`~runtime.value.worded`), at its line."""
+
+        def shown(loc: YamlPath, given: Any) -> str:
+            where = base + loc
             if self.holds_secret(where):  # its field and its type, never its value
                 what = "a secret" if is_secret(where, self.secrets) else "it holds a secret"
-                message += f" (got {kind_of(err['input'])}; {what}, not shown)"
-            else:
-                # Hidden before it is cut: no part of a secret. A key written with nothing
-                # after it is None, a word the file does not hold.
-                given = err["input"]
-                shown = "no value" if given is None else self.hide(repr(given))
-                message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
-            message += tail
-        elif err["type"] == "value_error":
-            message = message.removeprefix("Value error, ")
-        return self.error(where, message)
+                return f"{kind_of(given)}; {what}, not shown"
+            # Hidden before it is cut: no part of a secret. A key written with nothing
+            # after it is None, a word the file does not hold.
+            return "no value" if given is None else self.hide(repr(given))
 
-
-def _misspelt_not_missing(problems: list[Any]) -> list[Any]:
-    """pydantic's ``problems``, less a required field's ``missing`` when its mapping
-    holds a misspelling of it (``budget_tokns:``): that one mistake is told once, as
-    the unknown field, with the field meant."""
-    unknown: dict[tuple[Any, ...], list[str]] = {}
-    for err in problems:
-        if err["type"] == "extra_forbidden" and err["loc"]:
-            unknown.setdefault(tuple(err["loc"][:-1]), []).append(str(err["loc"][-1]))
-
-    def misspelt(err: Any) -> bool:
-        written = unknown.get(tuple(err["loc"][:-1]), ())
-        return any(did_you_mean(key, [str(err["loc"][-1])]) for key in written)
-
-    return [err for err in problems if not (err["type"] == "missing" and misspelt(err))]
+        loc, message = worded(model, err, value, in_python=False, shown=shown)
+        return self.error(base + loc, message)
 
 
 class YamlPlace(Value, frozen=True, kw_only=True):
@@ -443,125 +410,3 @@ def _unquoted(text: str | None) -> str | None:
         return match.group(0) if syntax else ""
 
     return re.sub(r"""\s*(?:'([^']*)'|"([^"]*)")""", keep, text)
-
-
-def _located(model: Any, value: Any, loc: Sequence[Any]) -> tuple[YamlPath, Any, Any]:
-    """The path into the data of a pydantic error location, the model its last part
-    is a field of (None if it is not a model's), and the annotation of what is there
-    (Any where not known). A model may say where a field it does not know may belong
-    in a class attribute ``unknown_field_hint`` (``{name}``: the field), or where a field
-    of a name is meant in one named ``fields_meant`` (a name: what to write), and what it
-    takes in place of a mapping in one named ``shorthand``. pydantic also puts
-    a tag into the location of an error inside a union: the member's name (``str``,
-    ``list[str]``, a model's class name) or a tagged union's tag; a tag picks the
-    member the rest of the location is in, and a part that is a key or index of the
-    data is kept even if it looks like one."""
-    out: list[str | int] = []
-    holder: Any = None
-    current: Any = model
-    for part in loc:
-        members = _members(current)
-        found = _key(value, part)
-        if found is _MISSING and (len(members) > 1 or _is_union_tag(part)):
-            current = _member_tagged(members, part)
-            continue
-        if found is _MISSING and value is not None and not isinstance(value, Mapping | list):
-            break  # a shorthand (``store: URL``): the error is about the value as written
-        holder = _only_model(members)
-        if found is not _MISSING:
-            value, part = value[found], found
-        else:
-            value = None
-        out.append(part if isinstance(part, str | int) else str(part))
-        current = _inner(holder if holder is not None else current, part)
-    return tuple(out), holder, current
-
-
-def _model_fields(annotation: Any) -> tuple[list[str], str]:
-    """The fields, as a file writes them, of the one model ``annotation`` may be, and
-    what it takes in place of them (its class attribute ``shorthand``, if any)."""
-    model = _only_model(_members(annotation))
-    if model is None:
-        return [], ""
-    return sorted(_fields(model)), str(getattr(model, "shorthand", ""))
-
-
-_MISSING = object()
-
-
-def _key(value: Any, part: Any) -> Any:
-    """The key or index of ``value`` that ``part`` names (pydantic gives the keys it
-    cannot fit in a C integer as text), or ``_MISSING``."""
-    if isinstance(value, Mapping):
-        if part in value:
-            return part
-        return next((k for k in value if isinstance(k, int) and str(k) == part), _MISSING)
-    if isinstance(value, list | tuple) and isinstance(part, int) and 0 <= part < len(value):
-        return part
-    return _MISSING
-
-
-def _is_union_tag(part: Any) -> bool:
-    # a union member's name, where the annotation is not known (``Any``, a validator's)
-    return isinstance(part, str) and ("[" in part or part in ("str", "int", "float", "bool"))
-
-
-def _members(annotation: Any) -> list[Any]:
-    """The types a value of ``annotation`` may be: one, or a union's members (never
-    None, which an error is not about; ``Annotated`` stripped)."""
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _members(typing.get_args(annotation)[0])
-    if origin in (typing.Union, types.UnionType):
-        return [m for a in typing.get_args(annotation) if a is not type(None) for m in _members(a)]
-    return [annotation]
-
-
-def _is_model(annotation: Any) -> bool:
-    """Whether ``annotation`` is a class validated field by field: a pydantic model,
-    or :class:`~runtime.value.Settings`."""
-    return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel | Settings)
-
-
-def _fields(model: Any) -> dict[str, Any]:
-    """The annotations of the fields of a model (see :func:`_is_model`), by the name a
-    file writes them with (a field's alias, where it has one: ``assert``)."""
-    if issubclass(model, Settings):
-        return {name: info.type for name, info in written_fields(model).items()}
-    return {info.alias or name: info.annotation for name, info in model.model_fields.items()}
-
-
-def _only_model(members: list[Any]) -> Any:
-    """The one model among ``members`` (a model, or a model or a scalar), else None."""
-    models = [m for m in members if _is_model(m)]
-    return models[0] if len(models) == 1 else None
-
-
-def _member_tagged(members: list[Any], tag: Any) -> Any:
-    """The member of a union that pydantic's location ``tag`` names: a model by its
-    class name, or by the literal its discriminating field holds; else the union."""
-    for member in members:
-        if _is_model(member):
-            if member.__name__ == tag:
-                return member
-            for annotation in _fields(member).values():
-                if typing.get_origin(annotation) is typing.Literal and tag in typing.get_args(
-                    annotation
-                ):
-                    return member
-    return typing.Union[tuple(members)] if len(members) > 1 else members[0]  # noqa: UP007
-
-
-def _inner(annotation: Any, part: str | int) -> Any:
-    """The annotation of what ``part`` names inside a value of ``annotation``: a
-    model's field, a mapping's values, a sequence's items (Any where not known)."""
-    members = _members(annotation)
-    model = _only_model(members)
-    if model is not None:
-        return _fields(model).get(str(part), Any)
-    args = typing.get_args(members[0]) if len(members) == 1 else ()
-    if not args:
-        return Any
-    if typing.get_origin(members[0]) is tuple and args[-1] is not Ellipsis:
-        return args[part] if isinstance(part, int) and part < len(args) else Any
-    return args[-1] if args[-1] is not Ellipsis else args[0]  # mapping values, items

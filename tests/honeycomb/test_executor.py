@@ -1050,7 +1050,7 @@ def test_a_memory_whose_file_is_the_run_stores_is_refused_as_the_executor_is_mad
         ),
         (["planner"], "m", None, "roles[0]", r"'planner' \(type str\) is not a Role"),
         (ROLES, "m", 4, "policy", r"4 \(type int\) is not a Policy: pass Policy\("),
-        (ROLES, "m", {"max_workrs": 2}, "Policy.max_workrs", r"unknown field \(did you mean"),
+        (ROLES, "m", {"max_workrs": 2}, "Policy.max_workrs", r"field 'max_workrs' \(did you mean"),
     ],
     ids=[
         "model str",
