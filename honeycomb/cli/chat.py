@@ -24,13 +24,13 @@ from typing import Any, TextIO
 
 from rich.console import Console
 
-from honeycomb.cli.approve import print_pending, print_waiting
+from honeycomb.cli.approve import print_pending
 from honeycomb.cli.backend import chosen_backend, pool_running
 from honeycomb.cli.cassettes import cassette_memory_of, cassette_models
 from honeycomb.cli.exits import STOPPED_BY, ExitStatus, stopped_by_signals
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.options import user_path
-from honeycomb.cli.resuming import NOT_RECORDED, chat_hint, resume_hint, resume_note
+from honeycomb.cli.resuming import chat_hint, not_recorded, resume_hint, say_note
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     hive_store,
@@ -59,6 +59,7 @@ from runtime import (
     EventHandler,
     HoneycombError,
     Model,
+    PendingApproval,
     StoreError,
     TextDelta,
 )
@@ -172,13 +173,11 @@ async def _stoppable(
         unrecorded = getattr(exc, "__notes__", [])
     print("cancelled", file=sys.stderr)
     if unrecorded:
-        print(f"{' '.join(unrecorded)}\n{NOT_RECORDED}", file=sys.stderr)
+        print(not_recorded(unrecorded), file=sys.stderr)
     if store is not None and await _kept(store, session_id):
         hint = chat_hint(session_id, store.where, args)  # its URL without a password
         print(f"Continue the conversation with: {hint}", file=sys.stderr)
-        note = resume_note(args, args.store)  # the hive's store: the chat reads it again
-        if note is not None:
-            print(note, file=sys.stderr)
+        say_note(sys.stderr, args, args.store)  # the hive's store: the chat reads it again
     return STOPPED_BY[stopped_by[0]]
 
 
@@ -330,16 +329,20 @@ class Chat:
         store = self.executor.store
         pending = await self.executor.pending(run_id) if store is not None else []
         if pending:
-            where = store.where if store else None
-            print_pending(out, run_id, pending, where, DEFAULT_STORE, self._resumed(run_id))
+            self._waiting(run_id, pending, out)
 
-    def _resumed(self, run_id: str) -> str | None:
-        """The command that continues run ``run_id`` (a turn's) on the models this chat
-        was given (None: the hive's, named by no option)."""
+    def _waiting(self, run_id: str, pending: Sequence[PendingApproval], out: TextIO) -> None:
+        """The calls ``pending`` run ``run_id`` (a turn's) waits on, and the commands
+        that decide them and continue it, on the models this chat was given (with what
+        to do before that one runs as pasted)."""
         store = self.executor.store
-        if store is None or self.args is None:
-            return None
-        return resume_hint(run_id, store.where, self.args)
+        where = store.where if store is not None else None
+        resume = None
+        if store is not None and self.args is not None:
+            resume = resume_hint(run_id, store.where, self.args)  # its URL without a password
+        print_pending(out, run_id, pending, where, DEFAULT_STORE, resume)
+        if resume is not None and self.args is not None:
+            say_note(out, self.args, store_of(self.hive, self.args), "  ")
 
     async def _answer(self, message: str, out: TextIO, console: Console) -> None:
         """Answer ``message``, once the turn before it has ended: one that did not (it
@@ -414,8 +417,7 @@ class Chat:
             return  # its run.finished line holds it all
         if result.status == "waiting":
             out.write("\n" + workers_table(result) + "\n")
-            where = self.executor.store.where if self.executor.store is not None else None
-            print_waiting(out, result, where, DEFAULT_STORE, self._resumed(result.run_id))
+            self._waiting(result.run_id, result.pending, out)
             out.write(
                 "Or, once they are decided, send your next message: the turn goes on first.\n"
             )

@@ -22,14 +22,17 @@ from runtime import Event, Model, WrapperModel
 from runtime.config.endpoints import endpoint_secrets
 
 __all__ = [
+    "MAYBE_RECORDED",
     "NOT_RECORDED",
     "SaidAsItStarts",
     "chat_hint",
     "models_thinking",
+    "not_recorded",
     "other_models",
     "other_models_warning",
     "resume_hint",
     "resume_note",
+    "say_note",
     "started_with",
 ]
 
@@ -39,7 +42,32 @@ NOT_RECORDED = (
     "below continues it from those turns (from another host, once its lease has run out)."
 )
 """What a command stopped during a run whose store could not record its interruption
-says (``run``, ``resume``, ``demo``, and ``chat`` of the turn it answered)."""
+says (``run``, ``resume``, ``demo``, and ``chat`` of the turn it answered), when the
+store holds nothing of the interruption."""
+
+MAYBE_RECORDED = (
+    "The store keeps the run as it was before the signal (running, with every turn it had "
+    "written), unless its end reached the server after all, as the error above says it may "
+    "have: then it is kept interrupted. Either way, once the store can be written again, it "
+    "is listed interrupted and the command below continues it from those turns (from "
+    "another host, once its lease has run out)."
+)
+"""What it says instead when its store's server went silent as the interruption was
+being written: its commit sent (``it may be there or not``), or still held by the
+store's writer, which writes it if the server answers in time (``it may still be``)."""
+
+_UNSURE = ("it may be there or not", "it may still be")
+"""The words of a store's error that say what it waited for may be written after all
+(:func:`honeycomb.store.silence.unanswered`)."""
+
+
+def not_recorded(notes: Sequence[str]) -> str:
+    """What a command stopped during a run whose store could not record its
+    interruption says: why (``notes``: the run's, on the cancellation that stopped
+    it), and what the store keeps of it, as the notes tell it."""
+    unsure = any(words in note for note in notes for words in _UNSURE)
+    return f"{' '.join(notes)}\n{MAYBE_RECORDED if unsure else NOT_RECORDED}"
+
 
 _MODEL_OPTIONS = ("model", "gguf", "context", "tool_protocol", "base_url", "replay")
 """The options of the commands that run a hive that choose the models its run is
@@ -126,6 +154,18 @@ def resume_note(args: argparse.Namespace, store: Path | str | None = None) -> st
     that command leaves out. Several are said a line each."""
     notes = [note for note in (_endpoint_note(args), _store_note(store)) if note is not None]
     return "\n".join(notes) if notes else None
+
+
+def say_note(
+    out: TextIO, args: argparse.Namespace, given: Path | str | None, indent: str = ""
+) -> None:
+    """Write to ``out`` what to do before the command that continues a run (or goes on
+    with a conversation), just written, runs as pasted, if anything
+    (:func:`resume_note`; ``given``: the store as given, with its password): every
+    command that prints one says it here."""
+    note = resume_note(args, given)
+    if note is not None:
+        out.writelines(f"{indent}{line}\n" for line in note.splitlines())
 
 
 def _endpoint_note(args: argparse.Namespace) -> str | None:

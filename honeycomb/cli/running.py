@@ -26,12 +26,13 @@ from honeycomb.cli.local import LOCAL, TOOL_PROTOCOL, local_model, short_answers
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
 from honeycomb.cli.resuming import (
-    NOT_RECORDED,
     SaidAsItStarts,
     models_thinking,
+    not_recorded,
     other_models_warning,
     resume_hint,
     resume_note,
+    say_note,
 )
 from honeycomb.cli.stores import DEFAULT_STORE, STORE_HELP, no_run, opened_store, store_argument
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, found, live, summary
@@ -717,10 +718,10 @@ async def _say_stopped(
         return
     print(f"\n{by}: run {run_id} stopped.", file=sys.stderr)
     if store is not None and unrecorded:
-        print(f"{' '.join(unrecorded)}\n{NOT_RECORDED}", file=sys.stderr)
+        print(not_recorded(unrecorded), file=sys.stderr)
     if store is not None:
         print(f"Continue it with: {resume_hint(run_id, store.where, args)}", file=sys.stderr)
-        _say_note(args, given, sys.stderr)
+        say_note(sys.stderr, args, given)
 
 
 def _of_another_run(store: RunStore, run_id: str, hive: Hive, task: str) -> str | None:
@@ -773,7 +774,7 @@ def _reported(
             resume = resume_hint(result.run_id, where, args) if where is not None else None
             print_waiting(out, result, where, DEFAULT_STORE, resume)
             if resume is not None:
-                _say_note(args, given, out, "  ")
+                say_note(out, args, given, "  ")
         return ExitStatus.WAITING
     if args.json:
         return ExitStatus.OK if result is not None else ExitStatus.FAILED
@@ -782,17 +783,6 @@ def _reported(
         return ExitStatus.FAILED
     _print_answer(out, result)
     return ExitStatus.OK
-
-
-def _say_note(
-    args: argparse.Namespace, given: Path | str | None, out: TextIO, indent: str = ""
-) -> None:
-    """Say what to do before the resume command just printed runs as pasted, if
-    anything (:func:`~honeycomb.cli.resuming.resume_note`; ``given``: the store as
-    given)."""
-    note = resume_note(args, given)
-    if note is not None:
-        out.writelines(f"{indent}{line}\n" for line in note.splitlines())
 
 
 def _print_failure(out: TextIO, error: HoneycombError | None, ended: RunFinished | None) -> None:

@@ -6,20 +6,34 @@ missing run's error names gives the store's URL without its password."""
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import re
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from honeycomb.cli.main import main
-from honeycomb.cli.resuming import chat_hint, resume_hint, resume_note
+from honeycomb.cli.resuming import (
+    MAYBE_RECORDED,
+    NOT_RECORDED,
+    chat_hint,
+    not_recorded,
+    resume_hint,
+    resume_note,
+)
+from honeycomb.store.silence import unanswered
+from runtime import StoreError
 from tests.support.hives import CHATTY, hive
 from tests.support.postgres import PostgresServer
 from tests.support.stores import ON_POSTGRES
 
 PASSWORD, KEY = "s3cret-long-password", "K123456789abcdef"
+EXAMPLES = Path(__file__).parents[3] / "examples"
+ASKED = "Plan a weekend in Lisbon and Porto and send the summary to the outbox."
 URL = f"https://ann:{PASSWORD}@llm.example.com/v1?key={KEY}"
 
 
@@ -140,3 +154,47 @@ def test_the_command_a_missing_run_names_gives_the_store_without_its_password(
     assert "hidden" not in err  # no mask: the command is pasted as it is shown
     known = err[err.index("(honeycomb runs") + 1 : err.rindex(")")]
     assert shlex.split(known) == ["honeycomb", "runs", "--store", url]
+
+
+def test_what_a_stopped_run_says_its_store_keeps_follows_the_stores_error() -> None:
+    """A run stopped as its PostgreSQL server went silent said the store kept it
+    running, where its end's commit may have reached the server (the error says so:
+    "it may be there or not"), or may still, held by the store's writer."""
+    told = "Honeycomb could not record the run as interrupted: "
+    refused = StoreError("cannot write the run store: disk I/O error", path="runs.db")
+    assert not_recorded([f"{told}{refused}"]) == f"{told}{refused}\n{NOT_RECORDED}"
+    assert "keeps the run as it was before the signal: running" in NOT_RECORDED
+    for sent in (True, False):
+        note = f"{told}{unanswered('postgresql://app@db/prod', sent=sent)}"
+        assert not_recorded([note]) == f"{note}\n{MAYBE_RECORDED}"
+    assert "unless its end reached the server after all" in MAYBE_RECORDED
+
+
+@ON_POSTGRES
+def test_a_chat_turn_waiting_on_approvals_says_where_its_resume_command_reads_the_password(
+    postgres: PostgresServer,
+    fast_demo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The command that continues a chat's turn waiting on approvals left the store's
+    password out, as it should, and said nothing of where it reads it from, as the
+    commands of honeycomb run do."""
+    folder = fast_demo.parent / "trip"
+    shutil.copytree(EXAMPLES / "trip", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    path = folder / "hive.yaml"
+    text = re.sub(r"latency: [\d.]+", "latency: 0", path.read_text())
+    path.write_text(text + "approvals:\n  tools: [send_to_outbox]\n")
+    user, rest = postgres.url().split("@", 1)
+    with_password = f"{user}:{PASSWORD}@{rest}"  # the test server trusts, whatever it says
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{ASKED}\n"))
+    assert main(["chat", str(path), "--plain", "--store", with_password]) == 0
+    out = capsys.readouterr().out
+    assert PASSWORD not in out
+    resume = re.search(r"\n  honeycomb resume .*\n(.*)\n", out)
+    assert resume is not None, out
+    assert resume.group(1) == (
+        "  (the store's URL held a password: that command leaves it out; set PGPASSWORD "
+        "or ~/.pgpass first)"
+    )
