@@ -387,17 +387,22 @@ def city_facts(city: str) -> str:
 
 
 @pytest.mark.xdist_group("ray")
+@pytest.mark.usefixtures("ray_session")
 def test_with_json_standard_output_holds_only_json_lines_whatever_ray_says(
     tmp_path: Path,
 ) -> None:
     """Ray's driver prints what its cluster reports (here, an actor that died) on
-    standard output: with ``--json``, that goes to standard error."""
-    path = hive(tmp_path, "backend: {ray: {actors: 1, num_cpus: 1}}\n")
+    standard output: with ``--json``, that goes to standard error. The command joins
+    the session's Ray by its address (a Ray of its own would start a head, its agents
+    and monitors: seconds of CPU that this check does not need)."""
+    path = hive(tmp_path, "backend: {ray: {actors: 1, actor_cpus: 0}}\n")
     (tmp_path / "pid_tools.py").write_text(FATAL_TOOLS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env |= {"RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(Path.cwd())}
+    head = ray.get_runtime_context().gcs_address
     child = subprocess.run(
-        [sys.executable, "-m", "honeycomb", "run", str(path), TASK, "--json", "--no-store"],
+        [sys.executable, "-m", "honeycomb", "run", str(path), TASK, "--json", "--no-store",
+         "--ray-address", head],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110,
     )  # fmt: skip
     assert "WorkerLost" in child.stdout, child.stderr[-2000:]
