@@ -86,7 +86,9 @@ async def test_a_memory_given_as_a_path_is_an_sqlite_memory(tmp_path: Path) -> N
 
 
 def test_roles_with_memory_and_no_memory_are_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigErrors, match="role 'guide' has memory: but there is no memory"):
+    with pytest.raises(
+        ConfigErrors, match="role 'guide': memory: is set, but there is no memory to use"
+    ):
         Executor([Role(name="guide", memory=RoleMemory())], FunctionModel(answer))
 
 
