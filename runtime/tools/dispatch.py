@@ -111,6 +111,29 @@ def _nesting(*lanes: list[Prepared]) -> bool:
     return any(call.tool.nests for lane in lanes for call in lane)
 
 
+def _observations(results: Results) -> tuple[ToolMessage, ...]:
+    """The observations of a turn whose calls all ended, in call order.
+
+    Raises:
+        BudgetExceeded, NotStarted: when a call's nested workers stopped the worker.
+        ApprovalNeeded: when calls a call's nested workers made wait for a decision.
+    """
+    observed = tuple([r for r in results if isinstance(r, ToolMessage)])
+    if len(observed) == len(results):
+        return observed
+    # A call stopped, once the turn's other calls ended (their outcomes kept: none is
+    # cut off in mid-effect): a budget its nested workers spent stops the worker, as at
+    # its own next call, and so does a nested worker that cannot start again; else the
+    # calls they made wait for approval, and the turn waits.
+    stops = [r for r in results if isinstance(r, BudgetExceeded | NotStarted)]
+    if stops:
+        raise stops[0]
+    waiting = [r for r in results if isinstance(r, ApprovalNeeded)]
+    if not waiting:  # none stopped: each call has its observation
+        return observed
+    raise ApprovalNeeded(tuple(p for paused in waiting for p in paused.pending))
+
+
 class Dispatcher:
     """Runs the tool calls of one worker, turn by turn.
 
@@ -204,20 +227,7 @@ class Dispatcher:
                 ended.append(last)
         for call, outcome in zip(parallel, ended, strict=True):
             results[call.position] = self._observed(call, outcome)
-        observed = tuple([r for r in results if isinstance(r, ToolMessage)])
-        if len(observed) == len(results):
-            return observed
-        # A call stopped, once the turn's other calls ended (their outcomes kept: none
-        # is cut off in mid-effect): a budget its nested workers spent stops the worker,
-        # as at its own next call, and so does a nested worker that cannot start again;
-        # else the calls they made wait for approval, and the turn waits.
-        stops = [r for r in results if isinstance(r, BudgetExceeded | NotStarted)]
-        if stops:
-            raise stops[0]
-        waiting = [r for r in results if isinstance(r, ApprovalNeeded)]
-        if not waiting:  # none stopped: each call has its observation
-            return observed
-        raise ApprovalNeeded(tuple(p for paused in waiting for p in paused.pending))
+        return _observations(results)
 
     async def _admitted(
         self,

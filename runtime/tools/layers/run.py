@@ -119,9 +119,8 @@ class RunTool:
                 began = time.perf_counter()
                 with within(limit):
                     value = await run_tool(found, kwargs, call.begun)
-                took = time.perf_counter() - began
-                if took > limit + _HELD_GRACE_S:  # its limit could not stop it: see _held
-                    _held(found.name, limit, took)
+                if time.perf_counter() - began > limit + _HELD_GRACE_S:
+                    _held(found.name, limit, began)  # its limit could not stop it
         except STOPS as exc:
             if found.nests:  # its nested workers stop its worker (see Stopped)
                 raise
@@ -133,16 +132,12 @@ class RunTool:
                 return self._raised(found, exc)
             # Cancelled, or waited for to its end (a sync side-effecting tool's thread
             # is, see runtime.tools.threads).
-            text = _timeout_text(call, limit, time.perf_counter() - started)
-            return Outcome(status="timeout", content=text, error=text)
+            return _timed_out(call, limit, time.perf_counter() - started)
         except asyncio.CancelledError as exc:
-            task = asyncio.current_task()
-            if task is None or task.cancelling():
-                ran = ran_to_its_end(exc)
-                if ran is not None and ran.began:  # waited for to its end: told with exc
-                    vars(exc)[_KNOWN] = self._ended(found, ran)
+            ended = self._cancelled(found, exc)
+            if ended is None:
                 raise  # the worker is cancelled (its run stopped): the call with it
-            return self._raised(found, exc)  # the tool's own: it awaited what was cancelled
+            return ended
         except Exception as exc:  # a failing tool becomes an observation, never a crash
             return self._raised(found, exc)
         except BaseException as exc:  # KeyboardInterrupt, SystemExit ... stop the run
@@ -151,6 +146,18 @@ class RunTool:
             raise
         # Whatever the tool returned, rendering it is not its failure.
         return Outcome(status="ok", content=render(value, self.max_output_chars))
+
+    def _cancelled(self, found: Tool[Any, Any], exc: asyncio.CancelledError) -> Outcome | None:
+        """The outcome of a call that ended with ``exc``: None when its worker is
+        cancelled (the call goes with it, told how it ended when its thread was waited
+        for to its end), else the tool's own failure (it awaited what was cancelled)."""
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            ran = ran_to_its_end(exc)
+            if ran is not None and ran.began:  # waited for to its end: told with exc
+                vars(exc)[_KNOWN] = self._ended(found, ran)
+            return None
+        return self._raised(found, exc)
 
     def _ended(self, found: Tool[Any, Any], ran: RanToItsEnd) -> Outcome:
         """The outcome of a call that ran to its end though its worker was cancelled."""
@@ -203,15 +210,16 @@ _HELD_GRACE_S = 0.1
 (an answer and the limit's timer may come due in one pass of the loop)."""
 
 
-def _held(name: str, timeout: float, took: float) -> None:
-    """Warn of a call that ended well past its limit, which therefore could not cancel
-    it: the event loop was held up meanwhile, by this call (an async tool that blocks:
-    its own ``time.sleep`` or ``requests``, most likely) or by another, and so was every
-    call and worker. Its result stands: it ran, and may have had its effect, which a
-    timeout would invite the model to have again."""
+def _held(name: str, timeout: float, began: float) -> None:
+    """Warn of a call (begun at ``began``) that ended well past its limit, which
+    therefore could not cancel it: the event loop was held up meanwhile, by this call
+    (an async tool that blocks: its own ``time.sleep`` or ``requests``, most likely) or
+    by another, and so was every call and worker. Its result stands: it ran, and may
+    have had its effect, which a timeout would invite the model to have again."""
+    took = round(time.perf_counter() - began, 3)
     logs.log(
         "tool_call.held_loop",
-        {"tool": name, "timeout_s": timeout, "took_s": round(took, 3), "advice": _HELD_ADVICE},
+        {"tool": name, "timeout_s": timeout, "took_s": took, "advice": _HELD_ADVICE},
         level="warning",
     )
 
@@ -221,6 +229,12 @@ _HELD_ADVICE = (
     "tool that blocks holds it (time.sleep, requests); write such a tool as a plain def: "
     "it runs in a thread"
 )
+
+
+def _timed_out(call: Prepared, timeout: float, elapsed: float) -> Outcome:
+    """The outcome of a call its limit ran out on, ``elapsed`` seconds after it began."""
+    text = _timeout_text(call, timeout, elapsed)
+    return Outcome(status="timeout", content=text, error=text)
 
 
 def _timeout_text(call: Prepared, timeout: float, elapsed: float) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import sys
 import threading
 import time
 from collections.abc import Iterator, MutableMapping
@@ -961,7 +962,8 @@ async def test_a_turn_whose_calls_run_holds_its_lanes_and_observations_and_no_mo
     # What each worker holds while its tools work is what 10,000 workers hold at once
     # (benchmarks A and E): the admitted calls in their lanes, the tasks of those that
     # run apart and the observations, nothing the admission was done with, no cell a
-    # comprehension would keep, and no frame between the turn and the call it awaits.
+    # comprehension would keep, no frame between the turn and the call it awaits, and
+    # in each frame no slot for what only a call that fails needs.
     started, release = asyncio.Event(), asyncio.Event()
 
     @tool
@@ -973,10 +975,11 @@ async def test_a_turn_whose_calls_run_holds_its_lanes_and_observations_and_no_mo
 
     task = asyncio.ensure_future(dispatcher(look).dispatch(calls("look", "l1", "l2")))
     await started.wait()
-    awaited = []
+    awaited, sizes = [], []
     coro = task.get_coro()
     while hasattr(coro, "cr_code"):
         awaited.append(coro.cr_code.co_name)
+        sizes.append(sys.getsizeof(coro))
         coro = coro.cr_await
     frame = task.get_coro().cr_frame
     code = frame.f_code
@@ -991,4 +994,5 @@ async def test_a_turn_whose_calls_run_holds_its_lanes_and_observations_and_no_mo
     assert lists == ["parallel", "results", "serial", "tasks"]
     assert frame.f_code.co_cellvars == ()
     assert awaited[:3] == ["dispatch", "__call__", "look"]  # the call's layers, then its tool
+    assert sum(sizes[:2]) <= 656  # bytes (376 and 328 when their failures' slots were there)
     assert [o.content for o in observations] == ["l1", "l2"]
