@@ -182,16 +182,39 @@ def measure(point: Point, impls: Sequence[str], python: str) -> list[dict[str, A
                    for impl in impls]  # fmt: skip
     elif point.scenario == "H":
         results = context.measure(impls)
-    elif point.paired:
+    else:
+        results = _spawn(_spec(point, impls), python, point)
+    return _named(results, point, impls)
+
+
+def measure_together(points_: Sequence[Point], python: str) -> list[list[dict[str, Any]]]:
+    """What :func:`measure` gives for each of ``points_`` (none of scenario I or H), all
+    measured in one fresh process, one after another: for a smoke run, which times
+    nothing, so that the frameworks they run are imported once for all of them."""
+    specs = [_spec(point, point.impls) for point in points_]
+    lines = _spawn(specs, python, points_[0])
+    found = []
+    for point in points_:
+        mine, lines = lines[: len(point.impls)], lines[len(point.impls) :]
+        found.append(_named(mine, point, point.impls))
+    return found
+
+
+def _spec(point: Point, impls: Sequence[str]) -> dict[str, Any]:
+    """What ``benchmarks.measure`` is asked to measure for ``point``."""
+    if point.paired:
         # Each side's own params, whichever goes first (repeats alternate the order).
         own = dict(zip(point.impls, point.variants, strict=True)) if point.variants else {}
         variants = [own.get(impl, point.params) for impl in impls]
         names = ["honeycomb" if i.endswith(" off") else i for i in impls]
-        results = _spawn({"pair": names, "variants": variants, "inner": point.inner}, python, point)
-    else:
-        (impl,) = impls
-        spec = {"impl": impl, "params": point.params, "inner": point.inner}
-        results = _spawn(spec, python, point)
+        return {"pair": names, "variants": variants, "inner": point.inner}
+    (impl,) = impls
+    return {"impl": impl, "params": point.params, "inner": point.inner}
+
+
+def _named(
+    results: list[dict[str, Any]], point: Point, impls: Sequence[str]
+) -> list[dict[str, Any]]:
     for result, impl in zip(results, impls, strict=True):
         result["impl"] = impl
         result["scenario"] = point.scenario
@@ -236,7 +259,9 @@ def _import_seconds(modules: Sequence[str], python: str) -> float:
     return float(done.stdout)
 
 
-def _spawn(spec: dict[str, Any], python: str, point: Point) -> list[dict[str, Any]]:
+def _spawn(
+    spec: dict[str, Any] | list[dict[str, Any]], python: str, point: Point
+) -> list[dict[str, Any]]:
     done = subprocess.run(
         [python, "-m", "benchmarks.measure", json.dumps(spec)],
         capture_output=True,

@@ -2,7 +2,8 @@
 
 Prints one JSON object: wall time, CPU time and peak RSS of one workload run, with
 its counts and validity. A fresh process per measurement keeps runs independent (no
-warm caches, no heap left over from the previous run).
+warm caches, no heap left over from the previous run). A smoke run, which times
+nothing, may give a JSON list of measurements, made one after another.
 """
 
 from __future__ import annotations
@@ -152,5 +153,6 @@ def _version(impl: str) -> str:
 
 
 if __name__ == "__main__":
-    request = json.loads(sys.argv[1])
-    sys.stdout.write("".join(json.dumps(r) + "\n" for r in measure(request)))
+    request = json.loads(sys.argv[1])  # one measurement, or several one after another
+    for spec in request if isinstance(request, list) else [request]:
+        sys.stdout.write("".join(json.dumps(r) + "\n" for r in measure(spec)))

@@ -9,7 +9,8 @@
 Needs the ``peers`` extra (``pip install -e '.[peers]'``). Every figure comes from a
 fresh process, as in ``benchmarks.fanout``: B runs each implementation and the floor in
 the same process, run by run, and reports their ratio per process; A and E run each
-implementation in a process of its own. The table shows every figure with its ratio
+implementation in a process of its own (a smoke run, which times nothing, runs an
+implementation's B and A in one process). The table shows every figure with its ratio
 to the floor; the exit status is 1 when a run is invalid.
 """
 
@@ -28,6 +29,7 @@ from benchmarks.fanout import (
     compile_bytecode,
     machine,
     measure,
+    measure_together,
     results_log,
     results_stem,
     scenarios_of,
@@ -73,13 +75,13 @@ def run(
     smoke: bool = False,
 ) -> list[dict[str, Any]]:
     """Every measurement, ``repeats`` times over, each in a fresh process (the
-    bytecode compiled first, but in a smoke run, which times nothing)."""
+    bytecode compiled first), but in a smoke run, which times nothing (see
+    :func:`_measured`)."""
     if not smoke:
         compile_bytecode(sys.executable, *(PEERS[i].module for i in impls if i in PEERS))
     results = []
     for _ in range(repeats):
-        for point in chosen:
-            found = measure(point, point.impls, sys.executable)
+        for point, found in _measured(chosen, smoke):
             if point.paired:  # the implementation and the floor, run by run in one process
                 mine, floor = found
                 mine["floor_ratio"] = per_turn(mine) / per_turn(floor)
@@ -88,6 +90,22 @@ def run(
                 log(json.dumps(result))
                 results.append(result)
     return results
+
+
+def _measured(chosen: Sequence[Point], smoke: bool) -> list[tuple[Point, list[dict[str, Any]]]]:
+    """Each point and what was measured of it, each in a fresh process; in a smoke run,
+    the points of one implementation (its B beside the floor, its A) in one process,
+    which imports its framework once, not once a point."""
+    if not smoke:
+        return [(point, measure(point, point.impls, sys.executable)) for point in chosen]
+    shared: dict[str, list[Point]] = {}
+    for point in chosen:
+        shared.setdefault(point.impls[0], []).append(point)
+    return [
+        (point, found)
+        for same in shared.values()
+        for point, found in zip(same, measure_together(same, sys.executable), strict=True)
+    ]
 
 
 def table(
