@@ -331,7 +331,7 @@ class PostgresDatabase:
             where=self.where,
             timeout_s=_CONNECT_TIMEOUT_S,
         )
-        self._readers = readers.Readers(pool, self._connection, lambda: self.away, self.knock)
+        self._readers = readers.Readers(pool, self._connection, self)
         self._knocker = silence.Knocker(self._knocked, self.where)
         readers.unprinted()  # what psycopg logs of its connections, where nothing takes it
 

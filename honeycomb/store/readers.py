@@ -7,7 +7,9 @@ stops could not wait for it, or found it silent: ``away``), a read first asks wh
 the server answers (a knock, :mod:`honeycomb.store.silence`): one that refuses is told
 at once with libpq's reason, one that answers nothing within a moment is told so, and
 a read of a server that answers goes on. A pool whose every connection is busy is
-waited for, with no connection more.
+waited for, with no connection more. A read that goes on past a moment (the pool's
+check of an idle connection, its query) goes on for as long as the server answers
+(:mod:`honeycomb.store.watch`): a host paused would hold it for ever.
 
 The pool tries again behind the reads once its server went away, and logs each failure
 as a warning (logger ``psycopg.pool``), as psycopg logs an error it ignores (logger
@@ -28,6 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from honeycomb.store import forked
+from honeycomb.store.watch import Watch
 from runtime import StoreError
 from runtime.logs import Unheard
 
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-    from honeycomb.store.silence import Knock
+    from honeycomb.store.silence import Server
 
 __all__ = ["BUSY_S", "THREADS", "Readers", "open_pool", "ours", "unprinted"]
 
@@ -65,25 +68,24 @@ class Readers:
     """The pool of connections a store's reads take, opened by the first read.
 
     Args:
-        pool: Opens the pool (:func:`open_pool`, given what it opens).
+        pool: Opens the pool (:func:`open_pool`, given what it opens but its check).
         connect: A connection made now, or a StoreError saying why none can be.
-        away: Whether the store's writer gave up on the server.
-        knock: Whether the server answers now (see :mod:`honeycomb.store.silence`).
+        server: Whether the store's writer gave up on the server, and whether the
+            server answers now (see :mod:`honeycomb.store.silence`).
     """
 
     def __init__(
         self,
-        pool: Callable[[], psycopg_pool.ConnectionPool[Any]],
+        pool: Callable[..., psycopg_pool.ConnectionPool[Any]],
         connect: Callable[[], psycopg.Connection[Any]],
-        away: Callable[[], bool],
-        knock: Callable[[], Knock],
+        server: Server,
     ) -> None:
         self._open = pool
         self._connect = connect
-        self._away = away
-        self._knock = knock
+        self._server = server
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._lock = threading.Lock()
+        self._watch = Watch(server.knock, self._silent, BUSY_S)
         forked.inherited(self)
 
     def forked(self) -> None:
@@ -93,13 +95,16 @@ class Readers:
         forked.left(self._pool)
         self._pool = None
         self._lock = threading.Lock()
+        self._watch = Watch(self._server.knock, self._silent, BUSY_S)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A connection of the pool: one it gives within :data:`BUSY_S`, or else, unless
-        the store's writer gave up on the server and no new connection can be made,
-        one it gives within its time. Once the writer gave up, the server is asked
-        first whether it answers.
+        the server answers nothing, or the store's writer gave up on the server and no
+        new connection can be made, one it gives within its time. Once the writer gave
+        up, the server is asked first whether it answers. A read that goes on past
+        :data:`BUSY_S` (the pool's check of an idle connection, its query) goes on for
+        as long as the server answers (:mod:`honeycomb.store.watch`).
 
         Raises:
             StoreError: when no connection can be made (a server that refuses it: the
@@ -109,26 +114,49 @@ class Readers:
         """
         import psycopg_pool
 
-        if self._away():
-            heard = self._knock().heard()
-            if heard.why is not None:
-                if not heard.silent:
-                    self.close()
-                raise heard.why
+        if self._server.away:
+            self._answers(refused=True)
         pool = self._opened()
         try:
             conn = pool.getconn(timeout=BUSY_S)
         except psycopg_pool.PoolTimeout:
-            if self._away():
-                # The pool tries again behind, its reason not said, for as long as the
-                # read would wait: a new connection tells.
+            # Every connection busy, or the server silent since (a check of an idle
+            # connection cut): asked. Away, the pool tries again behind, its reason
+            # not said, for as long as the read would wait: a new connection tells.
+            self._answers(refused=False)
+            if self._server.away:
                 self.reachable()
             conn = pool.getconn()
         try:
-            with conn:  # as the pool's own connection() does: a transaction left is ended
+            # As the pool's own connection() does: a transaction left is ended.
+            with self._watch.over(conn), conn:
                 yield conn
         finally:
             pool.putconn(conn)
+
+    def _answers(self, *, refused: bool) -> None:
+        """Return if the server answers (``refused``: and lets a connection in).
+
+        Raises:
+            StoreError: why not (a refusal: the pool is closed).
+        """
+        heard = self._server.knock().heard()
+        if heard.why is not None and (heard.silent or refused):
+            if not heard.silent:
+                self.close()
+            raise heard.why
+
+    def _silent(self) -> None:
+        """The server answered nothing as a read went on: the store is away."""
+        self._server.away = True
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's check of a connection it gives (a server that restarted dropped
+        it), for as long as the server answers."""
+        import psycopg_pool
+
+        with self._watch.over(conn):
+            psycopg_pool.ConnectionPool.check_connection(conn)
 
     def reachable(self) -> None:
         """Return if a connection can be made now; else close the pool.
@@ -148,7 +176,7 @@ class Readers:
                 # A server that cannot be reached is told at once, with why: the pool
                 # would try again for its timeout, logging each failure.
                 self._connect().close()
-                self._pool = self._open()
+                self._pool = self._open(check=self._check)
             return self._pool
 
     def close(self) -> None:
@@ -165,6 +193,7 @@ def open_pool(
     size: int,
     options: dict[str, Any],
     configure: Callable[[psycopg.Connection[Any]], None],
+    check: Callable[[psycopg.Connection[Any]], None],
     name: str,
     where: str,
     timeout_s: float,
@@ -182,8 +211,7 @@ def open_pool(
         max_size=max(1, size),
         kwargs={"autocommit": True, "application_name": "honeycomb", **options},
         configure=configure,
-        # A connection the server dropped (it restarted) is made anew.
-        check=psycopg_pool.ConnectionPool.check_connection,
+        check=check,  # a connection the server dropped (it restarted) is made anew
         timeout=timeout_s,
         name=f"{THREADS}-{name}",
         open=False,

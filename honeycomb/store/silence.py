@@ -3,17 +3,19 @@ answers nothing), and the waits that end on it rather than last the kernel's min
 
 The writer thread is never interrupted: a batch it holds (other runs' writes, leases
 renewed) is committed whole or not at all, as ever, and its connection learns of a
-silent server by itself (TCP keepalives and ``tcp_user_timeout``, see
-:mod:`honeycomb.store.postgres`). What ends is another's wait for it: a stopping run's
-for its end (``stopping``), a read's for what was written before it once the store is
-``away``, and the store's close. Each waits a moment, then asks whether the server
-answers at all (:class:`Knock`: a new connection, let in or refused by the server
-itself, within :data:`ANSWER_S`; a name not resolved or a network unreachable is no
-answer): one that answers is waited for a moment more, and so on, for as long
-as the writer takes (a slow server, a lock another process holds, a server that
-refuses, whose tries the writer ends itself); one that answers nothing is silent, and
-the wait ends, saying what is known of what it waited for. That stays with the writer,
-which may still write it, if the server answers it before the process ends.
+server cut off by the network by itself (TCP keepalives and ``tcp_user_timeout``, see
+:mod:`honeycomb.store.postgres`), not of a host paused, whose kernel still acknowledges
+what is sent: that holds the writer as long as it is paused. What ends is another's wait
+for it: a stopping run's for its end (``stopping``), a read's for what was written
+before it (and a read in flight, :mod:`honeycomb.store.watch`), and the store's close.
+Each waits a moment, then asks whether the server answers at all (:class:`Knock`: a new
+connection, let in or refused by the server itself, within :data:`ANSWER_S`; a name not
+resolved or a network unreachable is no answer): one that answers is waited for a moment
+more, and so on, for as long as the writer takes (a slow server, a lock another process
+holds, a server that refuses, whose tries the writer ends itself); one that answers
+nothing is silent, and the wait ends, saying what is known of what it waited for. That
+stays with the writer, which may still write it, if the server answers it before the
+process ends.
 """
 
 from __future__ import annotations

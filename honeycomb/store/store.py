@@ -200,13 +200,13 @@ class RunStore:
         await self._submit(statements, lease, checkpoint, urgent, stopping=stopping)
 
     async def flush(self) -> None:
-        """Return once everything written so far is committed.
+        """Return once everything written so far is committed, waiting for as long as
+        the store's server answers (:mod:`honeycomb.store.silence`).
 
         Raises:
-            StoreError: when the store's server is away (its writer gave up on it) and
-                answers nothing.
+            StoreError: when the store's server answers nothing.
         """
-        await self._submit((), None, False, True, bounded=self._database.away)
+        await self._submit((), None, False, True, bounded=True)
 
     async def take_lease(self, run_id: str, *, steal: bool = False) -> Lease:
         """Lease run ``run_id`` to this process, in one transaction (see

@@ -92,6 +92,39 @@ async def test_a_stopping_write_its_reads_and_closing_wait_for_a_silent_server_a
     assert query(url, "SELECT n FROM t") == []
 
 
+async def test_reads_of_a_paused_server_end_before_the_store_knows_it_away(
+    postgres: PostgresServer,
+) -> None:
+    """A server whose host paused (its kernel still acknowledges what is sent: no
+    keepalive fails) held a read for ever, until the store was away: the pool's check
+    of its idle connection, and a read's wait for what was written before it (a write
+    the writer holds, waiting for the server), never ended. Each now goes on for as long
+    as the server answers, as a stopping write's wait does; the writer's own write
+    waits for the server as its connection does."""
+    proxy = SilentProxy(postgres.port)
+    stores = [RunStore(proxy.url(postgres.url())) for _ in range(2)]
+    try:
+        for store in stores:
+            await store.commit(("CREATE TABLE t (n BIGINT)", ()))
+            assert store.runs() == []  # the pool of readers holds an idle connection
+        reading, writing = stores
+        proxy.silence()
+        started = time.monotonic()
+        read = anyio.to_thread.run_sync(reading.runs, abandon_on_cancel=True)
+        with pytest.raises(StoreError, match="server answered nothing in 1 s"):
+            await asyncio.wait_for(read, 4 * _FAILED_S)  # (without the fix: it hangs)
+        write = asyncio.ensure_future(writing.commit(("INSERT INTO t VALUES (1)", ())))
+        with pytest.raises(StoreError, match="server answered nothing in 1 s"):
+            await asyncio.wait_for(writing.summary("r1"), 4 * _FAILED_S)
+        assert time.monotonic() - started < 2 * _FAILED_S
+        assert not write.done()  # the writer's wait is its connection's
+        write.cancel()
+    finally:
+        proxy.close()
+    for store in stores:
+        await asyncio.wait_for(store.aclose(), 4 * _FAILED_S)
+
+
 async def test_a_stopping_write_waits_for_a_slow_server_and_another_runs_batch_goes_on(
     postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
