@@ -73,8 +73,8 @@ class Database(Protocol):
     """The writer gave up connecting to it (it stayed away for the writer's tries, or a
     run that stops could not wait for it), or a wait for the writer found it silent
     (:mod:`honeycomb.store.silence`), and the writer has not connected nor committed
-    since: reads do not wait for it either. Cleared by :meth:`connect`, and by the
-    writer as it commits."""
+    since: reads do not wait for it either. Cleared by :meth:`connect`, by the writer
+    as it commits, and by a knock let in."""
 
     def connect(self) -> WriteConnection:
         """The writer's connection, to a store made or brought up to the current schema.

@@ -316,8 +316,7 @@ class PostgresDatabase:
         if password is not None:
             self._options["password"] = password
             add_secret(password, "database password", owner=self)
-        # The columns of each table, once the schema is known to be of the current
-        # version (then they change no more).
+        # The columns of each table, once the schema is current (they change no more).
         self._known: dict[str, frozenset[str]] = {}
         self._current = False
         self.away = False  # the writer gave up on the server (see Database.away)
@@ -382,9 +381,10 @@ class PostgresDatabase:
         return self._knocker.knock()
 
     def _knocked(self) -> None:
-        """A knock's connection (:class:`~honeycomb.store.silence.Knock`), closed at once:
-        it gives up by itself a moment after the knock is heard."""
+        """A knock's connection (:class:`~honeycomb.store.silence.Knock`), closed at once
+        (it gives up by itself): let in, the server is not away."""
         self._connected({"connect_timeout": math.ceil(silence.ANSWER_S) + 1}).close()
+        self.away = False
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         from psycopg import sql

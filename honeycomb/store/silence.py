@@ -99,13 +99,15 @@ class Knock:
         return Heard(why=StoreError(_silence(), path=self._where), silent=True)
 
     def fresh(self) -> bool:
-        """Whether it tells of the server now: under way, or it heard nothing a moment
-        ago (an answer, heard at once, is asked for again)."""
+        """Whether it tells of the server now: under way, or heard a moment ago, a
+        connection let in or nothing (the waits and reads of a busy service knock once
+        a moment, not once each); a refusal is asked about again."""
         if self.left() > 0:
             return True
-        return not self._answered(self._done.is_set()) and (
-            time.monotonic() < self.started + 2 * ANSWER_S
-        )
+        done = self._done.is_set()
+        if done and self._why is None:
+            return time.monotonic() < self._ended + ANSWER_S
+        return not self._answered(done) and time.monotonic() < self.started + 2 * ANSWER_S
 
     def _answered(self, done: bool) -> bool:
         """Whether what it heard (``done``: its try ended) is an answer: a connection

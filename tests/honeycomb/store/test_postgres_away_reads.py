@@ -16,7 +16,7 @@ import psycopg_pool
 import pytest
 
 from honeycomb.errors import StoreError
-from honeycomb.store import Connection, RunStore, readers, writer
+from honeycomb.store import Connection, RunStore, readers, silence, writer
 from honeycomb.store import postgres as postgres_store
 from tests.support import ROOT
 from tests.support.postgres import PostgresServer, away, back, role_in, role_of
@@ -111,7 +111,9 @@ async def test_a_read_once_the_writer_gave_up_on_the_server_is_told_why_in_a_mom
     """A process that had read its store (``honeycomb run``, which reads the run's id as
     it starts, then again to say where a run stopped by Ctrl-C is kept) waited the
     pool's ten seconds at its next read, though its writer had given up on the server.
-    It waits a moment (BUSY_S), then a new connection tells why."""
+    It waits a moment (BUSY_S), then a new connection tells why. Once the server lets
+    it in again, the reads go on without asking: each read asked, with a connection of
+    its own, until the writer committed (an idle service after an outage)."""
     monkeypatch.setattr(writer, "RECONNECT_S", 0.3)
     monkeypatch.setattr(readers, "BUSY_S", 0.05)
     url = postgres.url()
@@ -127,6 +129,17 @@ async def test_a_read_once_the_writer_gave_up_on_the_server_is_told_why_in_a_mom
         store.runs()
     assert time.monotonic() - started < postgres_store._CONNECT_TIMEOUT_S / 2
     back(url, role_in(mine))
+    knocks: list[silence.Knock] = []
+    knock = silence.Knock.__init__
+
+    def counted(self: silence.Knock, *args: Any) -> None:
+        knocks.append(self)
+        knock(self, *args)
+
+    monkeypatch.setattr(silence.Knock, "__init__", counted)
+    for _ in range(3):
+        assert store.runs() == []
+    assert len(knocks) == 1  # let in: the store is not away
     await store.commit(("INSERT INTO t VALUES (2)", ()))  # the writer connects again
     assert store.runs() == []
     store.close()
