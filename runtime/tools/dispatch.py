@@ -97,10 +97,10 @@ CUT_SHORT = (
 )
 """The observation of a call whose arguments an output limit cut short."""
 
-Seen = dict[str, list[dict[str, Any]]]
-"""Calls of a batch by tool name: the validated arguments of each (a repeat of one in
-the next turn is not run). A call that does not end ``ok`` is taken out once it ends:
-there is no result to point the model back to."""
+Seen = list[Prepared]
+"""The calls of a batch whose arguments validated, with those arguments as the model
+gave them (a repeat of one in the next turn is not run). A call that does not end
+``ok`` is taken out once it ends: there is no result to point the model back to."""
 
 Results = list[ToolMessage | Stopped | None]
 """A turn's observations in call order (a call that stopped: why)."""
@@ -109,6 +109,15 @@ Results = list[ToolMessage | Stopped | None]
 def _nesting(*lanes: list[Prepared]) -> bool:
     """Whether a call of the turn's lanes runs nested workers."""
     return any(call.tool.nests for lane in lanes for call in lane)
+
+
+def _repeats(call: Prepared, earlier: Seen) -> bool:
+    """Whether ``call`` repeats one of ``earlier``: the same tool, with the same
+    arguments."""
+    for other in earlier:
+        if other.kwargs == call.kwargs and other.call.name == call.call.name:
+            return True
+    return False
 
 
 def _observations(results: Results) -> tuple[ToolMessage, ...]:
@@ -178,7 +187,7 @@ class Dispatcher:
         # The last batch and those of its calls that ended ok, so the next turn spots
         # a repeat without validating those calls again.
         self._last: Sequence[ToolCall] = ()
-        self._seen: Seen = {}
+        self._seen: Seen = []
 
     async def dispatch(
         self,
@@ -274,7 +283,7 @@ class Dispatcher:
         if previous and previous is self._last and self.policy.skip_repeats:
             repeats = self._seen
         ready: list[Prepared] = []
-        seen: Seen = {}
+        seen: Seen = []
         for index, call in enumerate(calls):
             found = self._prepare(index, call, repeats, seen, results, turn, cut_at)
             if found is not None:
@@ -311,8 +320,9 @@ class Dispatcher:
                 text = f"Error: {exc}. Fix the arguments and call again."
             results[index] = self._refuse(call, "error", text, turn)
             return None
-        seen.setdefault(call.name, []).append(kwargs)
-        if repeats is not None and kwargs in repeats.get(call.name, ()):
+        prepared = Prepared(position=index, call=call, tool=found, kwargs=kwargs, turn=turn)
+        seen.append(prepared)
+        if repeats is not None and _repeats(prepared, repeats):
             text = (
                 f"Not executed: this repeats your previous call to {call.name!r} with the same "
                 "arguments; its result is above. Use that result, change the arguments, or "
@@ -320,7 +330,7 @@ class Dispatcher:
             )
             results[index] = self._refuse(call, "skipped", text, turn)
             return None
-        return Prepared(position=index, call=call, tool=found, kwargs=kwargs, turn=turn)
+        return prepared
 
     def _refuse(
         self, call: ToolCall, status: ObservationStatus, content: str, turn: int
@@ -410,12 +420,9 @@ class Dispatcher:
         """Take ``call`` out of the batch's calls a repeat of which is skipped: it did not
         end ok (an error, a timeout, a refusal, an unknown end), so the model has no
         result to use instead, and may make it again."""
-        # Its arguments as the model gave them, which a repeat is compared with (a
-        # person may have edited those it ran with); a rare path, so validated again.
-        asked = call.tool.parse_arguments(call.call.arguments)
-        seen = self._seen[call.call.name]
-        if asked in seen:  # not, when validation fills in a new default each time
-            seen.remove(asked)
+        # By its place in the batch: what a repeat is compared with is its arguments as
+        # the model gave them (a person may have edited those it ran with).
+        self._seen = [p for p in self._seen if p.position != call.position]
 
     async def _serial(self, serial: list[Prepared], results: Results, beside: bool) -> None:
         """The side-effecting calls, one at a time, in the order the model gave them,

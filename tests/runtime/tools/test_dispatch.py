@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import itertools
 import sys
 import threading
@@ -963,7 +964,9 @@ async def test_a_turn_whose_calls_run_holds_its_lanes_and_observations_and_no_mo
     # (benchmarks A and E): the admitted calls in their lanes, the tasks of those that
     # run apart and the observations, nothing the admission was done with, no cell a
     # comprehension would keep, no frame between the turn and the call it awaits, and
-    # in each frame no slot for what only a call that fails needs.
+    # in each frame no slot for what only a call that fails needs; and what it keeps
+    # for the next turn (whose repeats of these calls it skips) is the calls, with no
+    # index of their arguments by tool.
     started, release = asyncio.Event(), asyncio.Event()
 
     @tool
@@ -973,7 +976,8 @@ async def test_a_turn_whose_calls_run_holds_its_lanes_and_observations_and_no_mo
         await release.wait()
         return label
 
-    task = asyncio.ensure_future(dispatcher(look).dispatch(calls("look", "l1", "l2")))
+    turns = dispatcher(look)
+    task = asyncio.ensure_future(turns.dispatch(calls("look", "l1", "l2")))
     await started.wait()
     awaited, sizes = [], []
     coro = task.get_coro()
@@ -996,3 +1000,4 @@ async def test_a_turn_whose_calls_run_holds_its_lanes_and_observations_and_no_mo
     assert awaited[:3] == ["dispatch", "__call__", "look"]  # the call's layers, then its tool
     assert sum(sizes[:2]) <= 656  # bytes (376 and 328 when their failures' slots were there)
     assert [o.content for o in observations] == ["l1", "l2"]
+    assert not [kept for kept in gc.get_referents(turns) if isinstance(kept, dict)]
