@@ -22,7 +22,9 @@ from honeycomb.run.events import RunFinished, WorkerFinished, WorkerStarted
 from honeycomb.run.scheduler import why_stopped
 from runtime.errors import CassetteError
 from runtime.events import ApprovalDecided, ApprovalRequested, EventHandler
+from runtime.limits.cut import RunCut
 from runtime.model import Model
+from runtime.models.cassette_cuts import tell_cuts
 from runtime.models.cassettes import Cassette, CassetteWriter, Decided
 from runtime.models.layers.cassette import RecordingModel, ReplayModel, current_case
 from runtime.tools.approvals import ApprovalRequest, Approver, Decision, LeftWaiting
@@ -69,6 +71,14 @@ class DecisionsKept:
         if kind == ApprovalDecided.kind:
             return self._decided
         return self._asked if kind == ApprovalRequested.kind else None
+
+    def keep_cut(self, cut: RunCut, worker: str | None) -> None:
+        """Have ``cut`` (the run's wall time's, or ``worker``'s time limit's) tell the
+        cassette where it falls, as it is set: a run (a worker) cut before any of its
+        calls reached the cassette (its input guards still checking, say) is cut so,
+        replayed, too."""
+        cuts = (cut, None) if worker is None else (None, cut)
+        tell_cuts(self.writer, cuts, case=current_case(), worker=worker)
 
     def _ended(self, event: WorkerFinished) -> None:
         self._ran(event)

@@ -63,7 +63,7 @@ from runtime import (
 from runtime.concurrency import TimedOut, innermost, shielded, within
 from runtime.errors import RunMismatch
 from runtime.events import HeldText, event_time
-from runtime.limits.cut import RunCut, run_cut
+from runtime.limits.cut import RunCut, keep_cut, run_cut
 from runtime.limits.retry_policy import wall_time_ends
 from workers.guards import GuardKind, GuardRunner, Judge, Refusal, tripped
 
@@ -296,8 +296,10 @@ class Run:
             deadline.expire()
             cut.fell(used)
 
-        # A replay cuts the run where its recording was cut (runtime.limits.cut).
+        # A replay cuts the run where its recording was cut (runtime.limits.cut); a
+        # recording keeps where it falls, even before any call (its handler is told).
         cut = RunCut(expire)
+        keep_cut(self.tracer.handlers, cut)
         # The budget's elapsed time counts the earlier lives of a resumed run.
         loop = asyncio.get_running_loop()
         left = wall - budget.elapsed_s

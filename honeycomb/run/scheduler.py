@@ -47,7 +47,7 @@ from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime.concurrency import TimedOut, innermost, run_together, stoppable
 from runtime.events import event_time, tell_as_of
 from runtime.limits.budget import InFlight
-from runtime.limits.cut import worker_cut
+from runtime.limits.cut import keep_cut, worker_cut
 from runtime.limits.room import Room, in_room, nested_work
 from runtime.limits.worktime import OwnTime, in_clock
 from workers import Worker, WorkerError, WorkerResult
@@ -368,10 +368,12 @@ class Scheduler:
 
     def _keep_cut_off(self, subtask: Subtask, found: list[InFlight]) -> None:
         """Keep in ``found`` the calls the subtask's worker has under way when its time
-        limit cuts it off (a judge's, say), which its error names."""
+        limit cuts it off (a judge's, say), which its error names; and a recording's
+        cassette keeps where it falls, whether or not a call was made under it."""
         cut, budget = worker_cut.get(), self.context.budget
         if cut is not None:
             cut.tell(lambda _: found.extend(budget.in_flight_of(subtask.id)), found)
+            keep_cut(self.context.services.tracer.handlers, cut, subtask.id)
 
     async def _ended(
         self,

@@ -8,10 +8,11 @@ it run further)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
+from typing import Protocol, runtime_checkable
 
-__all__ = ["RunCut", "run_cut", "worker_cut"]
+__all__ = ["CutKept", "RunCut", "keep_cut", "run_cut", "worker_cut"]
 
 
 class RunCut:
@@ -56,6 +57,27 @@ class RunCut:
         self.used = used
         for told in self._told.values():
             told(used)
+
+
+@runtime_checkable
+class CutKept(Protocol):
+    """What keeps where a run's wall time (or a worker's time limit) cuts it off (a
+    recording's cassette): an event handler of the run, told of each cut as it is set
+    (:func:`keep_cut`), so that the cut is kept whether or not a call was made under
+    it."""
+
+    def keep_cut(self, cut: RunCut, worker: str | None) -> None:
+        """Be told by ``cut`` (the run's, or ``worker``'s) where it falls
+        (:meth:`RunCut.tell`)."""
+        ...
+
+
+def keep_cut(handlers: Iterable[object], cut: RunCut, worker: str | None = None) -> None:
+    """Tell those of a run's event ``handlers`` that keep cuts (:class:`CutKept`) of
+    ``cut``, the run's wall time's (or ``worker``'s time limit's), as it is set."""
+    for handler in handlers:
+        if isinstance(handler, CutKept):
+            handler.keep_cut(cut, worker)
 
 
 run_cut: ContextVar[RunCut | None] = ContextVar("honeycomb_run_cut", default=None)

@@ -2,7 +2,8 @@
 reaches them.
 
 A run recorded while its wall time ran out has a ``cut`` line where it fell (after the
-calls of its case answered before it) and the calls it cut off under way after it,
+calls of its case answered before it; one cut before any call has it too, its run's
+recording told of the cut as the run starts) and the calls it cut off under way after it,
 each recorded ``cut``, and the calls whose approver it cut off asking, each a
 ``decision`` recorded ``cut``. A worker its own time limit (``worker_timeout_s``) cut
 off has one too, naming the worker, after that worker's calls answered before it, and

@@ -20,6 +20,8 @@ from honeycomb import (
     Budgets,
     Decision,
     Executor,
+    GuardCheck,
+    Guards,
     Policy,
     Role,
     RoleMemory,
@@ -281,3 +283,45 @@ async def test_a_replay_whose_worker_recalled_what_was_not_recorded_is_cut_at_on
     partial = replayed.partial
     assert partial is not None
     assert "embeddings 'lengths'" in str(partial.subtasks["s2"].error)
+
+
+async def test_a_run_or_worker_cut_before_any_model_call_is_cut_alike_replayed(
+    tmp_path: Path,
+) -> None:
+    # Recorded, s1's input guard never passes: the run's wall time (then s1's own time
+    # limit) cuts it before any call reached the cassette, which keeps the cut all the
+    # same. Replayed, the guard passes and s1 asks its model at once: its call waits
+    # past the cut, which falls where the recording's did, long before the replay's
+    # own limit (30 s) would.
+    held = asyncio.Event()
+
+    async def slow_on_s1(check: GuardCheck) -> None:
+        if check.worker == "s1":
+            await held.wait()
+
+    def on(models: Model, policy: Policy) -> Executor:
+        role = Role(name="writer", tools=("note",), guards=Guards(input=(slow_on_s1,)))
+        return Executor([role], models, tools=[note], policy=policy)
+
+    async def over(models: Model, wall_s: float) -> BudgetExceeded:
+        with pytest.raises(BudgetExceeded) as caught:
+            await on(models, Policy(budgets=Budgets(wall_time_s=wall_s))).run(
+                "x", subtasks=[("writer", "one")]
+            )
+        return caught.value
+
+    async def timed(models: Model, limit_s: float) -> RunResult:
+        policy = Policy(worker_timeout_s=limit_s, failure="best_effort")
+        return await on(models, policy).run("x", subtasks=[("writer", "one"), ("writer", "two")])
+
+    NEVER.clear()
+    run_tape, worker_tape = tmp_path / "run.cassette.jsonl", tmp_path / "worker.cassette.jsonl"
+    recorded = await over(cassette(noting(stuck=()), record=run_tape), 0.2)
+    recorded_worker = await timed(cassette(noting(stuck=()), record=worker_tape), 0.2)
+    assert ended(recorded_worker) == {"s1": ("failed", "WorkerTimeout"), "s2": ("ok", None)}
+    held.set()
+    replayed = await over(cassette(noting(stuck=()), replay=run_tape), 30.0)
+    assert (replayed.limit, replayed.used) == (recorded.limit, recorded.used)
+    assert alike(replayed)[3] == alike(recorded)[3] == {"s1": "over_budget"}
+    replayed_worker = await timed(cassette(noting(stuck=()), replay=worker_tape), 30.0)
+    assert ended(replayed_worker) == ended(recorded_worker)
