@@ -7,6 +7,7 @@ import asyncio
 
 from runtime.concurrency import within
 from runtime.limits.room import Room, also_among, in_room, nested_work, out_of_room
+from runtime.limits.worktime import within_own_time
 
 
 async def test_overlapping_waits_for_a_person_leave_the_slot_once_and_take_it_once() -> None:
@@ -139,3 +140,37 @@ async def test_slots_held_with_a_room_are_left_and_taken_again_with_it() -> None
         assert (run.locked(), actor.locked()) == (True, True)
     assert not actor.locked()
     room.give_back()
+
+
+async def test_a_wait_for_slots_held_with_a_room_is_not_the_workers_own_time() -> None:
+    """A worker waits for a Ray actor's room (``also_among``) while another worker
+    holds it 0.3s, under its own time limit of 0.1s: the wait is not its work, so it is
+    not cut, whether it holds a slot of max_workers (a room) or has none."""
+    actor = asyncio.Semaphore(1)
+    held, waiting = asyncio.Event(), [asyncio.Event(), asyncio.Event()]
+    ended: list[bool] = []
+
+    async def waits(room: Room | None, asking: asyncio.Event) -> None:
+        if room is not None:
+            await room.take()
+        with within_own_time(0.1) as deadline:
+            asking.set()
+            async with also_among(actor):
+                pass
+        ended.append(deadline.expired)
+        if room is not None:
+            room.give_back()
+
+    async def holds() -> None:
+        async with actor:
+            held.set()
+            for asking in waiting:
+                await asking.wait()
+            await asyncio.sleep(0.3)  # its work, as the others wait for the actor
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(holds())
+        await held.wait()
+        group.create_task(waits(Room(asyncio.Semaphore(1)), waiting[0]))
+        group.create_task(waits(None, waiting[1]))
+    assert ended == [False, False]
