@@ -85,8 +85,8 @@ class Database(Protocol):
 
     def knock(self) -> Knock:
         """Whether the server answers now (a new connection, let in or refused), known
-        within :data:`~honeycomb.store.silence.ANSWER_S`: a knock under way or just
-        heard, or a new one. A file always answers."""
+        within its window (:class:`~honeycomb.store.silence.Knocker`): a knock under
+        way or just heard, or a new one. A file always answers."""
 
     def kept(self, text: str) -> str:
         """``text`` as a column of text keeps it, and reads it back."""

@@ -337,7 +337,7 @@ class PostgresDatabase:
     # --- writing ------------------------------------------------------------------------
 
     def connect(self) -> PostgresConnection:
-        conn = self._connection()
+        conn = self._knocker.timed(self._connection)  # (knocks are given as long)
         try:
             self._prepare(conn)
         except BaseException:
@@ -380,10 +380,10 @@ class PostgresDatabase:
     def knock(self) -> silence.Knock:
         return self._knocker.knock()
 
-    def _knocked(self) -> None:
+    def _knocked(self, within: float) -> None:
         """A knock's connection (:class:`~honeycomb.store.silence.Knock`), closed at once
         (it gives up by itself): let in, the server is not away."""
-        self._connected({"connect_timeout": math.ceil(silence.ANSWER_S) + 1}).close()
+        self._connected({"connect_timeout": math.ceil(within) + 1}).close()
         self.away = False
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:

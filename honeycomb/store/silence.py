@@ -24,17 +24,32 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from honeycomb.store import forked
 from runtime import StoreError
 from runtime.value import Value
 
-__all__ = ["ANSWER_S", "Heard", "Knock", "Knocker", "Server", "spoke", "unanswered", "waits"]
+__all__ = [
+    "ANSWER_S",
+    "SLOW_CONNECTS",
+    "Heard",
+    "Knock",
+    "Knocker",
+    "Server",
+    "spoke",
+    "unanswered",
+    "waits",
+]
+
+T = TypeVar("T")
 
 ANSWER_S = 1.0
 """How long a server is given to answer a new connection (let it in, or refuse it)
-before it is taken for silent."""
+before it is taken for silent, at least."""
+SLOW_CONNECTS = 5
+"""How many times as long as the writer's last connection took to be made a server is
+given to answer a new one, when that is longer than :data:`ANSWER_S`."""
 
 
 class Heard(Value, frozen=True, kw_only=True):
@@ -49,18 +64,23 @@ class Heard(Value, frozen=True, kw_only=True):
 
 class Knock:
     """One try of a new connection to a store's server, in a thread of its own, which
-    ends by itself (the try's own timeout): what it heard is known within
-    :data:`ANSWER_S` of its start, whatever the server does. A connection let in later
-    is an answer still; one that fails later (its own timeout) is not.
+    ends by itself (the try's own timeout): what it heard is known within ``window``
+    of its start, whatever the server does. A connection let in later is an answer
+    still; one that fails later (its own timeout) is not.
 
     Args:
-        connect: Connects and closes the connection (raises StoreError saying why it
-            could not); None: a file, which always answers.
+        connect: Connects and closes the connection, giving up a moment after the
+            window given (raises StoreError saying why it could not); None: a file,
+            which always answers.
         where: The store, as errors name it.
+        window: How long the server is given to answer (:data:`ANSWER_S` at least).
     """
 
-    def __init__(self, connect: Callable[[], None] | None, where: str) -> None:
+    def __init__(
+        self, connect: Callable[[float], None] | None, where: str, window: float = ANSWER_S
+    ) -> None:
         self.started = time.monotonic()
+        self.window = window
         self._where = where
         self._done = threading.Event()
         self._why: StoreError | None = None
@@ -71,9 +91,9 @@ class Knock:
             name = "honeycomb-store-knock"
             threading.Thread(target=self._run, args=(connect,), name=name, daemon=True).start()
 
-    def _run(self, connect: Callable[[], None]) -> None:
+    def _run(self, connect: Callable[[float], None]) -> None:
         try:
-            connect()
+            connect(self.window)
         except StoreError as exc:
             self._why = exc
         except Exception as exc:  # not the server's word: told as a failed try
@@ -87,16 +107,16 @@ class Knock:
         """How long until what it heard is known, at the latest."""
         if self._done.is_set():
             return 0.0
-        return max(0.0, self.started + ANSWER_S - time.monotonic())
+        return max(0.0, self.started + self.window - time.monotonic())
 
     def heard(self) -> Heard:
         """What it heard (waiting until that is known)."""
         done = self._done.wait(self.left())
         if self._answered(done):
             return Heard(why=self._why)
-        if done and self._why is not None and self._ended <= self.started + ANSWER_S:
+        if done and self._why is not None and self._ended <= self.started + self.window:
             return Heard(why=self._why, silent=True)  # failed at once: libpq's reason
-        return Heard(why=StoreError(_silence(), path=self._where), silent=True)
+        return Heard(why=StoreError(_silence(self.window), path=self._where), silent=True)
 
     def fresh(self) -> bool:
         """Whether it tells of the server now: under way, or heard a moment ago, a
@@ -106,8 +126,8 @@ class Knock:
             return True
         done = self._done.is_set()
         if done and self._why is None:
-            return time.monotonic() < self._ended + ANSWER_S
-        return not self._answered(done) and time.monotonic() < self.started + 2 * ANSWER_S
+            return time.monotonic() < self._ended + self.window
+        return not self._answered(done) and time.monotonic() < self.started + 2 * self.window
 
     def _answered(self, done: bool) -> bool:
         """Whether what it heard (``done``: its try ended) is an answer: a connection
@@ -118,21 +138,24 @@ class Knock:
             return False
         if self._why is None:
             return True
-        return self._ended <= self.started + ANSWER_S and spoke(str(self._why))
+        return self._ended <= self.started + self.window and spoke(str(self._why))
 
 
 class Knocker:
     """The knocks of one store: one at a time, shared by whoever asks meanwhile (the
-    runs of a service stopping together knock once).
+    runs of a service stopping together knock once). A server slow to let a connection
+    in (far away, TLS, a proxy) is given :data:`SLOW_CONNECTS` times as long as the
+    writer's last connection took to be made (:meth:`timed`), :data:`ANSWER_S` at least.
 
     Args:
         connect: As :class:`Knock`'s.
         where: The store, as errors name it.
     """
 
-    def __init__(self, connect: Callable[[], None] | None, where: str) -> None:
+    def __init__(self, connect: Callable[[float], None] | None, where: str) -> None:
         self._connect = connect
         self._where = where
+        self._connect_s = 0.0  # how long the writer's last connection took to be made
         self._lock = threading.Lock()
         self._last: Knock | None = None
         forked.inherited(self)
@@ -147,8 +170,16 @@ class Knocker:
         """A knock that tells of the server now: the last one, or a new one."""
         with self._lock:
             if self._last is None or not self._last.fresh():
-                self._last = Knock(self._connect, self._where)
+                window = max(ANSWER_S, SLOW_CONNECTS * self._connect_s)
+                self._last = Knock(self._connect, self._where, window)
             return self._last
+
+    def timed(self, connect: Callable[[], T]) -> T:
+        """``connect()``, the writer's connection, timed: knocks are given that long."""
+        started = time.monotonic()
+        made = connect()
+        self._connect_s = time.monotonic() - started
+        return made
 
 
 class Server(Protocol):
@@ -169,7 +200,8 @@ def waits(database: Server, moment: float) -> Iterator[float]:
     while True:
         yield wait
         knock = database.knock()
-        yield knock.left()
+        while (left := knock.left()) > 0:
+            yield min(left, moment)  # (what it heard is known as soon as it is)
         if knock.heard().silent:
             database.away = True
             return
@@ -188,21 +220,21 @@ def spoke(why: str) -> bool:
     return _SPOKE.search(why) is not None
 
 
-def unanswered(where: str, *, sent: bool) -> StoreError:
+def unanswered(where: str, *, sent: bool, within: float = ANSWER_S) -> StoreError:
     """The error of a wait that ended on a silent server (``sent``: the commit of what
-    it waited for had been sent to it)."""
+    it waited for had been sent to it; ``within``: its knock's window)."""
     known = (
         "the commit of what it waited for was sent: it may be there or not"
         if sent
         else "nothing of what it waited for is written yet: it may still be, if the "
         "server answers the store's writer, which holds it, before this process ends"
     )
-    return StoreError(f"{_silence()}; {known}", path=where)
+    return StoreError(f"{_silence(within)}; {known}", path=where)
 
 
-def _silence() -> str:
-    """What a silent server is told as."""
+def _silence(within: float) -> str:
+    """What a silent server is told as (``within``: the knock's window)."""
     return (
-        f"the run store's server answered nothing in {ANSWER_S:g} s (a network cut, or "
-        "its host paused?)"
+        f"the run store's server answered nothing in {round(within, 1):g} s (a network "
+        "cut, or its host paused?)"
     )

@@ -320,8 +320,7 @@ class RunStore:
             await waiter
 
     async def _answered(self, waiter: asyncio.Future[None]) -> None:
-        """``await waiter`` for as long as the store's server answers (see
-        :mod:`honeycomb.store.silence`).
+        """``await waiter`` for as long as the store's server answers (:mod:`.silence`).
 
         Raises:
             StoreError: the write's own error, or, once the server answered nothing,
@@ -333,7 +332,8 @@ class RunStore:
                 if waiter.done():
                     break
             else:
-                raise silence.unanswered(self.where, sent=self._writer.sent(waiter))
+                sent, within = self._writer.sent(waiter), self._database.knock().window
+                raise silence.unanswered(self.where, sent=sent, within=within)
         finally:
             if not waiter.done():
                 waiter.cancel()  # nobody to tell: the write stands (see batch._tell)

@@ -193,10 +193,13 @@ class SilentProxy:
 
     Args:
         port: The server's port.
+        answer_after_s: How long the server's first answer on each connection is held
+            (a server slow to let a connection in: far away, TLS, a proxy).
     """
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, *, answer_after_s: float = 0.0) -> None:
         self.upstream = port
+        self._late = answer_after_s
         self.silent = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
@@ -244,12 +247,14 @@ class SilentProxy:
                 server = socket.create_connection(("127.0.0.1", self.upstream))
                 with self._lock:
                     self._sockets.append(server)
-                for ends in ((client, server), (server, client)):
+                for ends in ((client, server, 0.0), (server, client, self._late)):
                     threading.Thread(target=self._pump, args=ends, daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, late: float) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
+                time.sleep(late)  # (the first answer only: a connection's being let in)
+                late = 0.0
                 if not self.silent.is_set():
                     sink.sendall(data)
 
