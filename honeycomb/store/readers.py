@@ -141,10 +141,11 @@ class Readers:
             StoreError: why not (a refusal: the pool is closed).
         """
         heard = self._server.knock().heard()
-        if heard.why is not None and (heard.silent or refused):
+        why = heard.error()
+        if why is not None and (heard.silent or refused):
             if not heard.silent:
                 self.close()
-            raise heard.why
+            raise why
 
     def _silent(self) -> None:
         """The server answered nothing as a read went on: the store is away."""

@@ -53,13 +53,23 @@ given to answer a new one, when that is longer than :data:`ANSWER_S`."""
 
 
 class Heard(Value, frozen=True, kw_only=True):
-    """What a knock heard."""
+    """What a knock heard (shared by whoever asked meanwhile: raise :meth:`error`)."""
 
     why: StoreError | None = None
     """Why no connection was let in (None: one was)."""
     silent: bool = False
-    """The server did not answer it: nothing in :data:`ANSWER_S`, or a failure that is
-    not its word (``why`` then says libpq's reason)."""
+    """The server did not answer it: nothing in its window, or a failure that is not
+    its word (``why`` then says libpq's reason)."""
+
+    def error(self) -> StoreError | None:
+        """``why``, anew for its raiser: one error raised in several threads at once
+        would gather all their tracebacks."""
+        if self.why is None:
+            return None
+        why = self.why
+        again = StoreError(str(why).removeprefix(f"{why.path}: "), path=why.path)
+        again.__cause__ = why.__cause__
+        return again
 
 
 class Knock:

@@ -104,7 +104,7 @@ class Watch:
                     if read not in self._reads:
                         continue  # it ended meanwhile
                     if heard.silent:
-                        read.cut = heard.why
+                        read.cut = heard.error()
                         _shut(read.conn)
                     else:
                         read.due = time.monotonic() + self._moment

@@ -83,8 +83,11 @@ async def test_a_stopping_write_its_reads_and_closing_wait_for_a_silent_server_a
         told = "server answered nothing|Connection refused"  # (libpq's reason, if it was)
         with pytest.raises(StoreError, match=told):
             await store.summary("r1")  # what was written before it first: told at once
-        with pytest.raises(StoreError, match=told):
+        with pytest.raises(StoreError, match=told) as read:
             store.runs()
+        with pytest.raises(StoreError, match=told) as again:  # told by the same knock
+            store.runs()
+        assert again.value is not read.value  # (each its own: tracebacks piled on one)
         await asyncio.wait_for(store.aclose(), 4 * _FAILED_S)
         assert time.monotonic() - started < _FAILED_S
     finally:
