@@ -328,7 +328,9 @@ class _Life:
                 )
                 if again:
                     deadline = deadline or time.monotonic() + _patience(stopping)
-                    if time.monotonic() < deadline and not self._cut_short(stopping):
+                    # A stopping write behind it cuts short the wait for a lost server,
+                    # not the retry of a batch a healthy one rolled back.
+                    if time.monotonic() < deadline and not (lost and self._cut_short(stopping)):
                         continue  # on a new connection, if it was lost
                 if len(items) > 1 and failed is not None and failed.of_one_write(exc):
                     # One write the database does not take (one run's) does not fail

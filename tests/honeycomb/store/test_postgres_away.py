@@ -334,3 +334,37 @@ def test_ctrl_c_on_a_run_whose_server_went_away_ends_the_command_in_a_moment(
     back(url, role_in(mine))
     assert main(["resume", "stopped", "--store", mine, "--plain"]) == 0
     assert "Answer:" in capsys.readouterr().out
+
+
+async def test_a_batch_the_server_rolled_back_is_made_again_though_a_run_stops_behind_it(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch the server rolled back to break a deadlock (another run's writes) failed
+    instead of being made again when a stopping write, or the store's close, was queued
+    behind it: what cuts short the wait for a lost server cut short its retry too, on a
+    server that answers. It is made again, and the stopping write after it."""
+    url = postgres.url()
+    store = RunStore(url)
+    await store.commit(("CREATE TABLE t (n BIGINT)", ()))
+    committing, stopped = threading.Event(), threading.Event()
+    commit = PostgresConnection.commit
+    commits: list[PostgresConnection] = []
+
+    def deadlocked(self: PostgresConnection) -> None:
+        commits.append(self)
+        if len(commits) == 1:  # rolled back, once a stopping write is queued behind it
+            committing.set()
+            stopped.wait(60)
+            raise psycopg.errors.DeadlockDetected("deadlock detected")
+        commit(self)
+
+    monkeypatch.setattr(PostgresConnection, "commit", deadlocked)
+    other = asyncio.ensure_future(store.commit(("INSERT INTO t VALUES (1)", ())))
+    assert await anyio.to_thread.run_sync(committing.wait, 60)
+    stopping = asyncio.ensure_future(store.commit(("INSERT INTO t VALUES (2)", ()), stopping=True))
+    await asyncio.sleep(0)  # (it is queued as it starts)
+    stopped.set()
+    await other  # (without the fix: StoreError, deadlock detected)
+    await stopping
+    assert query(url, "SELECT n FROM t ORDER BY n") == [(1,), (2,)]
+    store.close()
