@@ -331,7 +331,7 @@ class PostgresDatabase:
             timeout_s=_CONNECT_TIMEOUT_S,
         )
         self._readers = readers.Readers(pool, self._connection, self)
-        self._knocker = silence.Knocker(self._knocked, self.where)
+        self._knocker = silence.Knocker(self._knocked, self.where, silence.hosts(self.conninfo))
         readers.unprinted()  # what psycopg logs of its connections, where nothing takes it
 
     # --- writing ------------------------------------------------------------------------

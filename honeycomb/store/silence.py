@@ -20,6 +20,7 @@ process ends.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -37,6 +38,7 @@ __all__ = [
     "Knock",
     "Knocker",
     "Server",
+    "hosts",
     "spoke",
     "unanswered",
     "waits",
@@ -84,13 +86,20 @@ class Knock:
             which always answers.
         where: The store, as errors name it.
         window: How long the server is given to answer (:data:`ANSWER_S` at least).
+        each: How long each of its hosts is given (the window, for one host): what
+            ``connect`` is given.
     """
 
     def __init__(
-        self, connect: Callable[[float], None] | None, where: str, window: float = ANSWER_S
+        self,
+        connect: Callable[[float], None] | None,
+        where: str,
+        window: float = ANSWER_S,
+        each: float | None = None,
     ) -> None:
         self.started = time.monotonic()
         self.window = window
+        self._each = window if each is None else each
         self._where = where
         self._done = threading.Event()
         self._why: StoreError | None = None
@@ -103,7 +112,7 @@ class Knock:
 
     def _run(self, connect: Callable[[float], None]) -> None:
         try:
-            connect(self.window)
+            connect(self._each)
         except StoreError as exc:
             self._why = exc
         except Exception as exc:  # not the server's word: told as a failed try
@@ -157,14 +166,20 @@ class Knocker:
     in (far away, TLS, a proxy) is given :data:`SLOW_CONNECTS` times as long as the
     writer's last connection took to be made (:meth:`timed`), :data:`ANSWER_S` at least.
 
+    A store of several hosts (``host=a,b``: libpq tries each in turn, each for its
+    connect timeout, a second more than its time) gives a knock that much more for
+    each host before the last.
+
     Args:
         connect: As :class:`Knock`'s.
         where: The store, as errors name it.
+        hosts: How many hosts it has.
     """
 
-    def __init__(self, connect: Callable[[float], None] | None, where: str) -> None:
+    def __init__(self, connect: Callable[[float], None] | None, where: str, hosts: int = 1) -> None:
         self._connect = connect
         self._where = where
+        self._hosts = hosts
         self._connect_s = 0.0  # how long the writer's last connection took to be made
         self._lock = threading.Lock()
         self._last: Knock | None = None
@@ -180,8 +195,9 @@ class Knocker:
         """A knock that tells of the server now: the last one, or a new one."""
         with self._lock:
             if self._last is None or not self._last.fresh():
-                window = max(ANSWER_S, SLOW_CONNECTS * self._connect_s)
-                self._last = Knock(self._connect, self._where, window)
+                each = max(ANSWER_S, SLOW_CONNECTS * self._connect_s)
+                window = each + (self._hosts - 1) * (math.ceil(each) + 1)
+                self._last = Knock(self._connect, self._where, window, each)
             return self._last
 
     def timed(self, connect: Callable[[], T]) -> T:
@@ -222,6 +238,15 @@ _SPOKE = re.compile(r"failed: [^:\n]+:  ")
 """How libpq tells what the server said as it refused a connection: its message's
 severity (in the server's language), a colon and two spaces ("... failed: FATAL:
 too many clients already"); what the network or libpq itself says has no such word."""
+
+
+def hosts(conninfo: str) -> int:
+    """How many hosts libpq tries for ``conninfo`` (``host=a,b``, or a URL's
+    ``a:1,b:2``), one at least."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(conninfo)
+    return max(1, *(len(str(given.get(key, "")).split(",")) for key in ("host", "hostaddr")))
 
 
 def spoke(why: str) -> bool:

@@ -168,6 +168,23 @@ async def test_a_stopping_write_waits_for_a_slow_server_and_another_runs_batch_g
     proxy.close()
 
 
+def test_a_store_of_several_hosts_is_answered_by_the_next_when_one_is_silent(
+    postgres: PostgresServer,
+) -> None:
+    """A URL of two hosts, the first silent: libpq gives it its connect timeout (2 s at
+    least) before it tries the next, which lets the store's question in; the question
+    was given 1 s in all, and took the store for silent."""
+    proxy = SilentProxy(postgres.port)
+    proxy.silence()
+    both = f"127.0.0.1:{proxy.port},127.0.0.1:{postgres.port}"
+    url = postgres.url().replace(f"127.0.0.1:{postgres.port}", both)
+    try:
+        heard = PostgresDatabase(url).knock().heard()
+    finally:
+        proxy.close()
+    assert heard == silence.Heard()  # let in
+
+
 def test_the_stores_connections_learn_of_a_silent_server_unless_the_url_says(
     postgres: PostgresServer,
 ) -> None:
