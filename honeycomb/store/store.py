@@ -343,8 +343,8 @@ class RunStore:
         """Commit what is queued, checkpoint the file, stop the writer thread and close
         the connections. A server that is away is waited for a moment, as by a run
         that stops, and a silent one no longer than it answers: what the writer could
-        not write by then is written if the server answers it before the process
-        ends (see :meth:`~honeycomb.store.writer.Writer.stop`)."""
+        not write by then is not written, should the server answer later (see
+        :meth:`~honeycomb.store.writer.Writer.stop`)."""
         self._writer.stop()
         self._database.close()
 

@@ -21,7 +21,8 @@ a deadlock with another process's); one lost as it committed is not (it may be t
 or not: its waiters are told so). Secrets are masked as a write is queued (see
 :mod:`runtime.secrets`). The thread is never interrupted: whoever waits for it stops
 waiting once its server answers nothing (:mod:`honeycomb.store.silence`), and the
-thread goes on with what it holds, as its connection allows.
+thread goes on with what it holds, as its connection allows, but commits nothing more
+once the store was closed on the silent server (:meth:`Writer.stop`).
 Should the thread itself die, the waiters of its batch and of every write in its queue
 are told too, and the next write starts another thread, with a queue and a connection
 of its own (:class:`Writer`).
@@ -52,6 +53,7 @@ waiters of what it holds that the store cannot be written."""
 STOPPING_S = 1.0
 """How long it tries for a run that stops (``Write.stopping``)."""
 _RECONNECT_EVERY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+_GIVEN_UP = "the store was closed while its server answered nothing: not written"
 
 
 class Writer:
@@ -156,8 +158,9 @@ class Writer:
     def stop(self) -> None:
         """Commit what is queued, checkpoint and stop the thread: as a run that stops
         does, waiting for a lost server a moment only (:data:`STOPPING_S`), and for the
-        thread as long as its server answers. A thread left to a silent server ends by
-        itself, writing what it holds if the server answers it."""
+        thread as long as its server answers. A thread left to a silent server commits
+        nothing more (the process ends, saying what was not written: it stays so), and
+        ends by itself; a commit it had sent may be there or not."""
         life = self._life
         if life is not None and life.thread.is_alive():
             life.hurried.set()  # a lost server is waited for no more, as for a stopping write
@@ -167,6 +170,8 @@ class Writer:
                 life.thread.join(wait)
                 if not life.thread.is_alive():
                     break
+            else:
+                life.given_up.set()
         self.started = False  # nothing more to wait for
 
     def stop_soon(self) -> None:
@@ -213,6 +218,7 @@ class _Life:
         # A stopping write is queued: a lost server is waited for no more (a wait under
         # way ends as it is set).
         self.hurried = threading.Event()
+        self.given_up = threading.Event()  # the store closed on a silent server
         self.thread = threading.Thread(target=self._run, name="honeycomb-store", daemon=True)
         self._after = after.thread if after is not None else None
 
@@ -312,6 +318,8 @@ class _Life:
             try:
                 connection = self._connected(stopping)
                 write_batch(connection, items, held, refused, self.writer.database.where)
+                if self.given_up.is_set():  # (rolled back below)
+                    raise StoreError(_GIVEN_UP, path=self.writer.database.where)
                 self.committing = True
                 connection.commit()
                 self.writer.database.away = False  # it answers again (found silent before)

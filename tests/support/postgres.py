@@ -201,6 +201,8 @@ class SilentProxy:
         self.upstream = port
         self._late = answer_after_s
         self.silent = threading.Event()
+        self._going = threading.Event()  # cleared: paused (what is sent is held)
+        self._going.set()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._sockets: list[socket.socket] = [self._listener]
@@ -227,9 +229,19 @@ class SilentProxy:
                     with contextlib.suppress(OSError):
                         sock.shutdown(socket.SHUT_RDWR)
 
+    def pause(self) -> None:
+        """Hold what is sent either way, answering nothing (a host paused, whose kernel
+        still takes it), until :meth:`resume`."""
+        self._going.clear()
+
+    def resume(self) -> None:
+        """Pass on what was held, and what is sent after it."""
+        self._going.set()
+
     def close(self) -> None:
         """End every connection (the server's sessions end with them) and the proxy."""
         self.silent.set()
+        self._going.set()
         with self._lock:
             for sock in self._sockets:
                 with contextlib.suppress(OSError):
@@ -255,8 +267,11 @@ class SilentProxy:
             while data := source.recv(65536):
                 time.sleep(late)  # (the first answer only: a connection's being let in)
                 late = 0.0
+                self._going.wait()
                 if not self.silent.is_set():
                     sink.sendall(data)
+            if not self.silent.is_set():
+                sink.shutdown(socket.SHUT_WR)  # ended: the other end is told
 
 
 def _free_port() -> int:

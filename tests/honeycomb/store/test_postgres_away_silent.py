@@ -16,7 +16,7 @@ import pytest
 from honeycomb.errors import StoreError
 from honeycomb.store import RunStore, silence, writer
 from honeycomb.store.postgres import PostgresConnection, PostgresDatabase, split_url
-from tests.support.postgres import PostgresServer, SilentProxy
+from tests.support.postgres import PostgresServer, SilentProxy, role_in, role_of
 from tests.support.stores import ON_POSTGRES, query
 
 pytestmark = ON_POSTGRES
@@ -126,6 +126,39 @@ async def test_reads_of_a_paused_server_end_before_the_store_knows_it_away(
         proxy.close()
     for store in stores:
         await asyncio.wait_for(store.aclose(), 4 * _FAILED_S)
+
+
+async def test_what_a_store_closed_on_a_paused_server_held_is_not_written_when_it_resumes(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command stopped while its server's host was paused said its run's end was not
+    recorded (nothing of it written yet), and closed its store; the writer, left to the
+    paused server, wrote it all the same once the host resumed before the process ended
+    (its statement waited in the kernel): recorded after the command said it was not.
+    Once the store is closed on a silent server, the writer commits nothing more."""
+    monkeypatch.setattr(writer, "STOPPING_S", 0.1)
+    url = postgres.url()
+    mine = role_of(url, "paused")
+    proxy = SilentProxy(postgres.port)
+    try:
+        store = RunStore(proxy.url(mine))
+        await store.commit(("CREATE TABLE t (n BIGINT)", ()))
+        proxy.pause()
+        ending = store.commit(("INSERT INTO t VALUES (1)", ()), stopping=True)
+        with pytest.raises(StoreError, match="nothing of what it waited for is written yet"):
+            await asyncio.wait_for(ending, 4 * _FAILED_S)
+        await asyncio.wait_for(store.aclose(), 4 * _FAILED_S)
+        proxy.resume()  # the writer's statement reaches the server, and is answered
+        deadline = time.monotonic() + 4 * _FAILED_S
+        while query(url, _SESSIONS.format(role_in(mine))):  # until the writer ended
+            assert time.monotonic() < deadline, "the store's sessions did not end"
+            await asyncio.sleep(0.01)  # (a look every 10 ms)
+    finally:
+        proxy.close()
+    assert query(url, "SELECT n FROM t") == []
+
+
+_SESSIONS = "SELECT 1 FROM pg_stat_activity WHERE usename = '{}'"
 
 
 async def test_a_stopping_write_waits_for_a_slow_server_and_another_runs_batch_goes_on(
