@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import math
 import os
 import threading
@@ -87,6 +88,7 @@ __all__ = [
     "stoppable",
     "together",
     "usable_cpus",
+    "waited",
     "within",
 ]
 
@@ -237,7 +239,11 @@ class _Deadlines:
         if armed is not None:
             armed.cancel()
         self._armed_for = when
-        self._timer = weakref.ref(loop.call_at(when, self._fire, loop))
+        # In a context of its own: a timer keeps the context it is made in until it
+        # fires, and the block that armed it (a run's, whose context holds the run) may
+        # end hours before its limit would have.
+        timer = loop.call_at(when, self._fire, loop, context=_NO_CONTEXT)
+        self._timer = weakref.ref(timer)
 
     def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer, self._armed_for = None, math.inf
@@ -253,6 +259,9 @@ class _Deadlines:
         if earliest < math.inf:
             self._arm(loop, earliest)
 
+
+_NO_CONTEXT = contextvars.Context()
+"""The context the timers of time limits run in (:meth:`_Deadlines._arm`): empty."""
 
 _TABLES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = (
     weakref.WeakKeyDictionary()
@@ -333,6 +342,13 @@ class within:  # used as a function would be: ``with within(5): ...``
         if task.uncancel() > self._cancelling and kind is asyncio.CancelledError:
             return  # cancelled from elsewhere too: that wins
         raise TimedOut from None
+
+
+async def waited(future: asyncio.Future[Any], limit: float) -> bool:
+    """Wait for ``future`` at most ``limit`` seconds, and say whether it is done: a wait
+    that gives up leaves it to whoever sets it (:class:`within` would cancel it)."""
+    await asyncio.wait((future,), timeout=limit)
+    return future.done()
 
 
 # --- one event loop at a time ---------------------------------------------------------

@@ -371,6 +371,8 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/hive/backend.py": {"ray"},  # `ray`, to check a hive's runtime_env
     "honeycomb/store/postgres.py": {"psycopg", "psycopg_pool"},  # `postgresql`, for its stores
     "honeycomb/store/readers.py": {"psycopg", "psycopg_pool"},  # `postgresql`, its reads
+    "honeycomb/store/silence.py": {"psycopg"},  # `postgresql`, to count a URL's hosts
+    "honeycomb/store/watch.py": {"psycopg"},  # `postgresql`, its types only
     "honeycomb/evals/checks.py": {"jsonschema"},  # `evals`, by a check of a JSON schema
     "honeycomb/evals/spec.py": {"jsonschema"},  # `evals`, as a check's schema is read
     # `mcp` (jsonschema, and referencing with it), by a person's edit of an MCP tool's call

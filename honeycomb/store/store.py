@@ -57,6 +57,7 @@ from honeycomb.store.sqlite import SQLiteDatabase
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import ConfigError, StoreError
+from runtime.concurrency import waited
 from runtime.config.stores import url_schema
 from runtime.secrets import masked
 from runtime.tools.approvals import ApprovalEntry
@@ -328,8 +329,7 @@ class RunStore:
         """
         try:
             for wait in silence.waits(self._database, writing.STOPPING_S):
-                await asyncio.wait((waiter,), timeout=wait)
-                if waiter.done():
+                if await waited(waiter, wait):
                     break
             else:
                 sent, within = self._writer.sent(waiter), self._database.knock().window

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -349,6 +351,35 @@ def test_under_another_async_library_it_fails_at_once_and_says_why() -> None:
     ):
         with pytest.raises(UnsupportedEventLoop, match="runs on asyncio"):
             trio.run(call)
+
+
+def test_a_limits_timer_keeps_nothing_of_the_block_that_armed_it() -> None:
+    """The one timer of a loop's limits was made in the context of the block that armed
+    it, and kept that context until it fired: a run's (whose context variables hold the
+    run) stayed in memory for as long as its longest limit, an approval's hours, after
+    the run had ended; a store it held kept its writer thread."""
+    held: contextvars.ContextVar[object] = contextvars.ContextVar("held")
+
+    class Run:
+        pass
+
+    kept: list[weakref.ref[Run]] = []
+
+    async def block() -> None:
+        run = Run()
+        held.set(run)
+        kept.append(weakref.ref(run))
+        with within(3600.0):  # the loop's first limit: it arms the timer
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        await asyncio.create_task(block())  # a task: a context of its own
+        for _ in range(3):  # the loop's own handles of the task's end, run and gone
+            await asyncio.sleep(0)
+        gc.collect()
+        assert kept[0]() is None
+
+    asyncio.run(main())  # a loop of its own, which no limit has armed yet
 
 
 def test_an_event_loops_deadlines_go_with_it() -> None:
