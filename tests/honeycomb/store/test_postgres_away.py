@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -49,17 +50,7 @@ async def test_a_stopping_runs_write_waits_for_a_server_away_only_a_moment(
     url = postgres.url()
     mine = role_of(url, "stops")
     role = role_in(mine)
-    failed = threading.Event()  # the writer tried to connect again, and could not
-    connect = PostgresDatabase.connect
-
-    def tried(self: PostgresDatabase) -> PostgresConnection:
-        try:
-            return connect(self)
-        except StoreError:
-            failed.set()
-            raise
-
-    monkeypatch.setattr(PostgresDatabase, "connect", tried)
+    failed, tried = _failing_connects(monkeypatch)
     store = RunStore(mine)
     await store.commit(("CREATE TABLE t (n BIGINT)", ()))
     away(url, role)
@@ -108,17 +99,7 @@ async def test_closing_the_store_waits_for_a_server_away_only_a_moment(
     monkeypatch.setattr(writer, "_RECONNECT_EVERY_S", (writer.RECONNECT_S,))
     url = postgres.url()
     mine = role_of(url, "closing")
-    failed = threading.Event()  # the writer tried to connect again, and could not
-    connect = PostgresDatabase.connect
-
-    def tried(self: PostgresDatabase) -> PostgresConnection:
-        try:
-            return connect(self)
-        except StoreError:
-            failed.set()
-            raise
-
-    monkeypatch.setattr(PostgresDatabase, "connect", tried)
+    failed, _ = _failing_connects(monkeypatch)
     store = RunStore(mine)
     await store.commit(("CREATE TABLE t (n BIGINT)", ()))
     away(url, role_in(mine))
@@ -368,3 +349,22 @@ async def test_a_batch_the_server_rolled_back_is_made_again_though_a_run_stops_b
     await stopping
     assert query(url, "SELECT n FROM t ORDER BY n") == [(1,), (2,)]
     store.close()
+
+
+def _failing_connects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[threading.Event, Callable[[PostgresDatabase], PostgresConnection]]:
+    """Watch the writer's tries to connect: the event is set once one could not (the
+    server away), and the connect that sets it is returned, to wrap again."""
+    failed = threading.Event()
+    connect = PostgresDatabase.connect
+
+    def tried(self: PostgresDatabase) -> PostgresConnection:
+        try:
+            return connect(self)
+        except StoreError:
+            failed.set()
+            raise
+
+    monkeypatch.setattr(PostgresDatabase, "connect", tried)
+    return failed, tried
