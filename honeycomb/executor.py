@@ -48,6 +48,7 @@ from honeycomb.run.planner import PlannerLike, SubtaskSpec, as_planner
 from honeycomb.run.policy import Policy, priced_by_models
 from honeycomb.run.result import RunResult
 from honeycomb.run.run import Run
+from honeycomb.run.session_checks import short
 from honeycomb.run.setups import open_memory, open_store, resolve_setups
 from honeycomb.run.shared import Phases, Reporting, Shared
 from honeycomb.run.stream import RunStream, streamed
@@ -1179,9 +1180,7 @@ def _checked_policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
 
 def _shown(value: object) -> str:
     """``value`` and its type, short: ``'gpt-4o' (a str)``."""
-    shown = repr(value)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return shown if value is None else f"{shown} (type {type(value).__name__})"
+    return short(value) if value is None else f"{short(value)} (type {type(value).__name__})"
 
 
 def _cassette_approvals(

@@ -16,7 +16,7 @@ from typing import TextIO
 from honeycomb.cli.stores import DEFAULT_STORE
 from honeycomb.cli.view import View
 from honeycomb.executor import Executor
-from honeycomb.store import RunStore
+from honeycomb.store import RunStore, silence
 from honeycomb.store.postgres import url_passwords
 from runtime import Event, Model, WrapperModel
 from runtime.config.endpoints import endpoint_secrets
@@ -56,7 +56,7 @@ MAYBE_RECORDED = (
 being written: its commit sent (``it may be there or not``), or still held by the
 store's writer, which writes it if the server answers in time (``it may still be``)."""
 
-_UNSURE = ("it may be there or not", "it may still be")
+_UNSURE = (silence.MAY_BE_THERE, silence.MAY_STILL_BE)
 """The words of a store's error that say what it waited for may be written after all
 (:func:`honeycomb.store.silence.unanswered`)."""
 

@@ -17,6 +17,7 @@ __all__ = [
     "check_choices",
     "check_id",
     "check_task",
+    "short",
 ]
 
 Busy = Literal["wait", "refuse"]
@@ -103,5 +104,12 @@ def check_id(given: str, what: str) -> None:
 
 def _not_text(given: object, field: str, instead: str) -> ConfigError:
     """The error for a value of ``field`` that is not text (a number, None, bytes)."""
-    shown = repr(given) if len(repr(given)) <= 60 else repr(given)[:57] + "..."
-    return ConfigError(f"{shown} (type {type(given).__name__}) is not text: {instead}", field=field)
+    return ConfigError(
+        f"{short(given)} (type {type(given).__name__}) is not text: {instead}", field=field
+    )
+
+
+def short(value: object) -> str:
+    """``value``'s repr, cut to 60 characters, as an error shows what was given."""
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."

@@ -255,13 +255,19 @@ def spoke(why: str) -> bool:
     return _SPOKE.search(why) is not None
 
 
+MAY_BE_THERE = "it may be there or not"
+MAY_STILL_BE = "it may still be"
+"""The words of :func:`unanswered` that say what a wait gave up on may be written after
+all (a command's note after it stopped reads them: ``honeycomb/cli/resuming.py``)."""
+
+
 def unanswered(where: str, *, sent: bool, within: float = ANSWER_S) -> StoreError:
     """The error of a wait that ended on a silent server (``sent``: the commit of what
     it waited for had been sent to it; ``within``: its knock's window)."""
     known = (
-        "the commit of what it waited for was sent: it may be there or not"
+        f"the commit of what it waited for was sent: {MAY_BE_THERE}"
         if sent
-        else "nothing of what it waited for is written yet: it may still be, if the "
+        else f"nothing of what it waited for is written yet: {MAY_STILL_BE}, if the "
         "server answers the store's writer, which holds it, before this process ends"
     )
     return StoreError(f"{_silence(within)}; {known}", path=where)
